@@ -1,0 +1,188 @@
+"""Configuration from the environment (SPEC §11), validated with errors naming the variable.
+
+Parsed once per process (a function instance) and passed down explicitly;
+nothing below the targets reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import TypeVar
+
+from shared.durations import parse_duration
+from shared.errors import ConfigError
+from shared.names import is_dns1123_label
+
+
+class KubeAuth(StrEnum):
+    KUBECONFIG = "kubeconfig"
+    GOOGLE = "google"
+
+
+class RegistryAuth(StrEnum):
+    NONE = "none"
+    BASIC = "basic"
+    BEARER = "bearer"
+    GOOGLE = "google"
+    ECR = "ecr"
+
+
+class LogFormat(StrEnum):
+    JSON = "json"
+    TEXT = "text"
+
+
+E = TypeVar("E", bound=StrEnum)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _enum(env: Mapping[str, str], var: str, kind: type[E], default: E) -> E:
+    raw = env.get(var, "").strip().lower()
+    if not raw:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)
+        raise ConfigError(f"{var}={raw!r} is not one of: {allowed}") from None
+
+
+def _bool(env: Mapping[str, str], var: str) -> bool:
+    raw = env.get(var, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigError(f"{var}={raw!r} is not a boolean (true/false)")
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryBase:
+    """`COCOON_REGISTRY_BASE` split into host and repository prefix."""
+
+    host: str
+    prefix: str  # "" or "proj/snapshots" (no leading/trailing slash)
+
+    def repository(self, vm: str) -> str:
+        return f"{self.prefix}/{vm}" if self.prefix else vm
+
+    def vm_of(self, repository: str) -> str | None:
+        """The VM name of a repository under this base, else None."""
+        if not self.prefix:
+            return repository if "/" not in repository else None
+        head = self.prefix + "/"
+        if repository.startswith(head):
+            rest = repository[len(head) :]
+            return rest if rest and "/" not in rest else None
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.prefix}" if self.prefix else self.host
+
+
+def parse_registry_base(raw: str) -> RegistryBase:
+    value = raw.strip()
+    if "://" in value:
+        raise ConfigError(
+            f"COCOON_REGISTRY_BASE={raw!r} must be host[/prefix] without a scheme "
+            "(use COCOON_REGISTRY_INSECURE=true for plain HTTP)"
+        )
+    host, _, prefix = value.strip("/").partition("/")
+    if not host:
+        raise ConfigError("COCOON_REGISTRY_BASE is empty")
+    return RegistryBase(host=host, prefix=prefix.strip("/"))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    kube_auth: KubeAuth = KubeAuth.KUBECONFIG
+    kubeconfig: str | None = None
+    kube_server: str | None = None
+    kube_ca: str | None = None
+    registry_base: RegistryBase | None = None
+    registry_insecure: bool = False
+    registry_auth: RegistryAuth = RegistryAuth.NONE
+    registry_username: str | None = None
+    registry_password: str | None = field(default=None, repr=False)
+    namespaces: frozenset[str] | None = None  # None = all
+    ingest_token: str | None = field(default=None, repr=False)
+    push_audience: str | None = None
+    events_topic: str | None = None
+    wake_deadline: timedelta = timedelta(minutes=10)
+    sweep_max_suspends: int = 50
+    log_format: LogFormat = LogFormat.JSON
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+    def require_registry(self) -> RegistryBase:
+        if self.registry_base is None:
+            raise ConfigError("COCOON_REGISTRY_BASE is not set: refusing to release or wake")
+        return self.registry_base
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        kube_auth = _enum(e, "COCOON_KUBE_AUTH", KubeAuth, KubeAuth.KUBECONFIG)
+        server = e.get("COCOON_KUBE_SERVER") or None
+        ca = e.get("COCOON_KUBE_CA") or None
+        if kube_auth is KubeAuth.GOOGLE and not server:
+            raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
+        if server and not server.startswith("https://"):
+            raise ConfigError(f"COCOON_KUBE_SERVER={server!r} must be an https:// URL")
+
+        base_raw = e.get("COCOON_REGISTRY_BASE", "").strip()
+        base = parse_registry_base(base_raw) if base_raw else None
+        reg_auth = _enum(e, "COCOON_REGISTRY_AUTH", RegistryAuth, RegistryAuth.NONE)
+        user = e.get("COCOON_REGISTRY_USERNAME") or None
+        password = e.get("COCOON_REGISTRY_PASSWORD") or None
+        if reg_auth is RegistryAuth.BASIC and not (user and password):
+            raise ConfigError(
+                "COCOON_REGISTRY_USERNAME and COCOON_REGISTRY_PASSWORD are required "
+                "when COCOON_REGISTRY_AUTH=basic"
+            )
+
+        ns_raw = e.get("COCOON_NAMESPACES", "").strip()
+        namespaces: frozenset[str] | None = None
+        if ns_raw:
+            parts = [p.strip() for p in ns_raw.split(",") if p.strip()]
+            bad = [p for p in parts if not is_dns1123_label(p)]
+            if bad:
+                raise ConfigError(f"COCOON_NAMESPACES has invalid namespace(s): {', '.join(bad)}")
+            namespaces = frozenset(parts)
+
+        try:
+            deadline = parse_duration(e.get("COCOON_WAKE_DEADLINE", "10m") or "10m")
+        except ValueError as err:
+            raise ConfigError(f"COCOON_WAKE_DEADLINE: {err}") from None
+        max_raw = e.get("COCOON_SWEEP_MAX_SUSPENDS", "50").strip() or "50"
+        if not max_raw.isdigit():
+            raise ConfigError(f"COCOON_SWEEP_MAX_SUSPENDS={max_raw!r} is not a whole number")
+        topic = e.get("COCOON_EVENTS_TOPIC") or None
+        if topic and not (topic.startswith("projects/") and "/topics/" in topic):
+            raise ConfigError(f"COCOON_EVENTS_TOPIC={topic!r} must be projects/P/topics/T")
+
+        return cls(
+            kube_auth=kube_auth,
+            kubeconfig=e.get("KUBECONFIG") or None,
+            kube_server=server,
+            kube_ca=ca,
+            registry_base=base,
+            registry_insecure=_bool(e, "COCOON_REGISTRY_INSECURE"),
+            registry_auth=reg_auth,
+            registry_username=user,
+            registry_password=password,
+            namespaces=namespaces,
+            ingest_token=e.get("COCOON_INGEST_TOKEN") or None,
+            push_audience=e.get("COCOON_PUSH_AUDIENCE") or None,
+            events_topic=topic,
+            wake_deadline=deadline,
+            sweep_max_suspends=int(max_raw),
+            log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
+        )

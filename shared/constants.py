@@ -1,0 +1,116 @@
+"""Every key this project reads or writes, in one place (SPEC §2).
+
+The values are cocoonstack's public API: labels and annotations that the
+cocoon-operator, vk-cocoon and this project agree on. Changing one breaks the
+contract with those components, so nothing else in the code spells them out.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- CocoonSet API -----------------------------------------------------------
+GROUP: Final = "cocoonset.cocoonstack.io"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "CocoonSet"
+PLURAL: Final = "cocoonsets"
+SINGULAR: Final = "cocoonset"
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+
+# --- labels on pods ----------------------------------------------------------
+LABEL_SET_NAME: Final = "cocoonset.cocoonstack.io/name"
+LABEL_ROLE: Final = "cocoonset.cocoonstack.io/role"
+LABEL_SLOT: Final = "cocoonset.cocoonstack.io/slot"
+LABEL_APP_NAME: Final = "app.kubernetes.io/name"
+LABEL_POOL: Final = "cocoonstack.io/pool"
+LABEL_SNAPSHOT_CPU_CLASS: Final = "cocoonstack.io/snapshot-cpu-class"
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+
+ROLE_MAIN: Final = "main"
+ROLE_SUB_AGENT: Final = "sub-agent"
+ROLE_TOOLBOX: Final = "toolbox"
+DEFAULT_POOL: Final = "default"
+
+# --- annotations on the set --------------------------------------------------
+ANN_HIBERNATED_ON_NODE: Final = "cocoonset.cocoonstack.io/hibernated-on-node"
+ANN_DELETE_VM_NAMES: Final = "cocoonset.cocoonstack.io/delete-vm-names"
+ANN_IDLE_TIMEOUT: Final = "cocoonset.cocoonstack.io/idle-timeout"
+ANN_LAST_ACTIVITY: Final = "cocoonset.cocoonstack.io/last-activity"
+ANN_IDLE_EXEMPT_UNTIL: Final = "cocoonset.cocoonstack.io/idle-exempt-until"
+# Written by this project when a wake completes: the sweep's idle clock and the
+# deadline check need it, and status conditions are the operator's to own.
+ANN_LAST_WAKE: Final = "cocoonset.cocoonstack.io/last-wake-completed"
+# When a wake was engaged (set with Waking); the sweep measures the wake deadline from it.
+ANN_WAKE_STARTED: Final = "cocoonset.cocoonstack.io/wake-started"
+# The wake whose WakeTimedOut was already emitted, so the sweep warns once per wake.
+ANN_WAKE_TIMEOUT_REPORTED: Final = "cocoonset.cocoonstack.io/wake-timeout-reported"
+
+# --- annotations on pods -----------------------------------------------------
+ANN_GENERATION: Final = "cocoonset.cocoonstack.io/generation"
+ANN_IMAGE: Final = "cocoonset.cocoonstack.io/image"
+ANN_MODE: Final = "cocoonset.cocoonstack.io/mode"
+ANN_OS: Final = "cocoonset.cocoonstack.io/os"
+ANN_STORAGE: Final = "cocoonset.cocoonstack.io/storage"
+ANN_NETWORK: Final = "cocoonset.cocoonstack.io/network"
+ANN_SNAPSHOT_POLICY: Final = "cocoonset.cocoonstack.io/snapshot-policy"
+ANN_MANAGED: Final = "cocoonset.cocoonstack.io/managed"
+ANN_FORCE_PULL: Final = "cocoonset.cocoonstack.io/force-pull"
+
+ANN_VM_NAME: Final = "vm.cocoonstack.io/name"
+ANN_VM_ID: Final = "vm.cocoonstack.io/id"
+ANN_VM_IP: Final = "vm.cocoonstack.io/ip"
+ANN_VNC_PORT: Final = "vm.cocoonstack.io/vnc-port"
+ANN_HIBERNATE: Final = "vm.cocoonstack.io/hibernate"
+ANN_RESTORE: Final = "vm.cocoonstack.io/restore-from-hibernate"
+ANN_KEEP_SNAPSHOT: Final = "vm.cocoonstack.io/keep-snapshot-on-delete"
+ANN_LIFECYCLE_STATE: Final = "vm.cocoonstack.io/lifecycle-state"
+ANN_LIFECYCLE_GENERATION: Final = "vm.cocoonstack.io/lifecycle-observed-generation"
+ANN_LIFECYCLE_MESSAGE: Final = "vm.cocoonstack.io/lifecycle-state-message"
+ANN_NO_DIRECT_IO: Final = "vm.cocoonstack.io/no-direct-io"
+ANN_CONN_TYPE: Final = "vm.cocoonstack.io/conn-type"
+ANN_BACKEND: Final = "vm.cocoonstack.io/backend"
+ANN_PROBE_PORT: Final = "vm.cocoonstack.io/probe-port"
+
+TRUE: Final = "true"
+
+# --- registry ----------------------------------------------------------------
+TAG_HIBERNATE: Final = "hibernate"
+TAG_LATEST: Final = "latest"
+
+# --- the main pod a wake builds (SPEC §3) ------------------------------------
+PLACEHOLDER_IMAGE: Final = "ghcr.io/cocoonstack/placeholder:latest"
+MAIN_CONTAINER: Final = "agent"
+TOLERATION_VK_PROVIDER: Final = "virtual-kubelet.io/provider"
+TOLERATION_NOT_READY: Final = "node.kubernetes.io/not-ready"
+TOLERATION_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
+POD_GRACE_SECONDS: Final = 1
+HINT_AFFINITY_WEIGHT: Final = 100
+
+# --- events out (SPEC §8) ----------------------------------------------------
+REASON_WAKE_NO_CAPACITY: Final = "WakeNoCapacity"
+REASON_WAKE_TIMED_OUT: Final = "WakeTimedOut"
+REASON_SEAT_RELEASED: Final = "SeatReleased"
+REASON_WAKE_COMPLETED: Final = "WakeCompleted"
+REASON_IDLE_SUSPENDED: Final = "IdleSuspended"
+REASON_BAD_ANNOTATION: Final = "InvalidAnnotation"
+EVENT_COMPONENT: Final = "cocoon-hibernation"
+
+METRIC_PODS_DELETED: Final = "slot_release_pods_deleted_total"
+METRIC_WAKE: Final = "slot_release_wake_total"
+METRIC_WAKE_UNSCHEDULABLE: Final = "slot_release_wake_unschedulable_total"
+
+PLACEMENT_HINT_NODE: Final = "hint-node"
+PLACEMENT_POOL: Final = "pool"
+
+# --- CloudEvent types in and out (SPEC §7, §11) ------------------------------
+CE_SNAPSHOT_PUSHED: Final = "io.cocoonstack.snapshot.pushed"
+CE_SET_CHANGED: Final = "io.cocoonstack.cocoonset.changed"
+CE_WAKE_REQUESTED: Final = "io.cocoonstack.cocoonset.wake.requested"
+CE_SWEEP_REQUESTED: Final = "io.cocoonstack.sweep.requested"
+CE_PUBSUB_PUBLISHED: Final = "google.cloud.pubsub.topic.v1.messagePublished"
+CE_AUDIT_WRITTEN: Final = "google.cloud.audit.log.v1.written"
+CE_HARBOR_PUSHED: Final = "harbor.artifact.pushed"
+CE_KNATIVE_PING: Final = "dev.knative.sources.ping"
+CE_KNATIVE_PREFIX: Final = "dev.knative.apiserver."
+CE_LIFECYCLE_PREFIX: Final = "io.cocoonstack.hibernation."

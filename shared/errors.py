@@ -1,0 +1,60 @@
+"""Typed errors: whether to acknowledge or retry is a type, decided once.
+
+Nothing above a client wrapper sees a library's exception: the wrappers
+translate `kubernetes`, `requests`, `botocore` and `google.api_core` errors
+into these (with `raise ... from`).
+"""
+
+from __future__ import annotations
+
+
+class CocoonError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class PermanentError(CocoonError):
+    """Redelivering the same input cannot help: acknowledge and log."""
+
+
+class TransientError(CocoonError):
+    """A retry may succeed: fail the invocation so the platform redelivers."""
+
+
+class InvalidName(PermanentError, ValueError):
+    """A namespace, name, repository, tag or digest failed validation."""
+
+
+class MalformedEvent(PermanentError):
+    """An event body that cannot be parsed into a trigger."""
+
+
+class ConfigError(CocoonError):
+    """The deployment is misconfigured (a missing variable, a 401 from the registry).
+
+    Reported loudly and treated as retryable by the targets: a fix to the
+    configuration should let the redelivered event succeed.
+    """
+
+
+class NotFound(PermanentError):
+    pass
+
+
+class Conflict(TransientError):
+    """409: a compare-and-swap lost, or the object already exists."""
+
+
+class AlreadyExists(Conflict):
+    pass
+
+
+class Invalid(PermanentError):
+    """422 from the API server."""
+
+
+class RegistryError(TransientError):
+    """The registry answered 5xx, timed out, or could not be reached."""
+
+
+class RegistryAuthError(ConfigError):
+    """401/403 from the registry: never read as 'absent'."""

@@ -1,0 +1,75 @@
+"""Structured logs: one JSON line per record, with Cloud Logging's field names.
+
+Cloud Run forwards stdout lines that parse as JSON as `jsonPayload`, lifting
+`severity` and `message`; the counters of SPEC §8 are log lines too (a field
+`metric`), so log-based metrics in Terraform count them without a metrics
+client on the cold-start path.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from shared.config import LogFormat
+
+_lock = threading.Lock()
+
+
+class _State:
+    fmt = LogFormat.JSON
+    stream: TextIO | None = None
+
+
+# Never let a secret reach a log line, whatever a caller passes.
+_REDACT = frozenset({"token", "authorization", "password", "ingest_token"})
+
+
+def configure(fmt: LogFormat, stream: TextIO | None = None) -> None:
+    _State.fmt = fmt
+    _State.stream = stream
+
+
+def _clean(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: ("[redacted]" if k.lower() in _REDACT else v) for k, v in fields.items()}
+
+
+def emit(severity: str, message: str, **fields: Any) -> None:
+    record = _clean(fields)
+    out = _State.stream or sys.stdout
+    if _State.fmt is LogFormat.TEXT:
+        extras = " ".join(f"{k}={v}" for k, v in record.items())
+        line = f"{datetime.now(UTC):%H:%M:%S} {severity:<7} {message} {extras}".rstrip()
+    else:
+        line = json.dumps(
+            {"severity": severity, "message": message, **record},
+            default=str,
+            separators=(",", ":"),
+        )
+    with _lock:
+        out.write(line + "\n")
+        out.flush()
+
+
+def debug(message: str, **fields: Any) -> None:
+    emit("DEBUG", message, **fields)
+
+
+def info(message: str, **fields: Any) -> None:
+    emit("INFO", message, **fields)
+
+
+def warning(message: str, **fields: Any) -> None:
+    emit("WARNING", message, **fields)
+
+
+def error(message: str, **fields: Any) -> None:
+    emit("ERROR", message, **fields)
+
+
+def count(metric: str, value: int = 1, **labels: str) -> None:
+    """One increment of a counter of SPEC §8 (read by log-based metrics)."""
+    emit("INFO", f"{metric} +{value}", metric=metric, value=value, labels=labels)

@@ -1,0 +1,59 @@
+"""The few trigger shapes every event source is reduced to (envelope -> trigger).
+
+Triggers are hints: the functions re-read live state and reconcile, so a
+trigger carries only what is needed to find the sets to look at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shared.names import SetRef
+
+
+class Source(StrEnum):
+    DISTRIBUTION = "distribution"
+    HARBOR = "harbor"
+    ARTIFACT_REGISTRY = "artifact-registry"
+    ECR = "ecr"
+    CANONICAL = "canonical"
+    K8S_AUDIT = "k8s-audit"
+    GKE_AUDIT = "gke-audit"
+    KNATIVE = "knative"
+    PUBSUB = "pubsub"
+    SCHEDULER = "scheduler"
+    CLI = "cli"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPushed:
+    """A `<vm>:hibernate` manifest landed (repository is already under the base)."""
+
+    repository: str
+    tag: str
+    digest: str | None
+    source: Source
+    vm_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetChanged:
+    ref: SetRef
+    why: str
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class WakeRequested:
+    ref: SetRef
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class SweepTick:
+    dry_run: bool
+    source: Source
+
+
+Trigger = SnapshotPushed | SetChanged | WakeRequested | SweepTick
