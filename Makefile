@@ -12,7 +12,7 @@ bootstrap:
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
 
 sync: bootstrap
-	@$(UV) sync --frozen --quiet
+	@$(UV) sync --frozen --all-extras --quiet
 
 sysdeps:
 	@bash infra/scripts/ensure-registry.sh

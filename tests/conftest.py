@@ -14,6 +14,14 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Fixtures shared across test tiers live in tests/fixtures/<name>.py (the embedded
+# Kubernetes API, a real Distribution registry, ...); every module there is a plugin.
+pytest_plugins = sorted(
+    f"tests.fixtures.{p.stem}"
+    for p in (Path(__file__).parent / "fixtures").glob("*.py")
+    if p.stem != "__init__"
+)
+
 
 def _find_reference() -> Path | None:
     env = os.environ.get("COCOON_REFERENCE_DIR")
