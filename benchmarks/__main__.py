@@ -1,8 +1,8 @@
 """Run every benchmark, write results/latest.json, PNG plots and a markdown table.
 
-    uv run python -m benchmarks            # full run (what the README quotes)
-    uv run python -m benchmarks --quick    # CI-sized smoke run of the harness
-    uv run python -m benchmarks --only coldstart ingest
+uv run python -m benchmarks            # full run (what the README quotes)
+uv run python -m benchmarks --quick    # CI-sized smoke run of the harness
+uv run python -m benchmarks --only coldstart ingest
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module = importlib.import_module(f"benchmarks.bench_{name}")
             results[name] = module.run(quick=args.quick)
-        except Exception:  # noqa: BLE001 - one broken benchmark must not hide the others
+        except Exception:  # one broken benchmark must not hide the others
             failed = True
             results[name] = {"error": traceback.format_exc()}
             print(results[name]["error"], file=sys.stderr)

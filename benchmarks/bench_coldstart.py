@@ -63,7 +63,11 @@ def irrelevant_request(target: str) -> tuple[str, dict[str, str], bytes]:
     if target == "release":
         h, b = _ce(
             "io.cocoonstack.snapshot.pushed",
-            {"repository": "snapshots/vk-agents-a-0", "tag": "latest", "digest": "sha256:" + "a" * 64},
+            {
+                "repository": "snapshots/vk-agents-a-0",
+                "tag": "latest",
+                "digest": "sha256:" + "a" * 64,
+            },
         )
         return "/", h, b
     if target == "wake":
@@ -97,16 +101,31 @@ def irrelevant_request(target: str) -> tuple[str, dict[str, str], bytes]:
     )
 
 
-def time_first_response(source: Path, target: str, path: str, headers: dict[str, str],
-                        body: bytes) -> float:
+def time_first_response(
+    source: Path, target: str, path: str, headers: dict[str, str], body: bytes
+) -> float:
     """Milliseconds from spawning functions-framework to its first 2xx answer."""
     port = free_port()
     env = {**os.environ, **ENV, "PYTHONDONTWRITEBYTECODE": "1"}
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "functions_framework", "--source", str(source),
-         "--target", target, "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "functions_framework",
+            "--source",
+            str(source),
+            "--target",
+            target,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}{path}"
@@ -131,11 +150,12 @@ PROBE = textwrap.dedent(
     """
     import json, sys
     import functions_framework
-    target, path, headers, body = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), bytes.fromhex(sys.argv[4])
+    target, path = sys.argv[1], sys.argv[2]
+    headers, body = json.loads(sys.argv[3]), bytes.fromhex(sys.argv[4])
     app = functions_framework.create_app(target=target, source="main.py")
     r = app.test_client().post(path, headers=headers, data=body)
-    heavy = sorted(m for m in ("kubernetes", "boto3", "botocore", "google.cloud.pubsub", "google.auth")
-                   if m in sys.modules)
+    heavy_names = ("kubernetes", "boto3", "botocore", "google.cloud.pubsub", "google.auth")
+    heavy = sorted(m for m in heavy_names if m in sys.modules)
     print(json.dumps({"status": r.status_code, "heavy": heavy}))
     """
 )
@@ -145,7 +165,11 @@ def heavy_modules_loaded(target: str) -> tuple[int, list[str]]:
     path, headers, body = irrelevant_request(target)
     out = subprocess.run(
         [sys.executable, "-c", PROBE, target, path, json.dumps(headers), body.hex()],
-        cwd=ROOT, env={**os.environ, **ENV}, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        env={**os.environ, **ENV},
+        capture_output=True,
+        text=True,
+        check=True,
     )
     res = json.loads(out.stdout.strip().splitlines()[-1])
     return int(res["status"]), list(res["heavy"])
@@ -172,13 +196,15 @@ def run(*, quick: bool) -> dict[str, Any]:
             )
             ratio = median(ours) / median(base)
             figures[f"cold start {target} / no-op"] = fig(
-                ratio, "x",
+                ratio,
+                "x",
                 f"median {median(ours):.0f} ms vs {median(base):.0f} ms over {rounds} "
                 "interleaved spawns (target <= 1.3x)",
             )
             status, heavy = heavy_modules_loaded(target)
             figures[f"{target}: heavy modules for an irrelevant event"] = fig(
-                len(heavy), "modules",
+                len(heavy),
+                "modules",
                 f"HTTP {status}; loaded: {', '.join(heavy) or 'none'} (target: none)",
             )
     return {"figures": figures, "samples": samples}

@@ -27,16 +27,31 @@ from benchmarks.bench_coldstart import ENV, NOOP, ROOT, irrelevant_request
 def _serve(source: Path, target: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "functions_framework", "--source", str(source),
-         "--target", target, "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "functions_framework",
+            "--source",
+            str(source),
+            "--target",
+            target,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env={**os.environ, **ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     wait_port(port)
     return proc, port
 
 
-def _drive(port: int, n: int, threads: int, headers: dict[str, str], body: bytes,
-           latencies: list[float]) -> float:
+def _drive(
+    port: int, n: int, threads: int, headers: dict[str, str], body: bytes, latencies: list[float]
+) -> float:
     """Requests per second for n requests spread over `threads` keep-alive clients."""
     url = f"http://127.0.0.1:{port}/registry"
     per = n // threads
@@ -88,12 +103,15 @@ def run(*, quick: bool) -> dict[str, Any]:
     return {
         "figures": {
             "ingest throughput / no-op": fig(
-                ratio, "x",
+                ratio,
+                "x",
                 f"{median(rps_ours):.0f} vs {median(rps_noop):.0f} req/s, median of {rounds} "
-                f"alternating rounds of {n} requests, {threads} keep-alive clients (target >= 0.8x)",
+                f"alternating rounds of {n} requests, {threads} keep-alive clients "
+                "(target >= 0.8x)",
             ),
             "ingest p50 / p99": fig(
-                percentile(lat_ours, 50), "ms",
+                percentile(lat_ours, 50),
+                "ms",
                 f"p99 {percentile(lat_ours, 99):.2f} ms; no-op p50 {percentile(lat_noop, 50):.2f} "
                 f"ms, p99 {percentile(lat_noop, 99):.2f} ms",
             ),
