@@ -75,8 +75,14 @@ class SweepKube(Protocol):
     ) -> CocoonSet: ...
 
     def emit_event(
-        self, cs: CocoonSet, *, reason: str, message: str, type: str = "Normal"
-    ) -> None: ...
+        self,
+        cs: CocoonSet,
+        *,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        key: str | None = None,
+    ) -> bool: ...
 
 
 # What the safety net calls for a set: the very reconcile an event would run.
@@ -140,6 +146,15 @@ class SweepSummary:
     @property
     def complete(self) -> bool:
         return self.transient_errors == 0
+
+    def __str__(self) -> str:
+        # What a log line shows for the run (the runtime logs the returned object):
+        # counts only, however many actions there were.
+        counts = ",".join(f"{key}={n}" for key, n in self.counts().items()) or "none"
+        return (
+            f"sweep(dry_run={self.dry_run}, sets={self.sets}, actions={counts}, "
+            f"deferred={self.deferred}, errors={self.errors})"
+        )
 
 
 class SweepIncomplete(TransientError):
@@ -302,7 +317,7 @@ class Sweeper:
             except CocoonError as err:
                 self._error(ref, "record wake timeout", err, kind=ActionKind.WAKE_TIMED_OUT)
                 return
-            self._event(updated, k.REASON_WAKE_TIMED_OUT, due.message, warning=True)
+            self._event(updated, k.REASON_WAKE_TIMED_OUT, due.message, warning=True, key=due.key)
             self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.DONE, due.message)
             return
 
@@ -378,10 +393,18 @@ class Sweeper:
 
     # --- reporting -----------------------------------------------------------------
 
-    def _event(self, cs: CocoonSet, reason: str, message: str, *, warning: bool) -> None:
+    def _event(
+        self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
+    ) -> None:
         try:
+            # `key` names the Event after the situation, so even two runs that both
+            # believed they won cannot produce two warnings for one situation.
             self.kube.emit_event(
-                cs, reason=reason, message=message, type="Warning" if warning else "Normal"
+                cs,
+                reason=reason,
+                message=message,
+                type="Warning" if warning else "Normal",
+                key=key,
             )
         except CocoonError as err:
             # The write it reports already landed; a rerun would not re-emit it (the
