@@ -30,7 +30,7 @@ from shared.adapters.registry import (
     parse_artifact_registry,
     parse_snapshot_pushed,
 )
-from shared.adapters.result import DropReason, Parsed, as_object, clip, loads
+from shared.adapters.result import DropReason, Parsed, as_object, clip, loads, show
 from shared.config import Settings
 from shared.constants import (
     CE_AUDIT_WRITTEN,
@@ -71,7 +71,7 @@ def parse_cloudevent(
         attributes = dict(event.get_attributes())
         data = event.data
     except (KeyError, AttributeError, TypeError) as err:
-        raise MalformedEvent(f"not a CloudEvent: {clip(str(err))}") from None
+        raise MalformedEvent(f"not a CloudEvent: {show(err)}") from None
     return parse_parts(ce_type, attributes, data, settings=settings, accept=accept)
 
 

@@ -18,7 +18,7 @@ from shared.adapters.registry import (
     parse_harbor_default,
     parse_registry_json,
 )
-from shared.adapters.result import Parsed, clip, loads
+from shared.adapters.result import Parsed, clip, loads, show
 from shared.config import Settings
 from shared.constants import CE_PUBSUB_PUBLISHED
 from shared.errors import MalformedEvent
@@ -37,7 +37,7 @@ def parse_registry_webhook(body: bytes, content_type: str | None, settings: Sett
     if "event_data" in envelope and "type" in envelope:
         return parse_harbor_default(envelope, settings)
     raise MalformedEvent(
-        f"unrecognised registry notification (Content-Type {clip(str(content_type))!r}, "
+        f"unrecognised registry notification (Content-Type {show(content_type)!r}, "
         f"keys {clip(', '.join(sorted(map(str, envelope))))})"
     )
 

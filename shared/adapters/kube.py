@@ -29,6 +29,7 @@ from shared.adapters.result import (
     loads,
     opt_object,
     opt_str,
+    show,
 )
 from shared.config import Settings
 from shared.constants import GROUP, LABEL_SET_NAME, PLURAL
@@ -91,7 +92,7 @@ def object_changed(
         out.drop(DropReason.READ, f"{resource}.{verb}", event_id)
         return
     if verb not in WRITE_VERBS:
-        out.drop(DropReason.VERB, clip(str(verb)), event_id)
+        out.drop(DropReason.VERB, show(verb), event_id)
         return
     if not _watched(resource, group):
         out.drop(DropReason.RESOURCE, clip(f"{group or 'core'}/{resource}"), event_id)
@@ -136,7 +137,7 @@ def parse_audit_eventlist(body: bytes | str, settings: Settings) -> Parsed:
     envelope = as_object(loads(body, what="audit EventList"), what="audit EventList")
     kind = envelope.get("kind")
     if kind is not None and kind != "EventList":
-        raise MalformedEvent(f"expected kind EventList, got {clip(str(kind))!r}")
+        raise MalformedEvent(f"expected kind EventList, got {show(kind)!r}")
     out = Parsed(kind="k8s-audit")
     items = as_list(envelope.get("items"), what="items")
     for raw in items:
@@ -151,12 +152,12 @@ def _audit_one(out: Parsed, raw: object, event_id: str | None, settings: Setting
     event = as_object(raw, what="items[]")
     stage = event.get("stage")
     if stage != AUDIT_STAGE_DONE:
-        out.drop(DropReason.STAGE, clip(str(stage)), event_id)
+        out.drop(DropReason.STAGE, show(stage), event_id)
         return
     status = opt_object(event, "responseStatus") or {}
     code = status.get("code")
     if not isinstance(code, int) or isinstance(code, bool) or not 200 <= code < 300:
-        out.drop(DropReason.REQUEST_FAILED, f"code={clip(str(code))}", event_id)
+        out.drop(DropReason.REQUEST_FAILED, f"code={show(code)}", event_id)
         return
     ref = opt_object(event, "objectRef")
     if ref is None:
@@ -252,7 +253,7 @@ def parse_gke_audit(
 
     service = attr("servicename", "serviceName")
     if service != GKE_SERVICE:
-        out.drop(DropReason.SERVICE, clip(str(service)))
+        out.drop(DropReason.SERVICE, show(service))
         return out
     method = attr("methodname", "methodName")
     if method is None:
@@ -272,7 +273,7 @@ def parse_gke_audit(
         code = response.get("code")
         failed = failed or (isinstance(code, int) and not 200 <= code < 300)
     if failed:
-        out.drop(DropReason.REQUEST_FAILED, f"{method} status={clip(str(grpc))}")
+        out.drop(DropReason.REQUEST_FAILED, f"{method} status={show(grpc)}")
         return out
     ns, name = _gke_resource(attr("resourcename", "resourceName") or "")
     obj = _full_object(response)
@@ -333,7 +334,7 @@ def parse_knative(
     object_changed(
         out,
         verb=verb,
-        resource=resource if resource is not None else clip(str(kind)),
+        resource=resource if resource is not None else show(kind),
         group=group,
         subresource=None,
         namespace=namespace or _str_attr(attributes, "namespace"),

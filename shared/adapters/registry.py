@@ -26,6 +26,7 @@ from shared.adapters.result import (
     event_id_of,
     loads,
     opt_str,
+    show,
 )
 from shared.config import Settings
 from shared.constants import TAG_HIBERNATE
@@ -112,7 +113,7 @@ def _distribution_one(out: Parsed, raw: object, event_id: str | None, settings: 
     event = as_object(raw, what="events[]")
     action = event.get("action")
     if action != "push":
-        out.drop(DropReason.NOT_PUSH, f"action={clip(str(action))}", event_id)
+        out.drop(DropReason.NOT_PUSH, f"action={show(action)}", event_id)
         return
     target = as_object(event.get("target"), what="target")
     tag = opt_str(target, "tag")
@@ -142,7 +143,7 @@ def parse_harbor_default(payload: Mapping[str, Any], settings: Settings) -> Pars
     out = Parsed(kind="harbor")
     kind = payload.get("type")
     if kind != HARBOR_PUSH:
-        out.drop(DropReason.NOT_PUSH, f"type={clip(str(kind))}")
+        out.drop(DropReason.NOT_PUSH, f"type={show(kind)}")
         return out
     harbor_event_data(out, as_object(payload.get("event_data"), what="event_data"), settings, None)
     return out
@@ -211,7 +212,7 @@ def parse_artifact_registry(
     out = Parsed(kind="artifact-registry", event_id=event_id)
     action = message.get("action")
     if action != AR_INSERT:
-        out.drop(DropReason.NOT_PUSH, f"action={clip(str(action))}")
+        out.drop(DropReason.NOT_PUSH, f"action={show(action)}")
         return out
     tag_ref = opt_str(message, "tag")
     digest_ref = opt_str(message, "digest")
@@ -250,16 +251,16 @@ def parse_ecr(envelope: Mapping[str, Any], settings: Settings) -> Parsed:
     out = Parsed(kind="ecr", event_id=event_id)
     detail_type = envelope.get("detail-type")
     if detail_type != ECR_DETAIL_TYPE:
-        out.drop(DropReason.UNKNOWN_TYPE, f"detail-type={clip(str(detail_type))}")
+        out.drop(DropReason.UNKNOWN_TYPE, f"detail-type={show(detail_type)}")
         return out
     detail = as_object(envelope.get("detail"), what="detail")
     action = detail.get("action-type")
     if action != "PUSH":
-        out.drop(DropReason.NOT_PUSH, f"action-type={clip(str(action))}")
+        out.drop(DropReason.NOT_PUSH, f"action-type={show(action)}")
         return out
     result = detail.get("result")
     if result != "SUCCESS":
-        out.drop(DropReason.PUSH_FAILED, f"result={clip(str(result))}")
+        out.drop(DropReason.PUSH_FAILED, f"result={show(result)}")
         return out
     snapshot_pushed(
         out,

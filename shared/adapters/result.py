@@ -102,6 +102,16 @@ def clip(text: str) -> str:
     return text if len(text) <= DETAIL_MAX else text[:DETAIL_MAX] + "…"
 
 
+def show(value: object) -> str:
+    """Untrusted JSON value as a clipped string for a log detail; never raises."""
+    if isinstance(value, str):
+        return clip(value)
+    try:
+        return clip(str(value))
+    except ValueError:  # int too large to print (sys.set_int_max_str_digits)
+        return f"<{type(value).__name__}>"
+
+
 # --- reading untrusted JSON ---------------------------------------------------
 
 
@@ -110,7 +120,7 @@ def loads(body: bytes | str, *, what: str) -> Any:
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
-        raise MalformedEvent(f"{what}: not JSON ({clip(str(err))})") from None
+        raise MalformedEvent(f"{what}: not JSON ({show(err)})") from None
 
 
 def as_object(value: object, *, what: str) -> Mapping[str, Any]:
@@ -146,6 +156,6 @@ def event_id_of(parent: Mapping[str, Any], *keys: str) -> str | None:
     """The first id-like field present, as a clipped string (a log correlation id only)."""
     for key in keys:
         value = parent.get(key)
-        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-            return clip(str(value))
+        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+            return show(value)
     return None
