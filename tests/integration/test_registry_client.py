@@ -267,7 +267,7 @@ def test_error_statuses_raise_typed_errors_never_absent(
     answering: type[_Answer], status: int, error: type[Exception], vm: str
 ) -> None:
     answering.status = status
-    client = RegistryClient(settings_for(answering.host))  # type: ignore[attr-defined]
+    client = RegistryClient(settings_for(answering.host))
     with pytest.raises(error):
         client.snapshot_present(vm)
     with pytest.raises(error):
@@ -414,6 +414,7 @@ class FakeGoogleCredentials:
         self.token: str | None = None
         self.valid = False
         self.refreshes = 0
+        self.asked_scopes: list[object] = []
 
     def refresh(self, request: object) -> None:
         self.refreshes += 1
@@ -426,14 +427,12 @@ def fake_adc(monkeypatch: pytest.MonkeyPatch) -> FakeGoogleCredentials:
     import google.auth
 
     creds = FakeGoogleCredentials()
-    asked: list[object] = []
 
     def default(scopes: list[str] | None = None, **_: object) -> tuple[FakeGoogleCredentials, str]:
-        asked.append(scopes)
+        creds.asked_scopes.append(scopes)
         return creds, "fake-project"
 
     monkeypatch.setattr(google.auth, "default", default)
-    creds.asked_scopes = asked  # type: ignore[attr-defined]
     return creds
 
 
@@ -455,7 +454,7 @@ def test_google_mode_sends_the_access_token_as_bearer(
         ]
         * 2
     )  # (the stand-in sends no Docker-Content-Digest, so the client GETs the body)
-    assert fake_adc.asked_scopes == [["https://www.googleapis.com/auth/cloud-platform"]]  # type: ignore[attr-defined]
+    assert fake_adc.asked_scopes == [["https://www.googleapis.com/auth/cloud-platform"]]
     assert fake_adc.refreshes == 1  # refreshed once, then reused while valid
 
     fake_adc.valid = False  # expired
