@@ -308,9 +308,9 @@ def test_basic_auth_good_and_bad_credentials(vm: str) -> None:
 
 @pytest.fixture
 def token_registry() -> Iterator[tuple[TokenServer, DistributionServer]]:
-    from tests.fixtures.registry import _require_binary
+    from tests.fixtures.registry import require_registry_binary
 
-    _require_binary()
+    require_registry_binary()
     with (
         TokenServer(users={"cocoon": "s3cret"}, expires_in=300) as tokens,
         DistributionServer(token_auth=tokens.auth_config()) as srv,
@@ -466,9 +466,9 @@ def test_google_mode_exchanges_the_token_when_challenged(
     fake_adc: FakeGoogleCredentials, vm: str
 ) -> None:
     """A gcr.io-style registry challenges; the token is exchanged as oauth2accesstoken."""
-    from tests.fixtures.registry import _require_binary
+    from tests.fixtures.registry import require_registry_binary
 
-    _require_binary()
+    require_registry_binary()
     with (
         TokenServer(users={"oauth2accesstoken": "ya29.fake-1"}) as tokens,
         DistributionServer(token_auth=tokens.auth_config()) as srv,
