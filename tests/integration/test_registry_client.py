@@ -24,7 +24,7 @@ from shared import constants
 from shared.clients.registry import ManifestInfo, RegistryClient
 from shared.config import RegistryAuth, Settings, parse_registry_base
 from shared.errors import ConfigError, InvalidName, RegistryAuthError, RegistryError
-from tests.fixtures.registry import needs_registry_binary
+from tests.fixtures.registry import needs_registry_binary, require_registry_binary
 
 pytestmark = pytest.mark.needs_registry
 
@@ -308,8 +308,6 @@ def test_basic_auth_good_and_bad_credentials(vm: str) -> None:
 
 @pytest.fixture
 def token_registry() -> Iterator[tuple[TokenServer, DistributionServer]]:
-    from tests.fixtures.registry import require_registry_binary
-
     require_registry_binary()
     with (
         TokenServer(users={"cocoon": "s3cret"}, expires_in=300) as tokens,
@@ -466,8 +464,6 @@ def test_google_mode_exchanges_the_token_when_challenged(
     fake_adc: FakeGoogleCredentials, vm: str
 ) -> None:
     """A gcr.io-style registry challenges; the token is exchanged as oauth2accesstoken."""
-    from tests.fixtures.registry import require_registry_binary
-
     require_registry_binary()
     with (
         TokenServer(users={"oauth2accesstoken": "ya29.fake-1"}) as tokens,
