@@ -15,19 +15,12 @@ from typing import Any
 
 import pytest
 
-import functions.ingest as ingest
+from functions import ingest
 from shared.errors import ConfigError, NotFound, RegistryError
 from shared.names import SetRef
 from shared.triggers import SetChanged, SnapshotPushed, Source, SweepTick, WakeRequested
 from tests.data.events import event_bytes, load_event
-from tests.functional.ingest_support import (  # noqa: F401 - pytest fixtures
-    TOKEN,
-    Recorder,
-    auth,
-    client,
-    ingest_env,
-    recorder,
-)
+from tests.fixtures.ingest import TOKEN, Recorder, auth
 
 VM = "vk-team-a-agent-0"
 DIGEST = "sha256:3f5e9a" + "0" * 55 + "e21"
@@ -267,66 +260,70 @@ def test_tokens_never_reach_the_logs(
     assert token not in out.out + out.err
 
 
-INJECTIONS = [
-    pytest.param(
-        "/registry",
-        json.dumps(
-            {
-                "events": [
-                    {
-                        "id": "x",
-                        "action": "push",
-                        "target": {"repository": repo, "tag": "hibernate", "digest": DIGEST},
-                    }
-                ]
-            }
-        ),
-        id=ident,
-    )
-    for repo, ident in [
-        ("cocoon/../vk-team-a-agent-0", "repo-dot-dot"),
-        ("cocoon%2Fvk-team-a-agent-0", "repo-percent-2f"),
-        ("cocoon/vk-team-a-agent-0\x00", "repo-nul"),
-        ("cocoon/vk-" + "a" * 300 + "-agent-0", "repo-over-long"),
+INJECTIONS = (
+    [
+        pytest.param(
+            "/registry",
+            json.dumps(
+                {
+                    "events": [
+                        {
+                            "id": "x",
+                            "action": "push",
+                            "target": {"repository": repo, "tag": "hibernate", "digest": DIGEST},
+                        }
+                    ]
+                }
+            ),
+            id=ident,
+        )
+        for repo, ident in [
+            ("cocoon/../vk-team-a-agent-0", "repo-dot-dot"),
+            ("cocoon%2Fvk-team-a-agent-0", "repo-percent-2f"),
+            ("cocoon/vk-team-a-agent-0\x00", "repo-nul"),
+            ("cocoon/vk-" + "a" * 300 + "-agent-0", "repo-over-long"),
+        ]
     ]
-] + [
-    pytest.param(
-        "/kubernetes/audit",
-        json.dumps(
-            {
-                "kind": "EventList",
-                "items": [
-                    {
-                        "auditID": "x",
-                        "stage": "ResponseComplete",
-                        "verb": "patch",
-                        "responseStatus": {"code": 200},
-                        "objectRef": {
-                            "resource": "cocoonsets",
-                            "apiGroup": "cocoonset.cocoonstack.io",
-                            "namespace": ns,
-                            "name": name,
-                        },
-                    }
-                ],
-            }
-        ),
-        id=ident,
-    )
-    for ns, name, ident in [
-        ("../kube-system", "agent", "ns-dot-dot"),
-        ("team-a%2F..", "agent", "ns-percent-2f"),
-        ("team-a", "agent\x00", "name-nul"),
-        ("team-a", "a" * 254, "name-over-long"),
-        ("team-a", "agent/../../secrets", "name-slash"),
+    + [
+        pytest.param(
+            "/kubernetes/audit",
+            json.dumps(
+                {
+                    "kind": "EventList",
+                    "items": [
+                        {
+                            "auditID": "x",
+                            "stage": "ResponseComplete",
+                            "verb": "patch",
+                            "responseStatus": {"code": 200},
+                            "objectRef": {
+                                "resource": "cocoonsets",
+                                "apiGroup": "cocoonset.cocoonstack.io",
+                                "namespace": ns,
+                                "name": name,
+                            },
+                        }
+                    ],
+                }
+            ),
+            id=ident,
+        )
+        for ns, name, ident in [
+            ("../kube-system", "agent", "ns-dot-dot"),
+            ("team-a%2F..", "agent", "ns-percent-2f"),
+            ("team-a", "agent\x00", "name-nul"),
+            ("team-a", "a" * 254, "name-over-long"),
+            ("team-a", "agent/../../secrets", "name-slash"),
+        ]
     ]
-] + [
-    pytest.param(
-        "/pubsub",
-        _pubsub({"namespace": "team-a", "name": "../../api/v1/secrets"}),
-        id="wake-name-traversal",
-    ),
-]
+    + [
+        pytest.param(
+            "/pubsub",
+            _pubsub({"namespace": "team-a", "name": "../../api/v1/secrets"}),
+            id="wake-name-traversal",
+        ),
+    ]
+)
 
 
 @pytest.mark.parametrize(("route", "body"), INJECTIONS)
@@ -335,6 +332,7 @@ def test_injection_is_refused_without_any_connection(
     recorder: Recorder,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    *,
     route: str,
     body: str,
 ) -> None:
