@@ -68,7 +68,7 @@ def settings() -> Settings:
     """`Settings.from_env()` once per process (a function instance)."""
     if _Cache.settings is None:
         built = Settings.from_env()
-        log.configure(built.log_format)
+        log.set_format(built.log_format)
         _Cache.settings = built
     return _Cache.settings
 
