@@ -172,7 +172,14 @@ def _authenticate(request: Any, route: str, config: Settings) -> Reply | None:
             return None
         if route == ROUTE_PUBSUB and config.push_audience:
             return _verify_oidc(presented, config.push_audience)
-    log.warning("ingest request unauthenticated", route=route, scheme=clip(scheme))
+    # Never log the header itself: a producer configured without the `Bearer `
+    # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
+    log.warning(
+        "ingest request unauthenticated",
+        route=route,
+        bearer=scheme.lower() == "bearer",
+        presented=bool(presented or scheme),
+    )
     return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
 
 

@@ -254,6 +254,9 @@ def test_tokens_never_reach_the_logs(
     for body in (event_bytes("distribution_push_hibernate"), b"not json", b"{}"):
         client.post("/registry", data=body, headers=auth(token))
     client.post("/nowhere", data=b"{}", headers=auth(token))
+    # A producer configured without the scheme sends the bare token.
+    client.post("/registry", data=b"{}", headers={"Authorization": token})
+    client.post("/pubsub", data=b"{}", headers={"Authorization": f"Basic {token}"})
     out = capsys.readouterr()
     assert out.out  # something was logged...
     assert TOKEN not in out.out + out.err  # ...and never the token
