@@ -41,8 +41,9 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollectio
 READ_VERBS = frozenset({"get", "list", "watch"})
 PODS = "pods"
 # Status writes are how the operator moves a set to Suspended and vk-cocoon
-# reports a pod; other subresources (exec, log, eviction, binding) change nothing we read.
-WATCHED_SUBRESOURCES = frozenset({"", "status"})
+# reports a pod; an eviction deletes the pod without a separate audit event of its own;
+# other subresources (exec, log, binding, ...) change nothing the reconcile reads.
+WATCHED_SUBRESOURCES = frozenset({"", "status", "eviction"})
 AUDIT_STAGE_DONE = "ResponseComplete"
 GKE_SERVICE = "k8s.io"
 # GKE spells the API group reversed in method names: `io.k8s.core.v1.pods.patch`,
