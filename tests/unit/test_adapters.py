@@ -492,3 +492,27 @@ def test_parsed_iterates_its_triggers() -> None:
     parsed = parse_cloudevent(_ce("wake_requested"), settings=settings())
     assert list(parsed) == [WakeRequested(AGENT, Source.CANONICAL)]
     assert len(parsed) == 1
+
+
+@pytest.mark.parametrize(
+    ("subresource", "verb", "expected"),
+    [
+        pytest.param("eviction", "create", "pods.eviction.create", id="eviction-counts"),
+        pytest.param("status", "patch", "pods.status.patch", id="status-counts"),
+        pytest.param("exec", "create", None, id="exec-ignored"),
+        pytest.param("log", "get", None, id="log-read-ignored"),
+    ],
+)
+def test_audit_pod_subresources(subresource: str, verb: str, expected: str | None) -> None:
+    body = load_event("audit_eventlist")
+    item = body["items"][3]  # pod other-1, no object in the event
+    item["objectRef"]["subresource"] = subresource
+    item["verb"] = verb
+    body["items"] = [item]
+    parsed = parse_audit_eventlist(json.dumps(body).encode(), settings())
+    if expected is None:
+        assert parsed.triggers == []
+    else:
+        assert parsed.triggers == [
+            SetChanged(SetRef("team-a", "other"), expected, Source.K8S_AUDIT)
+        ]
