@@ -13,6 +13,8 @@ Semantics followed from the API server, so the answers agree with it:
 - `null` is absent (the server prunes nulls of non-nullable fields);
 - unknown fields are not errors (the server prunes them);
 - patterns are Go regexps searched in the value (`$` is end of text);
+- `format: date-time` is RFC 3339 (the other formats here are integer widths,
+  which the server does not check);
 - a CEL rule reading `oldSelf` runs only on update, i.e. with `old`;
 - messages are rendered as `field.Error` renders them
   (`spec.agent.replicas: Invalid value: -1: spec.agent.replicas in body should
@@ -50,6 +52,10 @@ _LABEL_MSG = (
     "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
     "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+
+
+# `format: date-time` (metav1.Time): RFC 3339 with a zone, optional fractional seconds.
+_RFC3339 = re.compile(r"\A\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +234,10 @@ def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterat
         if "minLength" in schema and len(value) < schema["minLength"]:
             yield _invalid(
                 path, value, f"{where} in body should be at least {schema['minLength']} chars long"
+            )
+        if schema.get("format") == "date-time" and not _RFC3339.match(value):
+            yield _invalid(
+                path, value, f"{where} in body must be of type date-time: {_quote(value)}"
             )
         if "pattern" in schema and not go_regex_search(schema["pattern"], value):
             yield _invalid(path, value, f"{where} in body should match '{schema['pattern']}'")
