@@ -36,7 +36,7 @@ CRD_FILE = "crds/cocoonset.cocoonstack.io_cocoonsets.yaml"
 
 def _reference_schema() -> dict[str, Any]:
     if REFERENCE_DIR is None:  # collected but skipped: keep collection working
-        return {"properties": {"spec": {"properties": {}}}}
+        return {"properties": {"spec": {"properties": {}}, "status": {"properties": {}}}}
     crd = yaml.safe_load(Path(REFERENCE_DIR, CRD_FILE).read_text())
     schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
