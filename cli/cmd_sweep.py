@@ -55,16 +55,20 @@ def render(summary: SweepSummary) -> None:
     )
 
 
+class _ConfigProblem(click.ClickException):
+    exit_code = 2  # unusable input (the environment), as for every command
+
+
 @click.command("sweep")
 @click.option("--dry-run", is_flag=True, help="Report what the sweep would do; write nothing.")
-def sweep(dry_run: bool) -> None:
+def command(dry_run: bool) -> None:
     """Suspend idle sets and reconcile sets whose events were lost (one run)."""
     # Log lines go to stderr as text, so stdout carries only the table.
     log.configure(LogFormat.TEXT, stream=sys.stderr)
     try:
         settings = Settings.from_env()
     except ConfigError as err:
-        raise click.ClickException(str(err)) from None
+        raise _ConfigProblem(str(err)) from None
     from functions.sweep import run_sweep  # noqa: PLC0415  (the CLI's other commands start fast)
 
     try:

@@ -30,6 +30,7 @@ import click
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "validate": ("cli.cmd_validate", "Check CocoonSet manifests as kube-apiserver would."),
     "crd": ("cli.cmd_crd", "Print the CocoonSet CRD generated from the models."),
+    "sweep": ("cli.cmd_sweep", "Suspend idle sets, converge lost events (--dry-run: report)."),
 }
 
 
