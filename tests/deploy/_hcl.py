@@ -22,14 +22,17 @@ TF_ROOT = REPO_ROOT / "terraform"
 MODULE_DIR = TF_ROOT / "modules" / "cocoon-hibernation"
 EXAMPLE_DIR = TF_ROOT / "examples" / "gke"
 
-_OPTIONS = hcl2.SerializationOptions(
-    with_comments=False, explicit_blocks=False, strip_string_quotes=True
-)
-
 
 def parse_file(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as fh:
-        return hcl2.load(fh, serialization_options=_OPTIONS)
+        # python-hcl2 < 8 (the project pins it: 8.x ships a top-level `cli`
+        # package that shadows ours) already returns bare literals and `${...}`
+        # expressions; 8.x needs to be asked for that shape.
+        options = getattr(hcl2, "SerializationOptions", None)
+        if options is None:
+            return hcl2.load(fh)
+        shape = options(with_comments=False, explicit_blocks=False, strip_string_quotes=True)
+        return hcl2.load(fh, serialization_options=shape)  # pragma: no cover - hcl2 8.x
 
 
 def _unquote(key: str) -> str:
@@ -137,3 +140,21 @@ def hcl_regexes(condition: str) -> list[re.Pattern[str]]:
     """
     raw = re.findall(r'regex\("((?:[^"\\]|\\.)*)"', condition)
     return [re.compile(r.encode().decode("unicode_escape")) for r in raw]
+
+
+def norm(expr: str) -> str:
+    """An expression without blanks and double quotes, for comparing shapes.
+
+    python-hcl2 7.x drops the quotes of some string literals nested in
+    expressions (`toset(["a"])` comes back as `toset([a])`), 8.x keeps them.
+    """
+    return re.sub(r'[\s"]', "", expr)
+
+
+def names(expr: Any) -> set[str]:
+    """The strings of a list literal, bare or wrapped (`toset([...])`)."""
+    if isinstance(expr, list):
+        return {str(x) for x in expr}
+    match = re.search(r"\[([^\]]*)\]", str(expr))
+    assert match, f"no list literal in {expr!r}"
+    return {p.strip().strip('"') for p in match.group(1).split(",") if p.strip()}

@@ -24,7 +24,7 @@ import yaml
 from shared import constants as c
 from shared.config import KubeAuth, Settings
 from tests.conftest import REPO_ROOT
-from tests.deploy._hcl import MODULE_DIR, load_dir
+from tests.deploy._hcl import MODULE_DIR, load_dir, names
 
 K8S_DIR = REPO_ROOT / "infra" / "k8s"
 REGISTRY_CONFIG = REPO_ROOT / "infra" / "registry-config" / "config.yml"
@@ -166,7 +166,7 @@ def test_gke_binding_names_the_terraform_runtime_identities() -> None:
     prefix = module.variables["name_prefix"]["default"]
     account = module.resource("google_service_account", "runtime")["account_id"]
     assert account == "${var.name_prefix}-${each.key}"
-    functions = set(re.findall(r'"(\w+)"', module.locals["functions"]))
+    functions = names(module.locals["functions"])
     expected = {f"{prefix}-{fn}@PROJECT_ID.iam.gserviceaccount.com" for fn in functions}
     subjects = binding["subjects"]
     assert all(s["kind"] == "User" for s in subjects)
