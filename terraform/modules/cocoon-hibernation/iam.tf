@@ -12,7 +12,7 @@
 #                :hibernate manifest once the VM is live (SPEC §5); sweep's
 #                safety net and ingest's audit path run the same wake step.
 #   ingest       secretmanager.secretAccessor on the ingest-token secret only
-#   all but none pubsub.publisher on the lifecycle-events topic only
+#   all          pubsub.publisher on the lifecycle-events topic only (when enabled)
 # Trigger (one per CloudEvent function): run.invoker on its own function only,
 #   eventarc.eventReceiver for the audit-log triggers (project scope is the
 #   only scope the role has).
@@ -54,7 +54,7 @@ resource "google_project_iam_member" "cluster_viewer" {
 resource "google_artifact_registry_repository_iam_member" "release_reader" {
   project    = var.project_id
   location   = data.google_artifact_registry_repository.snapshots.location
-  repository = data.google_artifact_registry_repository.snapshots.name
+  repository = data.google_artifact_registry_repository.snapshots.repository_id
   role       = "roles/artifactregistry.reader"
   member     = "serviceAccount:${google_service_account.runtime["release"].email}"
 }
@@ -64,7 +64,7 @@ resource "google_artifact_registry_repository_iam_member" "tag_deleter" {
 
   project    = var.project_id
   location   = data.google_artifact_registry_repository.snapshots.location
-  repository = data.google_artifact_registry_repository.snapshots.name
+  repository = data.google_artifact_registry_repository.snapshots.repository_id
   role       = "roles/artifactregistry.repoAdmin"
   member     = "serviceAccount:${google_service_account.runtime[each.key].email}"
 }

@@ -55,3 +55,8 @@ output "ingest_token_secret" {
   description = "Secret Manager secret holding ingest's bearer token (the value itself is never output)."
   value       = google_secret_manager_secret.ingest_token.id
 }
+
+output "ingest_push_audience" {
+  description = "Audience for a Pub/Sub push subscription's oidc_token to <ingest_url>/pubsub (COCOON_PUSH_AUDIENCE; Cloud Run accepts it too)."
+  value       = local.env_ingest.COCOON_PUSH_AUDIENCE
+}
