@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared import log
-from shared.clients.kube import KubeClient
-from shared.clients.registry import get_client, reset_clients
+from shared.clients import kube as kube_clients
+from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.names import SetRef, parse_vm_name
@@ -40,7 +40,6 @@ from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, Wake
 class _Cache:
     lock = threading.Lock()
     settings: Settings | None = None
-    kube: dict[Settings, KubeApi] = {}  # noqa: RUF012 - process-wide by design
 
 
 def settings() -> Settings:
@@ -54,27 +53,22 @@ def settings() -> Settings:
 
 
 def kube_client(s: Settings) -> KubeApi:
-    with _Cache.lock:
-        client = _Cache.kube.get(s)
-        if client is None:
-            client = KubeClient.from_settings(s)
-            _Cache.kube[s] = client
-        return client
+    return kube_clients.get_client(s)
 
 
 def registry_client(s: Settings) -> SnapshotRegistry | None:
     """None when no registry is configured: release and wake then refuse (ConfigError)."""
     if s.registry_base is None:
         return None
-    return get_client(s)
+    return registry_clients.get_client(s)
 
 
 def reset() -> None:
     """Forget the cached settings and clients (tests; a configuration reload)."""
     with _Cache.lock:
         _Cache.settings = None
-        _Cache.kube.clear()
-    reset_clients()
+    kube_clients.reset_clients()
+    registry_clients.reset_clients()
 
 
 def _describe(trigger: Trigger) -> dict[str, Any]:

@@ -425,3 +425,23 @@ class KubeClient:
         except AlreadyExists:
             return False
         return True
+
+
+_clients: dict[Settings, KubeClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client(settings: Settings) -> KubeClient:
+    """The process's client for `settings`: built once, reused by warm invocations."""
+    with _clients_lock:
+        client = _clients.get(settings)
+        if client is None:
+            client = KubeClient.from_settings(settings)
+            _clients[settings] = client
+        return client
+
+
+def reset_clients() -> None:
+    """Forget every cached client (tests; a settings reload)."""
+    with _clients_lock:
+        _clients.clear()
