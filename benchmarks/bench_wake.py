@@ -88,7 +88,8 @@ def report_live(st: Stack, name: str) -> None:
 
 def _listing(reqs: list[dict[str, Any]]) -> str:
     return "; ".join(
-        f"{i + 1}. {r['method']} {r['path'].replace(f'/namespaces/{NS}', '/ns/' + NS)} -> {r['status']}"
+        f"{i + 1}. {r['method']} {r['path'].replace(f'/namespaces/{NS}', '/ns/' + NS)}"
+        f" -> {r['status']}"
         for i, r in enumerate(reqs)
     )
 
@@ -110,9 +111,9 @@ def run(*, quick: bool) -> dict[str, Any]:
         figures["wake_start_api_requests"] = figure(
             len(start_reqs),
             "requests",
-            "wake request on a released, suspended set. Minimum 6: GET set, PATCH spec.suspend=false "
-            "(the desired state first), LIST pods, PATCH status Waking (CAS; durable before the "
-            "create), PATCH set wake-started stamp (the sweep's deadline clock; metadata cannot "
+            "wake request on a released, suspended set. Minimum 6: GET set, PATCH "
+            "spec.suspend=false (the desired state first), LIST pods, PATCH status Waking "
+            "(CAS; durable before the create), PATCH set wake-started stamp (the sweep's deadline clock; metadata cannot "
             "ride on a status write), POST pod. 5 when the set is already unsuspended. "
             f"Measured: {_listing(start_reqs)}",
         )

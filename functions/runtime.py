@@ -72,7 +72,11 @@ def reset() -> None:
 
 
 def _describe(trigger: Trigger) -> dict[str, Any]:
-    fields: dict[str, Any] = {"trigger": type(trigger).__name__, "source": trigger.source.value}
+    fields: dict[str, Any] = {
+        "trigger": type(trigger).__name__,
+        "source": trigger.source.value,
+        "event_id": trigger.event_id,
+    }
     if isinstance(trigger, SnapshotPushed):
         fields.update(vm=trigger.vm_name, repository=trigger.repository, tag=trigger.tag)
     elif isinstance(trigger, SetChanged | WakeRequested):
