@@ -353,18 +353,25 @@ class KubeClient:
         )
         return Pod.model_validate(out)
 
-    def delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:
-        """Delete only the pod with this UID (409 Conflict if the name was reused).
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
+    ) -> bool:
+        """Delete only the pod with this UID (and resourceVersion, when given).
 
-        Returns False when the pod was already gone (NotFound is success).
+        A precondition that fails is a 409 Conflict (the name was reused, or the
+        pod changed since it was read). Returns False when the pod was already
+        gone (NotFound is success).
         """
+        preconditions = {"uid": uid}
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
         try:
             self._call(
                 f"DELETE pod {namespace}/{name}",
                 self._core.delete_namespaced_pod,
                 name,
                 namespace,
-                body={"preconditions": {"uid": uid}},
+                body={"preconditions": preconditions},
             )
         except NotFound:
             return False

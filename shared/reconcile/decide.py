@@ -67,6 +67,9 @@ class Observed:
     # Main pods re-read from the API (uid -> really alive), for the ghost check of SPEC §5.
     reread: Mapping[str, bool] = field(default_factory=dict)
     registry_configured: bool = True
+    # This invocation cleared the hint: the wake is finishing even though the
+    # hint (the in-flight marker) is gone, so the phase still gets written.
+    completed_wake: bool = False
 
 
 def decide(o: Observed) -> Step:
@@ -167,6 +170,7 @@ def decide_release(o: Observed) -> Step:
             PodTarget(
                 name=p.name,
                 uid=p.metadata.uid or "",
+                resource_version=p.metadata.resource_version or "",
                 needs_flag=p.annotations.get(k.ANN_KEEP_SNAPSHOT) != k.TRUE,
             )
             for p in sorted(deletable, key=lambda p: p.name)
@@ -197,7 +201,7 @@ def decide_wake(o: Observed) -> Step:
     hint = cs.hint
     phase = cs.phase
     main = main_pod(o.pods)
-    waking = phase is Phase.WAKING or unfinished_wake(cs, main)
+    waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
         return NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")

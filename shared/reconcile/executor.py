@@ -120,6 +120,7 @@ class _Run:
     deleted: int = 0
     created: bool = False
     conflicts: int = 0
+    completed_wake: bool = False
 
     # --- state ------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class _Run:
             dropped=frozenset(self.dropped),
             reread=dict(self.reread),
             registry_configured=self.registry is not None,
+            completed_wake=self.completed_wake,
         )
 
     def outcome(self, result: str, reason: str) -> Outcome:
@@ -303,22 +305,29 @@ class _Run:
     def flag_and_delete(self, step: FlagAndDelete) -> None:
         ns = self.ref.namespace
         for target in step.pods:
+            rv = target.resource_version
             if target.needs_flag:
                 try:
-                    # `uid` in the patch makes a recreated pod of the same name refuse it.
-                    self.kube.patch_pod(
+                    # Compare-and-swap on the pod the gate verified: a pod recreated
+                    # under the name, or changed since the read, refuses the flag.
+                    flagged = self.kube.patch_pod(
                         ns,
                         target.name,
                         {
                             "metadata": {
                                 "uid": target.uid,
+                                "resourceVersion": rv,
                                 "annotations": {k.ANN_KEEP_SNAPSHOT: k.TRUE},
                             }
                         },
                     )
+                    rv = flagged.metadata.resource_version or rv
                 except NotFound:
                     self._drop_pod(target.name)
                     continue
+                except Conflict:
+                    # Not a failed flag: the pod is not the one we read. Re-read.
+                    raise
                 except CocoonError as e:
                     # Best-effort: a lost flag costs a registry pull on wake, a
                     # blocked delete would forfeit the seat.
@@ -328,7 +337,10 @@ class _Run:
                         pod=target.name,
                         error=str(e),
                     )
-            deleted = self.kube.delete_pod(ns, target.name, uid=target.uid)
+            # uid: never a newer pod that reused the name; resourceVersion: only the
+            # pod as verified (and flagged) — and only once: the first delete changes
+            # it (deletionTimestamp), so a concurrent duplicate gets 409, not a 2nd delete.
+            deleted = self.kube.delete_pod(ns, target.name, uid=target.uid, resource_version=rv)
             self._drop_pod(target.name)
             if deleted:
                 self.deleted += 1
@@ -368,6 +380,7 @@ class _Run:
             },
             resource_version=cs.metadata.resource_version,
         )
+        self.completed_wake = True
         # We won the compare-and-swap: this wake is ours to count, exactly once.
         log.count(
             k.METRIC_WAKE,

@@ -41,7 +41,9 @@ class KubeApi(Protocol):
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
 
-    def delete_pod(self, namespace: str, name: str, *, uid: str) -> bool: ...
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
+    ) -> bool: ...
 
     def emit_event(
         self,

@@ -108,8 +108,11 @@ class Stash:
 
 @dataclass(frozen=True, slots=True)
 class PodTarget:
+    """A pod exactly as the gate saw it: deletes are preconditioned on uid AND resourceVersion."""
+
     name: str
     uid: str
+    resource_version: str
     needs_flag: bool
 
 

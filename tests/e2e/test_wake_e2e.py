@@ -411,6 +411,7 @@ def test_twenty_concurrent_wake_requests_create_one_pod(
 ) -> None:
     released_set(world)
     wake = function_app("wake")
+    world.reset_log()
     statuses: list[int] = []
     lock = threading.Lock()
 

@@ -43,7 +43,7 @@ def obs(
     )
 
 
-main_target = FlagAndDelete((PodTarget("agent-0", "pod-uid-1", needs_flag=True),))
+main_target = FlagAndDelete((PodTarget("agent-0", "pod-uid-1", "7", needs_flag=True),))
 
 CASES: list[tuple[str, Observed, Step]] = [
     # --- who this is for
@@ -165,7 +165,7 @@ CASES: list[tuple[str, Observed, Step]] = [
             [{**HIBERNATED, "keep": True}],
             probes=PRESENT,
         ),
-        FlagAndDelete((PodTarget("agent-0", "pod-uid-1", needs_flag=False),)),
+        FlagAndDelete((PodTarget("agent-0", "pod-uid-1", "7", needs_flag=False),)),
     ),
     (
         "terminal-pod-is-skipped-and-kept",

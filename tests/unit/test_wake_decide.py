@@ -165,6 +165,16 @@ CASES: list[tuple[str, Observed, Step]] = [
         CompleteWake(k.PLACEMENT_HINT_NODE),
     ),
     (
+        "own-completion-still-writes-the-implied-phase",
+        obs(
+            {"phase": "Pending"},
+            [{**LIVE, "ready": True}],
+            dropped=frozenset({VM0}),
+            completed_wake=True,
+        ),
+        SetPhase(Phase.RUNNING, "the restored VM is live"),
+    ),
+    (
         "completed-wake-disengages",
         obs({"phase": "Running"}, [{**LIVE, "ready": True}]),
         NotOurs(f"phase Running: {NORMAL_FLOW}"),
