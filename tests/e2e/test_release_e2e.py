@@ -302,9 +302,16 @@ def test_fifty_concurrent_duplicate_push_events_delete_the_pod_exactly_once(
     assert world.snapshot_present(VM0)
 
 
-def test_a_pod_recreated_under_the_same_name_is_never_deleted(world: World) -> None:
+@pytest.mark.parametrize(
+    ("already_flagged", "refused"),
+    [(False, "PATCH"), (True, "DELETE")],
+    ids=["flag-patch-refuses", "delete-precondition-refuses"],
+)
+def test_a_pod_recreated_under_the_same_name_is_never_deleted(
+    world: World, already_flagged: bool, refused: str
+) -> None:
     cs = suspended_set(world)
-    old = hibernated_main(world, cs)
+    old = hibernated_main(world, cs, keep=already_flagged)
     world.push_snapshot(VM0)
     replaced: dict[str, str] = {}
 
@@ -315,6 +322,7 @@ def test_a_pod_recreated_under_the_same_name_is_never_deleted(world: World) -> N
             world.core.delete_namespaced_pod(POD, NS, grace_period_seconds=0)
             new = world.create_pod(pod_manifest(), owner=cs)
             replaced["uid"] = new.metadata.uid
+            world.reset_log()
 
     out = reconcile_set(ref_of(cs), kube=world.client, registry=world.snapshots, hook=race)
 
@@ -324,6 +332,8 @@ def test_a_pod_recreated_under_the_same_name_is_never_deleted(world: World) -> N
     assert [(p.metadata.uid, p.metadata.deletion_timestamp) for p in pods] == [
         (replaced["uid"], None)
     ]
-    refused = [r for r in world.api_requests() if r["method"] == "DELETE" and r["path"] == POD_PATH]
-    # The test's own delete, then the reconciler's — refused by the UID precondition.
-    assert [r["status"] for r in refused] == [200, 409]
+    on_pod = [(r["method"], r["status"]) for r in world.api_requests() if r["path"] == POD_PATH]
+    # The write aimed at the verified pod is refused (409), never applied to the newcomer,
+    # and no DELETE ever succeeds after the swap.
+    assert on_pod[0] == (refused, 409)
+    assert ("DELETE", 200) not in on_pod
