@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -120,7 +121,23 @@ class Stack:
         )
         return digest
 
+    def settle(self) -> None:
+        """Wait until the emulator's request log stops growing (it logs just after replying)."""
+        seen, stable = -1, 0
+        for _ in range(100):
+            n = len(self.kube.requests())
+            stable = stable + 1 if n == seen else 0
+            if stable >= 3:
+                return
+            seen = n
+            time.sleep(0.02)
+
+    def reset_requests(self) -> None:
+        self.settle()
+        self.kube.reset_requests()
+
     def api_requests(self) -> list[dict[str, Any]]:
+        self.settle()
         return [r for r in self.kube.requests() if not r["path"].startswith("/_")]
 
 
@@ -217,6 +234,7 @@ def quiet_logs() -> Iterator[None]:
     """The functions log one JSON line per trigger; keep the figures readable."""
     from shared import log
 
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
     with open(os.devnull, "w") as sink:
         log.configure(log.LogFormat.JSON, sink)
         old = sys.stdout
@@ -239,7 +257,7 @@ def run(*, quick: bool) -> dict[str, Any]:
         cs = st.create_set("counted", suspend=True, phase="Suspending", annotations={})
         st.hibernated_main(cs)
         st.push(vm_name(NS, "counted", 0))
-        st.kube.reset_requests()
+        st.reset_requests()
         registry_before = st.snapshots.requests_made
         out = reconcile_set(
             SetRef(NS, "counted"), kube=st.client, registry=st.snapshots, settings=st.settings

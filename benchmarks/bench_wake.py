@@ -103,7 +103,7 @@ def run(*, quick: bool) -> dict[str, Any]:
     with stack() as st, quiet_logs():
         ref = SetRef(NS, "counted")
         released(st, "counted")
-        st.kube.reset_requests()
+        st.reset_requests()
         reg0 = st.snapshots.requests_made
         out = request_wake(ref, kube=st.client, registry=st.snapshots, settings=st.settings)
         assert out.created_main, out
@@ -122,7 +122,7 @@ def run(*, quick: bool) -> dict[str, Any]:
         )
 
         report_live(st, "counted")
-        st.kube.reset_requests()
+        st.reset_requests()
         reg0 = st.snapshots.requests_made
         out = reconcile_set(ref, kube=st.client, registry=st.snapshots, settings=st.settings)
         done_reqs = st.api_requests()
