@@ -113,7 +113,8 @@ def run(*, quick: bool) -> dict[str, Any]:
             "requests",
             "wake request on a released, suspended set. Minimum 6: GET set, PATCH "
             "spec.suspend=false (the desired state first), LIST pods, PATCH status Waking "
-            "(CAS; durable before the create), PATCH set wake-started stamp (the sweep's deadline clock; metadata cannot "
+            "(CAS; durable before the create), PATCH set wake-started stamp (the sweep's "
+            "deadline clock; metadata cannot "
             "ride on a status write), POST pod. 5 when the set is already unsuspended. "
             f"Measured: {_listing(start_reqs)}",
         )

@@ -36,6 +36,7 @@ from shared.errors import (
     ConfigError,
     Conflict,
     NotFound,
+    PermanentError,
     TransientError,
 )
 from shared.models import CocoonSet, Pod
@@ -205,13 +206,10 @@ class _Run:
             return self.outcome("waiting", f"no capacity: {step.message}")
         if isinstance(step, Done):
             if self.deleted:
-                self.kube.emit_event(
-                    self.set,
-                    reason=k.REASON_SEAT_RELEASED,
-                    message=(
-                        f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
-                        f"to free the seat (hint node: {self.set.hint or 'none'})"
-                    ),
+                self.event(
+                    k.REASON_SEAT_RELEASED,
+                    f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
+                    f"to free the seat (hint node: {self.set.hint or 'none'})",
                 )
             return self.outcome("done", step.reason)
         if isinstance(step, Wait):
@@ -275,7 +273,11 @@ class _Run:
             log.info("created the restore-intent main pod", set=str(self.ref), pod=pod.name)
         elif isinstance(step, DropSnapshot):
             assert self.registry is not None
-            self.registry.drop_snapshot(step.vm)
+            if self.registry.drop_snapshot(step.vm) is False:
+                # The manifest is shared with another tag: deleting it would take that
+                # tag too. The stale `:hibernate` is harmless (the next release's gate
+                # checks the generation), so the wake completes.
+                log.warning("kept a shared :hibernate manifest", set=str(self.ref), vm=step.vm)
             self.dropped.add(step.vm)
         elif isinstance(step, CompleteWake):
             self.complete_wake(step)
@@ -388,20 +390,35 @@ class _Run:
             cocoonset=self.ref.name,
             placement=step.placement,
         )
-        self.kube.emit_event(
-            self.set,
-            reason=k.REASON_WAKE_COMPLETED,
-            message=f"Restored from the hibernation snapshot (placement: {step.placement}, "
+        self.event(
+            k.REASON_WAKE_COMPLETED,
+            f"Restored from the hibernation snapshot (placement: {step.placement}, "
             f"hint node: {hint})",
         )
+
+    def event(
+        self,
+        reason: str,
+        message: str,
+        *,
+        type: str = "Normal",
+        key: str | None = None,
+    ) -> bool:
+        """Emit an Event on the set; best-effort (it reports state, it is not state)."""
+        try:
+            return self.kube.emit_event(
+                self.set, reason=reason, message=message, type=type, key=key
+            )
+        except (TransientError, ConfigError, PermanentError) as e:
+            log.warning("could not emit event", set=str(self.ref), reason=reason, error=str(e))
+            return False
 
     def report_no_capacity(self, step: ReportNoCapacity) -> None:
         # The event name is derived from (pod, message): the API server answers
         # AlreadyExists for a repeat, so re-entries neither spam nor recount.
-        created = self.kube.emit_event(
-            self.set,
-            reason=k.REASON_WAKE_NO_CAPACITY,
-            message=step.message or "the restored main pod is unschedulable",
+        created = self.event(
+            k.REASON_WAKE_NO_CAPACITY,
+            step.message or "the restored main pod is unschedulable",
             type="Warning",
             key=f"{step.pod_uid}/{step.message}",
         )

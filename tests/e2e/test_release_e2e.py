@@ -337,3 +337,94 @@ def test_a_pod_recreated_under_the_same_name_is_never_deleted(
     # and no DELETE ever succeeds after the swap.
     assert on_pod[0] == (refused, 409)
     assert ("DELETE", 200) not in on_pod
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {
+            "repository": "elsewhere/vk-team-a-agent-0",
+            "tag": "hibernate",
+            "digest": "sha256:" + "1" * 64,
+        },
+        {"repository": "PREFIX/vk-team-a-agent-0", "tag": "latest", "digest": "sha256:" + "1" * 64},
+        {"repository": "PREFIX/not-a-vm", "tag": "hibernate", "digest": "sha256:" + "1" * 64},
+    ],
+    ids=["outside-the-registry-base", "not-the-hibernate-tag", "not-a-vm-name"],
+)
+def test_irrelevant_pushes_are_acknowledged_without_any_call(
+    world: World, function_app: Any, data: dict[str, Any]
+) -> None:
+    cs = suspended_set(world)
+    hibernated_main(world, cs)
+    world.push_snapshot(VM0)
+    release = function_app("release")
+    world.reset_log()
+    event = CloudEvent(
+        {"type": k.CE_SNAPSHOT_PUSHED, "source": "//tests", "id": "x"},
+        {**data, "repository": data["repository"].replace("PREFIX", world.prefix)},
+    )
+
+    assert post(release, event).status_code == 200
+
+    assert world.api_requests() == []
+    assert not gone_or_terminating(world)
+
+
+def test_a_malformed_event_is_acknowledged(world: World, function_app: Any) -> None:
+    release = function_app("release")
+    headers, body = to_binary(
+        CloudEvent({"type": k.CE_SNAPSHOT_PUSHED, "source": "//tests", "id": "x"}, {"tag": 1})
+    )
+    assert release.post("/", headers=headers, data=body).status_code == 200
+
+
+def test_an_ambiguous_vm_name_reconciles_every_set_that_exists(
+    world: World, function_app: Any
+) -> None:
+    # vk-a-b-c-0 is (a, b-c) or (a-b, c): only (a-b, c) exists here.
+    manifest = set_manifest(name="c", namespace="a-b", suspend=False, phase="Running")
+    world.create_set(manifest)
+    world.patch_set("a-b", "c", {"spec": {"suspend": True}})
+    cs = world.set_status("a-b", "c", {"phase": "Suspending"})
+    vm = "vk-a-b-c-0"
+    world.create_pod(
+        pod_manifest(
+            name="c-0",
+            namespace="a-b",
+            set_name="c",
+            vm=vm,
+            hibernate=True,
+            state="hibernated",
+            generation=cs["metadata"]["generation"],
+        ),
+        owner=cs,
+    )
+    digest = world.push_snapshot(vm)
+
+    assert (
+        post(function_app("release"), pushed_event(world, vm=vm, digest=digest)).status_code == 200
+    )
+
+    assert world.get_set("a-b", "c")["status"]["phase"] == "Suspended"
+    # The other candidate was looked up (404) and skipped.
+    lookups = [
+        r for r in world.api_requests() if r["path"].endswith("/namespaces/a/cocoonsets/b-c")
+    ]
+    assert [r["status"] for r in lookups] == [404]
+
+
+def test_a_namespace_outside_the_allowlist_is_never_touched(
+    world: World, function_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cs = suspended_set(world)
+    hibernated_main(world, cs)
+    world.push_snapshot(VM0)
+    monkeypatch.setenv("COCOON_NAMESPACES", "other")
+    release = function_app("release")
+    world.reset_log()
+
+    assert post(release, pushed_event(world)).status_code == 200
+
+    assert world.api_requests() == []
+    assert not gone_or_terminating(world)
