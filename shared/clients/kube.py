@@ -326,6 +326,31 @@ class KubeClient:
         )
         return [Pod.model_validate(item) for item in body.get("items") or []]
 
+    def list_pods_matching(
+        self, namespace: str | None, label_selector: str, *, limit: int = 500
+    ) -> Iterator[list[Pod]]:
+        """Pages of pods matching a label selector (one namespace, or all with None)."""
+        token: str | None = None
+        while True:
+            kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
+            if token:
+                kw["_continue"] = token
+            if namespace is None:
+                body = self._call(
+                    f"LIST pods {label_selector}", self._core.list_pod_for_all_namespaces, **kw
+                )
+            else:
+                body = self._call(
+                    f"LIST pods {label_selector} in {namespace}",
+                    self._core.list_namespaced_pod,
+                    namespace,
+                    **kw,
+                )
+            yield [Pod.model_validate(item) for item in body.get("items") or []]
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         try:
             body = self._call(
