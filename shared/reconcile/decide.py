@@ -151,7 +151,9 @@ def decide_release(o: Observed) -> Step:
         return ProbeRegistry(unknown)
     failed = [vm for vm in vms if o.probes[vm] is Probe.ERROR]
     if failed:
-        return Retry(f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}")
+        return Retry(
+            f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", tuple(failed)
+        )
     absent = [vm for vm in vms if o.probes[vm] is Probe.ABSENT]
     if absent:
         return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
@@ -220,7 +222,7 @@ def decide_wake(o: Observed) -> Step:
             return ProbeRegistry((vm0,))
         if probe is Probe.ERROR:
             # Fail closed: never fall through to a fresh boot over a snapshot.
-            return Retry(f"registry error checking {vm0}:{k.TAG_HIBERNATE}")
+            return Retry(f"registry error checking {vm0}:{k.TAG_HIBERNATE}", (vm0,))
         if probe is Probe.ABSENT:
             return NotOurs(
                 "no snapshot: suspended before first boot (a fresh boot is the normal flow's)"

@@ -181,6 +181,8 @@ class _Run:
             try:
                 self.act(step)
             except AlreadyExists:
+                # Only creates answer it, and CreateMain handles its own; anything
+                # else is unexpected here and must not pass for a lost CAS.
                 raise
             except Conflict as e:
                 self.conflicts += 1
@@ -194,10 +196,18 @@ class _Run:
         raise TransientError(f"{self.ref}: no terminal step after {MAX_STEPS} steps")
 
     def finish(self, step: Step) -> Outcome:
+        if self.deleted:
+            # This invocation freed the seat (it won the deletes): report it once.
+            self.event(
+                k.REASON_SEAT_RELEASED,
+                f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
+                f"to free the seat (hint node: {self.set.hint or 'none'})",
+            )
         if isinstance(step, Retry):
-            # Keep the registry's own error type (an auth failure is a ConfigError).
-            for err in self.probe_errors.values():
-                raise err
+            for vm in step.failed_probes:
+                if vm in self.probe_errors:
+                    # The registry's own error type (an auth failure is a ConfigError).
+                    raise self.probe_errors[vm]
             raise TransientError(f"{self.ref}: {step.reason}")
         if isinstance(step, Refuse):
             raise ConfigError(step.reason)
@@ -205,12 +215,6 @@ class _Run:
             self.report_no_capacity(step)
             return self.outcome("waiting", f"no capacity: {step.message}")
         if isinstance(step, Done):
-            if self.deleted:
-                self.event(
-                    k.REASON_SEAT_RELEASED,
-                    f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
-                    f"to free the seat (hint node: {self.set.hint or 'none'})",
-                )
             return self.outcome("done", step.reason)
         if isinstance(step, Wait):
             return self.outcome("waiting", step.reason)

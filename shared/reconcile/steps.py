@@ -56,6 +56,9 @@ class Retry:
     """Stop and fail the invocation so the platform redelivers (registry error, ghost pod)."""
 
     reason: str
+    # The VMs whose registry probe failed: the executor re-raises that error
+    # (so an auth failure stays a ConfigError rather than a generic retry).
+    failed_probes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

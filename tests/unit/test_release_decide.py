@@ -117,7 +117,7 @@ CASES: list[tuple[str, Observed, Step]] = [
     (
         "registry-error-is-an-error",
         obs(probes={VM0: Probe.ERROR}),
-        Retry(f"registry error checking {VM0}:hibernate"),
+        Retry(f"registry error checking {VM0}:hibernate", (VM0,)),
     ),
     (
         "snapshot-absent-waits",

@@ -84,7 +84,7 @@ CASES: list[tuple[str, Observed, Step]] = [
     (
         "probe-error-fails-closed",
         obs({"phase": "Suspended"}, probes={VM0: Probe.ERROR}),
-        Retry(f"registry error checking {VM0}:hibernate"),
+        Retry(f"registry error checking {VM0}:hibernate", (VM0,)),
     ),
     (
         "no-snapshot-is-not-ours",
