@@ -11,6 +11,7 @@ storage form per object.
 from __future__ import annotations
 
 import base64
+import heapq
 import json
 import random
 import threading
@@ -25,12 +26,15 @@ from infra.kubeapi import builtin, errors, patch, schema
 from infra.kubeapi.errors import ApiError, Cause
 from infra.kubeapi.resources import Registry, ResourceType, custom_type_from_crd
 from infra.kubeapi.selectors import (
+    LABEL_KEY,
+    LABEL_VALUE,
     FieldSelector,
     LabelSelector,
     parse_field_selector,
     parse_label_selector,
 )
 from infra.kubeapi.store import Compacted, Key, Store, dumps
+from shared.names import is_dns1123_label, is_dns1123_subdomain
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
@@ -130,7 +134,8 @@ class Api:
             raise ApiError(
                 403,
                 "Forbidden",
-                f'{errors.qualified(rt.plural, rt.group)} "{name}" is forbidden: unable to create new '
+                f'{errors.qualified(rt.plural, rt.group)} "{name}" is forbidden: unable to '
+                "create new "
                 f"content in namespace {namespace} because it is being terminated",
                 name=name,
                 group=rt.group,
@@ -191,7 +196,7 @@ class Api:
         with self.store.lock:
             return self.served(rt, version, self._get_or_404(rt, namespace, name))
 
-    def list(
+    def list_objects(
         self, rt: ResourceType, version: str, namespace: str | None, q: Query
     ) -> tuple[list[dict[str, Any]], bytes]:
         """(items in served form, the List JSON) honouring selectors and pagination."""
@@ -207,7 +212,8 @@ class Api:
                     start_after = (ns_part, name_part)
                 except (ValueError, KeyError, TypeError):
                     raise errors.bad_request(
-                        "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+                        "continue key is not valid: incorrect encoded start resourceVersion "
+                        "(version meta.k8s.io/v1)"
                     ) from None
             elif q.rv and q.rv != "0" and q.rv_match == "Exact":
                 snapshot_rv = int(q.rv)
@@ -282,8 +288,6 @@ class Api:
         )
         current = self.store.keys_from(rt.storage, ns, after)
         # merge two sorted streams without duplicates
-        import heapq
-
         last: Key | None = None
         for k in heapq.merge(current, iter(extra)):
             if k != last:
@@ -312,7 +316,8 @@ class Api:
         if rt.namespaced:
             if meta.get("namespace") and namespace and meta["namespace"] != namespace:
                 raise errors.bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request"
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
                 )
             if namespace:
                 meta["namespace"] = namespace
@@ -326,8 +331,8 @@ class Api:
             if not name and meta.get("generateName"):
                 for _ in range(16):
                     candidate = str(meta["generateName"]) + "".join(
-                        random.choices(_GENERATE_ALPHABET, k=5)
-                    )  # noqa: S311
+                        random.choices(_GENERATE_ALPHABET, k=5)  # noqa: S311 - names, not secrets
+                    )
                     if self.store.get(rt.storage, self.key(rt, namespace, candidate)) is None:
                         name = candidate
                         break
@@ -379,7 +384,8 @@ class Api:
         kind = body.get("kind")
         if kind and kind != rt.kind:
             raise errors.bad_request(
-                f"the API version in the data ({body.get('apiVersion')}) does not match the expected API version ({rt.api_version(version)})"
+                f"the API version in the data ({body.get('apiVersion')}) does not match the "
+                f"expected API version ({rt.api_version(version)})"
                 if body.get("apiVersion") != rt.api_version(version)
                 else f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
             )
@@ -419,16 +425,14 @@ class Api:
         processed, unknown, causes = schema.process(obj, old, sch)
         if unknown and strict:
             raise errors.bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding error: '
-                + ", ".join(f'unknown field "{u}"' for u in unknown)
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict '
+                "decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown)
             )
         obj.clear()
         obj.update(processed)
         return obj, [f'unknown field "{u}"' for u in unknown], causes
 
     def _validate_meta(self, rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
-        from shared.names import is_dns1123_label, is_dns1123_subdomain
-
         name = str(meta.get("name", ""))
         causes: list[Cause] = []
         if rt.plural == "namespaces" and not rt.group:
@@ -436,9 +440,12 @@ class Api:
                 causes.append(
                     Cause(
                         "FieldValueInvalid",
-                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower case alphanumeric '
-                        "characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  "
-                        "or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                        "lower case alphanumeric "
+                        "characters or '-', and must start and end with an alphanumeric "
+                        "character (e.g. 'my-name',  "
+                        "or '123-abc', regex used for validation is "
+                        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
                         "metadata.name",
                     )
                 )
@@ -446,8 +453,10 @@ class Api:
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-                    "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+                    f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
+                    "lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric "
+                    "character (e.g. "
                     "'example.com', regex used for validation is "
                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
                     "metadata.name",
@@ -459,23 +468,25 @@ class Api:
                 Cause("FieldValueInvalid", "Invalid value: labels must be a map", "metadata.labels")
             )
         else:
-            from infra.kubeapi.selectors import _KEY, _VALUE
-
             for k, v in labels.items():
-                if not _KEY.match(str(k)) or len(str(k).rsplit("/", 1)[-1]) > 63:
+                if not LABEL_KEY.match(str(k)) or len(str(k).rsplit("/", 1)[-1]) > 63:
                     causes.append(
                         Cause(
                             "FieldValueInvalid",
-                            f"Invalid value: \"{k}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                            f'Invalid value: "{k}": name part must consist of alphanumeric '
+                            "characters, '-', '_' or '.', and must start and end with an "
+                            "alphanumeric character",
                             "metadata.labels",
                         )
                     )
-                if not isinstance(v, str) or len(v) > 63 or not _VALUE.match(v):
+                if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.match(v):
                     causes.append(
                         Cause(
                             "FieldValueInvalid",
-                            f'Invalid value: "{v}": a valid label must be an empty string or consist of alphanumeric '
-                            "characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                            f'Invalid value: "{v}": a valid label must be an empty string or '
+                            "consist of alphanumeric "
+                            "characters, '-', '_' or '.', and must start and end with an "
+                            "alphanumeric character",
                             "metadata.labels",
                         )
                     )
@@ -511,11 +522,13 @@ class Api:
         meta = body.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({name})"
             )
         if rt.namespaced and meta.get("namespace") and namespace and meta["namespace"] != namespace:
             raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
             )
         with self.store.lock:
             key = self.key(rt, namespace, name)
@@ -560,7 +573,7 @@ class Api:
         """What an update may change: spec vs status vs metadata, per upstream strategies."""
         old_meta = old["metadata"]
         if subresource == "status":
-            result = deep_copy(old)
+            result: dict[str, Any] = deep_copy(old)
             if "status" in new:
                 result["status"] = new["status"]
             else:
@@ -623,8 +636,8 @@ class Api:
                     causes.append(
                         Cause(
                             "FieldValueForbidden",
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers "
-                            + json.dumps(added),
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            "deleted, found new finalizers " + json.dumps(added),
                             "metadata.finalizers",
                         )
                     )
@@ -647,7 +660,7 @@ class Api:
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         return warnings
 
-    def patch(
+    def patch(  # noqa: PLR0917 - one argument per part of the request
         self,
         rt: ResourceType,
         version: str,
@@ -660,7 +673,7 @@ class Api:
         dry_run: bool = False,
         strict: bool = False,
     ) -> WriteResult:
-        ctype = content_type.split(";")[0].strip().lower()
+        ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
         accepted = PATCH_TYPES_CUSTOM if rt.custom else PATCH_TYPES_BUILTIN
         if ctype not in accepted or ctype == "application/apply-patch+yaml":
             raise errors.unsupported_media_type(ctype, accepted)
@@ -784,14 +797,17 @@ class Api:
                     rt.plural,
                     rt.group,
                     name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
+                    f"meta: {meta.get('uid')}",
                 )
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
                 raise errors.conflict(
                     rt.plural,
                     rt.group,
                     name,
-                    f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {meta.get('resourceVersion')}",
+                    "Precondition failed: ResourceVersion in precondition: "
+                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                    f"{meta.get('resourceVersion')}",
                 )
             if dry_run:
                 return WriteResult(200, self.served(rt, version, old), [])
@@ -964,7 +980,8 @@ class Api:
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    f'Invalid value: "{crd["metadata"].get("name")}": must be spec.names.plural+"."+spec.group',
+                    f'Invalid value: "{crd["metadata"].get("name")}": must be '
+                    'spec.names.plural+"."+spec.group',
                     "metadata.name",
                 )
             )
@@ -972,7 +989,8 @@ class Api:
             causes.append(
                 Cause(
                     "FieldValueNotSupported",
-                    f'Unsupported value: "{spec.get("scope", "")}": supported values: "Cluster", "Namespaced"',
+                    f'Unsupported value: "{spec.get("scope", "")}": supported values: '
+                    '"Cluster", "Namespaced"',
                     "spec.scope",
                 )
             )
@@ -1047,7 +1065,7 @@ class Api:
 
     # -- watch -----------------------------------------------------------------
 
-    def watch(
+    def watch(  # noqa: PLR0917 - one argument per part of the request
         self,
         rt: ResourceType,
         version: str,

@@ -9,6 +9,7 @@ connection error, 429 or 5xx) with exponential backoff, then dropping the batch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -53,10 +54,8 @@ class AuditBackend:
 
     def stop(self, flush_timeout: float = 2.0) -> None:
         """Flush what is queued (bounded by `flush_timeout`), then end the thread."""
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=flush_timeout)
-        except queue.Full:
-            pass
         self._thread.join(timeout=flush_timeout + self.timeout)
 
     def emit(self, event: dict[str, Any]) -> None:

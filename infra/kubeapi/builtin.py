@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from infra.kubeapi.errors import Cause
+from shared.names import is_dns1123_label
 
 _DEFAULT_TOLERATIONS = (
     {
@@ -98,8 +99,6 @@ def qos_class(pod: dict[str, Any]) -> str:
 
 
 def validate_pod(pod: dict[str, Any]) -> list[Cause]:
-    from shared.names import is_dns1123_label
-
     causes: list[Cause] = []
     spec = pod.get("spec")
     if not isinstance(spec, dict):
@@ -117,8 +116,10 @@ def validate_pod(pod: dict[str, Any]) -> list[Cause]:
                 causes.append(
                     Cause(
                         "FieldValueInvalid",
-                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower case '
-                        "alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                        "lower case "
+                        "alphanumeric characters or '-', and must start and end with an "
+                        "alphanumeric character",
                         f"{path}.name",
                     )
                 )
@@ -128,7 +129,8 @@ def validate_pod(pod: dict[str, Any]) -> list[Cause]:
         causes.append(
             Cause(
                 "FieldValueNotSupported",
-                f'Unsupported value: "{spec.get("restartPolicy")}": supported values: "Always", "OnFailure", "Never"',
+                f'Unsupported value: "{spec.get("restartPolicy")}": supported values: '
+                '"Always", "OnFailure", "Never"',
                 "spec.restartPolicy",
             )
         )

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from infra.kubeapi.api import NS_STORAGE, Api
+from infra.kubeapi.api import NS_STORAGE, Api, deep_copy
 from infra.kubeapi.resources import ResourceType
 from infra.kubeapi.store import Compacted, Key
 
@@ -121,19 +121,21 @@ class Controllers:
             if obj is None:
                 continue
             refs = obj.get("metadata", {}).get("ownerReferences") or []
-            if all(str(r.get("uid")) not in self.store.uids for r in refs):
-                if not obj["metadata"].get("deletionTimestamp"):
-                    self._delete(storage, key, {"propagationPolicy": "Background"})
+            if not obj["metadata"].get("deletionTimestamp") and all(
+                str(r.get("uid")) not in self.store.uids for r in refs
+            ):
+                self._delete(storage, key, {"propagationPolicy": "Background"})
 
     def _check_dangling(self, storage: str, key: Key, obj: dict[str, Any]) -> None:
         refs = obj.get("metadata", {}).get("ownerReferences") or []
-        if refs and all(str(r.get("uid")) not in self.store.uids for r in refs):
-            if not obj["metadata"].get("deletionTimestamp"):
-                self._delete(storage, key, {"propagationPolicy": "Background"})
+        if (
+            refs
+            and not obj["metadata"].get("deletionTimestamp")
+            and all(str(r.get("uid")) not in self.store.uids for r in refs)
+        ):
+            self._delete(storage, key, {"propagationPolicy": "Background"})
 
     def _strip_finalizer(self, storage: str, key: Key, obj: dict[str, Any], name: str) -> None:
-        from infra.kubeapi.api import deep_copy
-
         new = deep_copy(obj)
         new["metadata"]["finalizers"] = [
             f for f in new["metadata"].get("finalizers") or [] if f != name
@@ -144,8 +146,6 @@ class Controllers:
             self.api._finish_if_released(rt, key, stored)
 
     def _orphan(self, storage: str, key: Key, obj: dict[str, Any]) -> None:
-        from infra.kubeapi.api import deep_copy
-
         uid = str(obj["metadata"].get("uid"))
         for dstorage, dkey in list(self.store.dependents.get(uid, ())):
             dep = self.store.get(dstorage, dkey)

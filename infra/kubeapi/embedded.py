@@ -8,12 +8,15 @@ backend when asked. The CocoonSet CRD is installed at start and survives
 
 from __future__ import annotations
 
+import importlib
 import json
 import signal
 import threading
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
+
+import yaml
 
 from infra.kubeapi.api import CRD_STORAGE, SYSTEM_NAMESPACES, Api
 from infra.kubeapi.audit import AuditBackend
@@ -29,21 +32,19 @@ ADMIN_TOKEN = "embedded-admin-token"  # noqa: S105 - a fixed local credential; t
 def cocoonset_crd() -> dict[str, Any]:
     """The CocoonSet CRD the project ships (shared.crd), or the temporary fallback."""
     try:
-        from shared.crd import cocoonset_crd as project_crd  # type: ignore[import-not-found,unused-ignore]  # appears on main soon
+        module = importlib.import_module("shared.crd")  # being written on main right now
     except ImportError:
         return _TEMPORARY_reference_crd()
-    crd: dict[str, Any] = project_crd()
+    crd: dict[str, Any] = module.cocoonset_crd()
     return crd
 
 
-def _TEMPORARY_reference_crd() -> dict[str, Any]:  # noqa: N802 - loud on purpose
+def _TEMPORARY_reference_crd() -> dict[str, Any]:
     """TEMPORARY until shared/crd.py lands on main: read the reference CRD YAML.
 
     The repository must not depend on the reference file at run time; this
     function is deleted once `shared.crd.cocoonset_crd()` exists.
     """
-    import yaml
-
     for parent in Path(__file__).resolve().parents:
         candidate = (
             parent / "shared" / "reference" / "crds" / "cocoonset.cocoonstack.io_cocoonsets.yaml"
@@ -186,7 +187,7 @@ class EmbeddedKube:
     def reset_requests(self) -> None:
         self.app.reset_requests()
 
-    def add_fault(
+    def add_fault(  # noqa: PLR0917 - the documented test-hook signature
         self,
         method: str | None = "PATCH",
         path: str = ".*",
@@ -235,8 +236,6 @@ class EmbeddedKube:
             "current-context": "embedded",
             "preferences": {},
         }
-        import yaml
-
         target.write_text(yaml.safe_dump(config, sort_keys=False))
         return target
 

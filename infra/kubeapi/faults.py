@@ -80,7 +80,10 @@ def fault_error(status: int, retry_after: int | None) -> ApiError:
     elif status == 503:
         message = "the server is currently unable to handle the request"
     elif status == 504:
-        message = "the server was unable to return a response in the time allotted, but may still be processing the request"
+        message = (
+            "the server was unable to return a response in the time allotted, "
+            "but may still be processing the request"
+        )
     else:
         message = "Internal error occurred: injected fault"
     err = ApiError(status, reason, message, retry_after=retry_after)

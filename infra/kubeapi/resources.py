@@ -8,6 +8,7 @@ are added when a CustomResourceDefinition is created and removed with it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import threading
 from collections.abc import Mapping
@@ -67,8 +68,6 @@ class ResourceType:
 
     def discovery_entries(self) -> list[dict[str, Any]]:
         digest = hashlib.sha256(f"{self.group}/{self.version}/{self.kind}".encode()).digest()
-        import base64
-
         entry: dict[str, Any] = {
             "name": self.plural,
             "singularName": self.singular,

@@ -131,9 +131,9 @@ def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:
                 out[key] = apply_defaults(out[key], sub)
         additional = schema.get("additionalProperties")
         if isinstance(additional, dict):
-            for key in out:
+            for key, child in out.items():
                 if key not in props:
-                    out[key] = apply_defaults(out[key], additional)
+                    out[key] = apply_defaults(child, additional)
         return out
     if isinstance(value, list):
         items = schema.get("items")
@@ -213,7 +213,8 @@ def validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause])
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    f"Invalid value: {_show(value)}: {path} in body should be at least {min_len} chars long",
+                    f"Invalid value: {_show(value)}: {path} in body should be at least "
+                    f"{min_len} chars long",
                     path,
                 )
             )
@@ -240,7 +241,8 @@ def _check_bounds(value: float, schema: dict[str, Any], path: str, causes: list[
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    f"Invalid value: {_show(value)}: {path} in body should be greater than or equal to {low}",
+                    f"Invalid value: {_show(value)}: {path} in body should be greater than or "
+                    f"equal to {low}",
                     path,
                 )
             )
@@ -258,7 +260,8 @@ def _check_bounds(value: float, schema: dict[str, Any], path: str, causes: list[
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    f"Invalid value: {_show(value)}: {path} in body should be less than or equal to {high}",
+                    f"Invalid value: {_show(value)}: {path} in body should be less than or "
+                    f"equal to {high}",
                     path,
                 )
             )
@@ -290,7 +293,8 @@ def _validate_list(
         causes.append(
             Cause(
                 "FieldValueInvalid",
-                f"Invalid value: {len(value)}: {path} in body should have at least {min_items} items",
+                f"Invalid value: {len(value)}: {path} in body should have at least {min_items} "
+                "items",
                 path,
             )
         )
@@ -355,7 +359,8 @@ def _validate_object(
         causes.append(
             Cause(
                 "FieldValueInvalid",
-                f"Invalid value: {len(value)}: {path} in body should have at least {min_props} properties",
+                f"Invalid value: {len(value)}: {path} in body should have at least {min_props} "
+                "properties",
                 path,
             )
         )
@@ -371,7 +376,7 @@ def _program(rule: str) -> Any:
     with _programs_lock:
         prog = _programs.get(rule)
         if prog is None:
-            import celpy  # the `local` extra; only custom resources with rules need it
+            import celpy  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
 
             env = celpy.Environment()
             prog = env.program(env.compile(rule))
@@ -381,10 +386,10 @@ def _program(rule: str) -> Any:
 
 def _evaluate(rule: str, activation: dict[str, Any]) -> tuple[bool, str]:
     """(passed, error text) for one rule; an evaluation error counts as a failure."""
-    import celpy
+    from celpy.adapter import json_to_cel  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
 
     try:
-        result = _program(rule).evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+        result = _program(rule).evaluate({k: json_to_cel(v) for k, v in activation.items()})
     except Exception as exc:  # noqa: BLE001 - cel-python raises assorted types for bad rules/data
         return False, str(exc)
     if isinstance(result, Exception):
@@ -413,8 +418,8 @@ def _nodes(
             )
             if sub is None or (path == "" and key == "metadata"):
                 continue
-            child_old = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
-            yield from _nodes(child, child_old, sub, _join(path, key))
+            prior = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
+            yield from _nodes(child, prior, sub, _join(path, key))
     elif isinstance(value, list):
         items = schema.get("items")
         if not isinstance(items, dict):
@@ -428,12 +433,12 @@ def _nodes(
             child_old: Any = _MISSING
             # Only map-lists correlate old and new items (by their keys), as upstream.
             if map_keys and isinstance(old, list) and isinstance(child, dict):
-                key = tuple(child.get(k) for k in map_keys)
+                item_key = tuple(child.get(k) for k in map_keys)
                 child_old = next(
                     (
                         o
                         for o in old
-                        if isinstance(o, dict) and tuple(o.get(k) for k in map_keys) == key
+                        if isinstance(o, dict) and tuple(o.get(k) for k in map_keys) == item_key
                     ),
                     _MISSING,
                 )
@@ -459,11 +464,11 @@ def cel_validate(value: Any, old: Any, schema: dict[str, Any], causes: list[Caus
             message = rule.get("message") or f"failed rule: {text}"
             expr = rule.get("messageExpression")
             if expr:
-                import celpy
+                from celpy.adapter import json_to_cel  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
 
                 try:
                     rendered = _program(str(expr)).evaluate(
-                        {k: celpy.json_to_cel(v) for k, v in activation.items()}
+                        {k: json_to_cel(v) for k, v in activation.items()}
                     )
                     if isinstance(rendered, str) and rendered.strip():
                         message = str(rendered)

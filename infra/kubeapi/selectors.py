@@ -15,10 +15,10 @@ from typing import Any
 
 from infra.kubeapi.errors import bad_request
 
-_KEY = re.compile(
+LABEL_KEY = re.compile(
     r"^([a-z0-9A-Z]([a-z0-9A-Z.\-]*[a-z0-9A-Z])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
 )
-_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +80,13 @@ def _split_top(text: str) -> list[str]:
 
 
 def _check_key(key: str) -> str:
-    if not key or not _KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+    if not key or not LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
         raise bad_request(f"unable to parse requirement: invalid label key {key!r}")
     return key
 
 
 def _check_value(value: str) -> str:
-    if len(value) > 63 or not _VALUE.match(value):
+    if len(value) > 63 or not LABEL_VALUE.match(value):
         raise bad_request(f"unable to parse requirement: invalid label value: {value!r}")
     return value
 
@@ -118,7 +118,8 @@ def parse_label_selector(text: str | None) -> LabelSelector:
                     int(value)
                 except ValueError:
                     raise bad_request(
-                        f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {value!r}"
+                        "unable to parse requirement: for 'Gt', 'Lt' operators, the value "
+                        f"must be an integer: {value!r}"
                     ) from None
                 reqs.append(Requirement(_check_key(key), "gt" if op == ">" else "lt", (value,)))
             else:

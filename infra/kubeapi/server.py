@@ -8,6 +8,7 @@ keep-alive exchange. Watches stream chunked newline-delimited JSON events.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -21,6 +22,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+import yaml
 
 from infra.kubeapi import errors, tables
 from infra.kubeapi.api import Api
@@ -88,10 +91,8 @@ class KubeHTTPServer(ThreadingHTTPServer):
     def cut_all(self) -> None:
         with self.conn_lock:
             for conn in list(self.connections):
-                try:
+                with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -99,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     server: KubeHTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return  # the request log (`requests()`) replaces stderr access logs
 
     def do_GET(self) -> None:
@@ -151,10 +152,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _cut(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _handle(self) -> None:
         app: EmbeddedApp = self.server.app
@@ -191,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
                 reply = app.dispatch(method, path, query, raw, self.headers, ctx)
             except ApiError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - any bug must still answer a Status, as kube-apiserver does
+            except Exception as exc:
                 traceback.print_exc()
                 raise errors.internal(str(exc)) from exc
         except ApiError as exc:
@@ -281,7 +280,7 @@ class EmbeddedApp:
 
     # -- routing -----------------------------------------------------------------------
 
-    def dispatch(
+    def dispatch(  # noqa: PLR0917 - one argument per part of the request
         self,
         method: str,
         path: str,
@@ -365,7 +364,7 @@ class EmbeddedApp:
             return None
         return Target(rt, version, namespace, name, sub)
 
-    def _resource(
+    def _resource(  # noqa: PLR0917 - one argument per part of the request
         self,
         method: str,
         t: Target,
@@ -510,8 +509,6 @@ class EmbeddedApp:
             return json.loads(raw)
         except ValueError:
             try:
-                import yaml
-
                 return yaml.safe_load(raw)
             except Exception as exc:  # noqa: BLE001 - any decode failure is a 400 upstream
                 raise errors.bad_request(
@@ -520,7 +517,7 @@ class EmbeddedApp:
 
     # -- audit ---------------------------------------------------------------------------
 
-    def audit_event(
+    def audit_event(  # noqa: PLR0917 - one argument per part of the request
         self,
         ctx: dict[str, Any],
         audit_id: str,

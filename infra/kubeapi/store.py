@@ -38,7 +38,7 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-class Compacted(Exception):  # noqa: N818 - mirrors etcd's ErrCompacted
+class Compacted(Exception):
     def __init__(self, requested: int, oldest: int) -> None:
         super().__init__(f"too old resource version: {requested} ({oldest})")
         self.requested = requested

@@ -98,7 +98,8 @@ def table(
     name_col = _col("Name", fmt="name", desc="Name must be unique within a namespace.")
     age_col = _col(
         "Age",
-        desc="CreationTimestamp is a timestamp representing the server time when this object was created.",
+        desc="CreationTimestamp is a timestamp representing the server time when this object "
+        "was created.",
     )
     if rt.plural == "pods" and not rt.group:
         cols = [
