@@ -1033,6 +1033,9 @@ class Api:
         self._schema_gen += 1
         ct = custom_type_from_crd(new, self._schema_gen)
         self.registry.add_custom(ct)
+        # Compiling CEL takes a moment the first time (the parser loads); do it
+        # off the request path so the first write of a custom resource is quick.
+        threading.Thread(target=schema.precompile, args=(ct.schemas,), daemon=True).start()
         if old is not None:
             # Defaults of a changed schema show on read for existing objects, as upstream.
             sch = ct.schemas.get(ct.version) or {}

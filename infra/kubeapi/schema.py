@@ -11,6 +11,7 @@ Failures become `Cause`s whose text follows the apiserver's field errors.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -395,6 +396,26 @@ def _evaluate(rule: str, activation: dict[str, Any]) -> tuple[bool, str]:
     if isinstance(result, Exception):
         return False, str(result)
     return bool(result), ""
+
+
+def precompile(schemas: dict[str, dict[str, Any]]) -> None:
+    """Compile every rule of the given schemas into the cache (errors surface later)."""
+
+    def walk(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for rule in node.get("x-kubernetes-validations") or []:
+                if isinstance(rule, dict) and rule.get("rule"):
+                    yield str(rule["rule"])
+            for v in node.values():
+                yield from walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from walk(v)
+
+    for sch in schemas.values():
+        for text in walk(sch):
+            with contextlib.suppress(Exception):
+                _program(text)
 
 
 _OLD_SELF = re.compile(r"\boldSelf\b")

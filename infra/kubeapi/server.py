@@ -338,8 +338,52 @@ class EmbeddedApp:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return Reply(200, dumps(rl))
         if segs[0] == "openapi":
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return self._openapi(segs[1:])
         return None
+
+    def _openapi(self, segs: list[str]) -> Reply:
+        """Just enough OpenAPI for kubectl: it learns that the server validates fields
+        itself (`fieldValidation` on every PATCH) and finds no client-side schemas, so
+        it skips client-side validation and patches built-ins with its compiled-in
+        strategic-merge metadata, as it does against a real server without schemas."""
+        if segs == ["v2"]:
+            # An empty protobuf message is a valid (empty) OpenAPI v2 document.
+            return Reply(200, b"", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+        if segs == ["v3"]:
+            paths = {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=0"}}
+            for g, vs in self.registry.groups():
+                for v in vs:
+                    url = f"/openapi/v3/apis/{g}/{v}?hash=0"
+                    paths[f"apis/{g}/{v}"] = {"serverRelativeURL": url}
+            return Reply(200, dumps({"paths": paths}))
+        if len(segs) >= 3 and segs[0] == "v3":
+            if segs[1] == "api" and len(segs) == 3:
+                group, version = "", segs[2]
+            elif segs[1] == "apis" and len(segs) == 4:
+                group, version = segs[2], segs[3]
+            else:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return Reply(200, dumps(self._openapi_gv(group, version)))
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _openapi_gv(self, group: str, version: str) -> dict[str, Any]:
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        paths: dict[str, Any] = {}
+        param = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}]
+        for rt in self.registry.all():
+            if rt.group != group or version not in rt.versions:
+                continue
+            gvk = {"group": group, "version": version, "kind": rt.kind}
+            ns = "/namespaces/{namespace}" if rt.namespaced else ""
+            op = {"x-kubernetes-group-version-kind": gvk, "parameters": param, "responses": {}}
+            paths[f"{prefix}{ns}/{rt.plural}/{{name}}"] = {"patch": op, "put": op}
+            paths[f"{prefix}{ns}/{rt.plural}"] = {"post": op}
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
+            "paths": paths,
+            "components": {"schemas": {}},
+        }
 
     def _parse(self, segs: list[str]) -> Target | None:
         if len(segs) >= 2 and segs[0] == "api":

@@ -38,6 +38,20 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+_LEADING = ("kind", "apiVersion", "metadata", "spec")
+
+
+def _ordered(obj: dict[str, Any]) -> dict[str, Any]:
+    """kind, apiVersion, metadata, spec first, status last: the order Go's encoder writes."""
+    out = {k: obj[k] for k in _LEADING if k in obj}
+    for k, v in obj.items():
+        if k not in out and k != "status":
+            out[k] = v
+    if "status" in obj:
+        out["status"] = obj["status"]
+    return out
+
+
 class Compacted(Exception):
     def __init__(self, requested: int, oldest: int) -> None:
         super().__init__(f"too old resource version: {requested} ({oldest})")
@@ -146,6 +160,7 @@ class Store:
         prev = bucket.get(key)
         rv = self._next_rv()
         obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
+        obj = _ordered(obj)
         bucket[key] = obj
         self._raw.pop((storage, key), None)
         if prev is None:
