@@ -370,16 +370,27 @@ def _validate_object(
 # --- CEL (x-kubernetes-validations) -----------------------------------------
 
 _programs: dict[str, Any] = {}
-_programs_lock = threading.Lock()
+_programs_lock = threading.RLock()
+_cel: dict[str, Any] = {}
+
+
+def _celpy() -> dict[str, Any]:
+    """cel-python, imported once under a lock (concurrent first imports race)."""
+    with _programs_lock:
+        if not _cel:
+            import celpy  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
+            from celpy.adapter import json_to_cel  # noqa: PLC0415 - same
+
+            _cel["Environment"] = celpy.Environment
+            _cel["json_to_cel"] = json_to_cel
+        return _cel
 
 
 def _program(rule: str) -> Any:
     with _programs_lock:
         prog = _programs.get(rule)
         if prog is None:
-            import celpy  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
-
-            env = celpy.Environment()
+            env = _celpy()["Environment"]()
             prog = env.program(env.compile(rule))
             _programs[rule] = prog
         return prog
@@ -387,7 +398,7 @@ def _program(rule: str) -> Any:
 
 def _evaluate(rule: str, activation: dict[str, Any]) -> tuple[bool, str]:
     """(passed, error text) for one rule; an evaluation error counts as a failure."""
-    from celpy.adapter import json_to_cel  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
+    json_to_cel = _celpy()["json_to_cel"]
 
     try:
         result = _program(rule).evaluate({k: json_to_cel(v) for k, v in activation.items()})
@@ -485,7 +496,7 @@ def cel_validate(value: Any, old: Any, schema: dict[str, Any], causes: list[Caus
             message = rule.get("message") or f"failed rule: {text}"
             expr = rule.get("messageExpression")
             if expr:
-                from celpy.adapter import json_to_cel  # noqa: PLC0415 - the `local` extra, loaded only when a rule runs
+                json_to_cel = _celpy()["json_to_cel"]
 
                 try:
                     rendered = _program(str(expr)).evaluate(
