@@ -117,3 +117,13 @@ def gone(fn: Callable[[], Any]) -> bool:
             return True
         raise
     return False
+
+
+def api_client_for(kube: Any, tmp_path: Any) -> client.ApiClient:
+    """An ApiClient for an extra EmbeddedKube a test starts itself."""
+    from kubernetes import config
+
+    path = kube.write_kubeconfig(tmp_path / "extra-kubeconfig")
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    return client.ApiClient(configuration)
