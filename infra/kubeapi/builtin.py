@@ -204,6 +204,9 @@ def core_event_to_v1(core: dict[str, Any]) -> dict[str, Any]:
     for f in _EVENT_SAME:
         if core.get(f) not in (None, ""):
             out[f] = core[f]
+    # events.k8s.io/v1 eventTime has no omitempty upstream: a core Event without
+    # one reads back as `"eventTime": null`.
+    out.setdefault("eventTime", None)
     return out
 
 

@@ -197,11 +197,15 @@ class Handler(BaseHTTPRequestHandler):
             reply = Reply(exc.code, dumps(exc.status()), headers=exc.headers or None)
             ctx["error"] = exc
         status = reply.code
+        if reply.stream is None:
+            # Logged before the answer leaves: a client that got it sees it in the log.
+            app.log_request(method, path, split.query, status, started)
         try:
             self._send(reply, audit_id)
         except OSError:
             self.close_connection = True
-        app.log_request(method, path, split.query, status, started)
+        if reply.stream is not None:
+            app.log_request(method, path, split.query, status, started)
         if app.audit is not None and "verb" in ctx:
             app.audit.emit(
                 app.audit_event(ctx, audit_id, self.path, status, received, self.headers, raw)

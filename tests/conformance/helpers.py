@@ -36,7 +36,9 @@ def expect_error(code: int, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
     return st
 
 
-def pod(name: str, *, labels: dict[str, str] | None = None, node: str | None = None, **spec: Any) -> dict[str, Any]:
+def pod(
+    name: str, *, labels: dict[str, str] | None = None, node: str | None = None, **spec: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -65,35 +67,51 @@ class Custom:
         self.ns = namespace
 
     def create(self, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body, **kw)
+        out: dict[str, Any] = self.co.create_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, body, **kw
+        )
         return out
 
     def get(self, name: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
+        out: dict[str, Any] = self.co.get_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, name
+        )
         return out
 
     def list(self, **kw: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.list_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, **kw)
+        out: dict[str, Any] = self.co.list_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, **kw
+        )
         return out
 
     def patch(self, name: str, body: Any, **kw: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, body, **kw)
+        out: dict[str, Any] = self.co.patch_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, name, body, **kw
+        )
         return out
 
     def patch_status(self, name: str, body: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.patch_namespaced_custom_object_status(GROUP, VERSION, self.ns, PLURAL, name, body)
+        out: dict[str, Any] = self.co.patch_namespaced_custom_object_status(
+            GROUP, VERSION, self.ns, PLURAL, name, body
+        )
         return out
 
     def replace(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.replace_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, body)
+        out: dict[str, Any] = self.co.replace_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, name, body
+        )
         return out
 
     def replace_status(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.replace_namespaced_custom_object_status(GROUP, VERSION, self.ns, PLURAL, name, body)
+        out: dict[str, Any] = self.co.replace_namespaced_custom_object_status(
+            GROUP, VERSION, self.ns, PLURAL, name, body
+        )
         return out
 
     def delete(self, name: str, **kw: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self.co.delete_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, **kw)
+        out: dict[str, Any] = self.co.delete_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, name, **kw
+        )
         return out
 
 

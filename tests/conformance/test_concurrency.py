@@ -25,11 +25,15 @@ def test_update_with_stale_resource_version_is_409_conflict(k8s_api: client.ApiC
     assert st["details"] == {"name": "x", "group": "cocoonset.cocoonstack.io", "kind": "cocoonsets"}
 
 
-def test_merge_patch_carrying_stale_resource_version_is_409_conflict(k8s_api: client.ApiClient) -> None:
+def test_merge_patch_carrying_stale_resource_version_is_409_conflict(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     old_rv = custom.create(cocoonset("x"))["metadata"]["resourceVersion"]
     custom.patch("x", {"metadata": {"labels": {"a": "1"}}})
-    st = expect_error(409, custom.patch, "x", {"metadata": {"resourceVersion": old_rv, "labels": {"a": "2"}}})
+    st = expect_error(
+        409, custom.patch, "x", {"metadata": {"resourceVersion": old_rv, "labels": {"a": "2"}}}
+    )
     assert st["message"] == STALE
     assert custom.get("x")["metadata"]["labels"] == {"a": "1"}
 
@@ -47,7 +51,10 @@ def test_custom_resource_update_without_resource_version_is_422(k8s_api: client.
     body = custom.create(cocoonset("x"))
     del body["metadata"]["resourceVersion"]
     st = expect_error(422, custom.replace, "x", body)
-    assert "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update" in st["message"]
+    assert (
+        "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+        in st["message"]
+    )
 
 
 def test_pod_update_without_resource_version_is_unconditional(k8s_api: client.ApiClient) -> None:
@@ -72,10 +79,18 @@ def test_delete_with_stale_uid_precondition_is_409(k8s_api: client.ApiClient) ->
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p"))
     st = expect_error(
-        409, core.delete_namespaced_pod, "p", "default",
-        body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="00000000-0000-0000-0000-000000000000")),
+        409,
+        core.delete_namespaced_pod,
+        "p",
+        "default",
+        body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid="00000000-0000-0000-0000-000000000000")
+        ),
     )
-    assert st["message"].startswith('Operation cannot be fulfilled on pods "p": Precondition failed: UID in precondition: 00000000-')
+    assert st["message"].startswith(
+        'Operation cannot be fulfilled on pods "p": Precondition failed: UID in precondition: '
+        "00000000-"
+    )
     core.read_namespaced_pod("p", "default")
 
 

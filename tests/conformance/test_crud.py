@@ -42,7 +42,9 @@ def test_create_existing_name_is_409_already_exists(k8s_api: client.ApiClient) -
     assert st["details"] == {"name": "dup", "kind": "pods"}
 
 
-def test_custom_resource_already_exists_names_group_qualified_resource(k8s_api: client.ApiClient) -> None:
+def test_custom_resource_already_exists_names_group_qualified_resource(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     custom.create(cocoonset("x"))
     st = expect_error(409, custom.create, cocoonset("x"))
@@ -54,7 +56,11 @@ def test_get_missing_object_is_404_not_found_status(k8s_api: client.ApiClient) -
     st = expect_error(404, Custom(k8s_api).get, "nope")
     assert st["reason"] == "NotFound"
     assert st["message"] == 'cocoonsets.cocoonset.cocoonstack.io "nope" not found'
-    assert st["details"] == {"name": "nope", "group": "cocoonset.cocoonstack.io", "kind": "cocoonsets"}
+    assert st["details"] == {
+        "name": "nope",
+        "group": "cocoonset.cocoonstack.io",
+        "kind": "cocoonsets",
+    }
 
 
 def test_create_in_missing_namespace_is_404_namespace_not_found(k8s_api: client.ApiClient) -> None:
@@ -68,7 +74,9 @@ def test_list_in_missing_namespace_is_empty_not_an_error(k8s_api: client.ApiClie
     assert client.CoreV1Api(k8s_api).list_namespaced_pod("ghost").items == []
 
 
-def test_default_and_system_namespaces_exist_and_new_ones_can_be_created(k8s_api: client.ApiClient) -> None:
+def test_default_and_system_namespaces_exist_and_new_ones_can_be_created(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     names = {n.metadata.name for n in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
@@ -82,7 +90,10 @@ def test_default_and_system_namespaces_exist_and_new_ones_can_be_created(k8s_api
 def test_name_must_be_dns1123_subdomain_422(k8s_api: client.ApiClient) -> None:
     st = expect_error(422, Custom(k8s_api).create, cocoonset("Bad_Name"))
     assert st["reason"] == "Invalid"
-    assert st["message"].startswith('CocoonSet.cocoonset.cocoonstack.io "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain')
+    assert st["message"].startswith(
+        'CocoonSet.cocoonset.cocoonstack.io "Bad_Name" is invalid: metadata.name: Invalid '
+        'value: "Bad_Name": a lowercase RFC 1123 subdomain'
+    )
     assert st["details"]["causes"][0]["field"] == "metadata.name"
 
 
@@ -119,9 +130,17 @@ def test_pod_without_containers_is_422_required_value(k8s_api: client.ApiClient)
 def test_pod_spec_is_immutable_except_image(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p"))
-    st = expect_error(422, core.patch_namespaced_pod, "p", "default", {"spec": {"restartPolicy": "Never"}})
-    assert "pod updates may not change fields other than `spec.containers[*].image`" in st["message"]
-    patched = core.patch_namespaced_pod("p", "default", {"spec": {"containers": [{"name": "main", "image": "registry.local/agent:2"}]}})
+    st = expect_error(
+        422, core.patch_namespaced_pod, "p", "default", {"spec": {"restartPolicy": "Never"}}
+    )
+    assert (
+        "pod updates may not change fields other than `spec.containers[*].image`" in st["message"]
+    )
+    patched = core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"spec": {"containers": [{"name": "main", "image": "registry.local/agent:2"}]}},
+    )
     assert patched.spec.containers[0].image == "registry.local/agent:2"
     assert patched.metadata.generation == 2
 
@@ -130,14 +149,22 @@ def test_binding_subresource_assigns_the_node_once(k8s_api: client.ApiClient) ->
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p"))
     core.create_namespaced_pod_binding(
-        "p", "default", {"metadata": {"name": "p"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}},
+        "p",
+        "default",
+        {
+            "metadata": {"name": "p"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+        },
         _preload_content=False,
     )
     bound = core.read_namespaced_pod("p", "default")
     assert bound.spec.node_name == "node-1"
     assert any(c.type == "PodScheduled" and c.status == "True" for c in bound.status.conditions)
     st = expect_error(
-        409, core.create_namespaced_pod_binding, "p", "default",
+        409,
+        core.create_namespaced_pod_binding,
+        "p",
+        "default",
         {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-2"}},
     )
     assert 'is already assigned to node "node-1"' in st["message"]
@@ -146,7 +173,9 @@ def test_binding_subresource_assigns_the_node_once(k8s_api: client.ApiClient) ->
 def test_nodes_are_cluster_scoped_with_status_subresource(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
     core.create_node({"metadata": {"name": "node-1", "labels": {"pool": "a"}}})
-    core.patch_node_status("node-1", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    core.patch_node_status(
+        "node-1", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    )
     node = core.read_node("node-1")
     assert node.status.conditions[0].type == "Ready"
     assert [n.metadata.name for n in core.list_node(label_selector="pool=a").items] == ["node-1"]

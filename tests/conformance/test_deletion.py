@@ -9,7 +9,9 @@ from kubernetes import client
 from tests.conformance.helpers import Custom, cocoonset, gone, pod, wait_for
 
 
-def test_finalizer_holds_object_with_deletion_timestamp_until_removed(k8s_api: client.ApiClient) -> None:
+def test_finalizer_holds_object_with_deletion_timestamp_until_removed(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     body = cocoonset("x")
     body["metadata"]["finalizers"] = ["cocoonset.cocoonstack.io/hibernation"]
@@ -62,7 +64,9 @@ def test_pod_deletion_with_grace_period_zero_is_immediate(k8s_api: client.ApiCli
     assert gone(lambda: core.read_namespaced_pod("p", "default"))
 
 
-def test_second_delete_with_grace_zero_finishes_a_terminating_pod(k8s_api: client.ApiClient) -> None:
+def test_second_delete_with_grace_zero_finishes_a_terminating_pod(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p", node="n1"))
     core.delete_namespaced_pod("p", "default")
@@ -101,7 +105,9 @@ def _owned_pod(name: str, owner: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def test_garbage_collector_deletes_pods_owned_by_a_deleted_cocoonset(k8s_api: client.ApiClient) -> None:
+def test_garbage_collector_deletes_pods_owned_by_a_deleted_cocoonset(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     core = client.CoreV1Api(k8s_api)
     owner = custom.create(cocoonset("x"))
@@ -112,7 +118,9 @@ def test_garbage_collector_deletes_pods_owned_by_a_deleted_cocoonset(k8s_api: cl
     assert core.read_namespaced_pod("unowned", "default").metadata.name == "unowned"
 
 
-def test_orphan_propagation_keeps_dependents_and_strips_owner_reference(k8s_api: client.ApiClient) -> None:
+def test_orphan_propagation_keeps_dependents_and_strips_owner_reference(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     core = client.CoreV1Api(k8s_api)
     owner = custom.create(cocoonset("x"))
@@ -123,7 +131,9 @@ def test_orphan_propagation_keeps_dependents_and_strips_owner_reference(k8s_api:
     assert not p.metadata.owner_references
 
 
-def test_foreground_propagation_deletes_dependents_before_the_owner(k8s_api: client.ApiClient) -> None:
+def test_foreground_propagation_deletes_dependents_before_the_owner(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     core = client.CoreV1Api(k8s_api)
     owner = custom.create(cocoonset("x"))
@@ -131,7 +141,9 @@ def test_foreground_propagation_deletes_dependents_before_the_owner(k8s_api: cli
     body["metadata"]["finalizers"] = ["test.io/hold"]
     core.create_namespaced_pod("default", body)
     custom.delete("x", propagation_policy="Foreground")
-    wait_for(lambda: core.read_namespaced_pod("x-0", "default").metadata.deletion_timestamp is not None)
+    wait_for(
+        lambda: core.read_namespaced_pod("x-0", "default").metadata.deletion_timestamp is not None
+    )
     held = custom.get("x")
     assert "foregroundDeletion" in held["metadata"]["finalizers"]
     core.patch_namespaced_pod("x-0", "default", {"metadata": {"finalizers": None}})
@@ -140,12 +152,18 @@ def test_foreground_propagation_deletes_dependents_before_the_owner(k8s_api: cli
 
 def test_dependent_whose_owner_never_existed_is_collected(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
-    fake_owner = {"apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonSet", "metadata": {"name": "ghost", "uid": "11111111-2222-3333-4444-555555555555"}}
+    fake_owner = {
+        "apiVersion": "cocoonset.cocoonstack.io/v1",
+        "kind": "CocoonSet",
+        "metadata": {"name": "ghost", "uid": "11111111-2222-3333-4444-555555555555"},
+    }
     core.create_namespaced_pod("default", _owned_pod("orphan", fake_owner))
     wait_for(lambda: gone(lambda: core.read_namespaced_pod("orphan", "default")))
 
 
-def test_deleted_namespace_terminates_then_goes_with_its_contents(k8s_api: client.ApiClient) -> None:
+def test_deleted_namespace_terminates_then_goes_with_its_contents(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     core.create_namespace({"metadata": {"name": "doomed"}})
     core.create_namespaced_pod("doomed", pod("p"))

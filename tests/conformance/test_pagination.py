@@ -35,7 +35,9 @@ def test_limit_and_continue_page_through_all_items_in_key_order(k8s_api: client.
     assert page.metadata.remaining_item_count is None
 
 
-def test_continue_serves_the_snapshot_of_the_first_page_while_objects_change(k8s_api: client.ApiClient) -> None:
+def test_continue_serves_the_snapshot_of_the_first_page_while_objects_change(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     for i in range(6):
         core.create_namespaced_pod("default", pod(f"p{i}", labels={"v": "1"}))
@@ -55,10 +57,14 @@ def test_continue_serves_the_snapshot_of_the_first_page_while_objects_change(k8s
 def test_limit_counts_matching_items_when_a_selector_is_given(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
     for i in range(10):
-        core.create_namespaced_pod("default", pod(f"p{i}", labels={"even": str(i % 2 == 0).lower()}))
+        core.create_namespaced_pod(
+            "default", pod(f"p{i}", labels={"even": str(i % 2 == 0).lower()})
+        )
     page = core.list_namespaced_pod("default", label_selector="even=true", limit=2)
     assert _names(page.items) == ["p0", "p2"]
-    page2 = core.list_namespaced_pod("default", label_selector="even=true", limit=10, _continue=page.metadata._continue)
+    page2 = core.list_namespaced_pod(
+        "default", label_selector="even=true", limit=10, _continue=page.metadata._continue
+    )
     assert _names(page2.items) == ["p4", "p6", "p8"]
 
 
@@ -78,16 +84,32 @@ def test_expired_continue_token_is_410_gone(small: tuple[EmbeddedKube, client.Ap
     first = core.list_namespaced_pod("default", limit=2)
     for i in range(20):
         core.patch_namespaced_pod("p0", "default", {"metadata": {"labels": {"n": str(i)}}})
-    st = expect_error(410, core.list_namespaced_pod, "default", limit=2, _continue=first.metadata._continue)
+    st = expect_error(
+        410, core.list_namespaced_pod, "default", limit=2, _continue=first.metadata._continue
+    )
     assert st["reason"] == "Expired"
-    assert st["message"].startswith("The provided continue parameter is too old to display a consistent list result.")
+    assert st["message"].startswith(
+        "The provided continue parameter is too old to display a consistent list result."
+    )
 
 
-def test_list_at_exact_compacted_resource_version_is_410(small: tuple[EmbeddedKube, client.ApiClient]) -> None:
+def test_list_at_exact_compacted_resource_version_is_410(
+    small: tuple[EmbeddedKube, client.ApiClient],
+) -> None:
     core = client.CoreV1Api(small[1])
     rv = core.create_namespaced_pod("default", pod("p")).metadata.resource_version
-    assert _names(core.list_namespaced_pod("default", resource_version=rv, resource_version_match="Exact").items) == ["p"]
+    assert _names(
+        core.list_namespaced_pod(
+            "default", resource_version=rv, resource_version_match="Exact"
+        ).items
+    ) == ["p"]
     for i in range(20):
         core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"n": str(i)}}})
-    st = expect_error(410, core.list_namespaced_pod, "default", resource_version=rv, resource_version_match="Exact")
+    st = expect_error(
+        410,
+        core.list_namespaced_pod,
+        "default",
+        resource_version=rv,
+        resource_version_match="Exact",
+    )
     assert st["message"].startswith(f"too old resource version: {rv}")

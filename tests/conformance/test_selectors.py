@@ -34,8 +34,13 @@ def labelled(k8s_api: client.ApiClient) -> client.CoreV1Api:
         pytest.param("", ["a", "b", "c", "d"], id="empty-matches-all"),
     ],
 )
-def test_label_selector_operators(labelled: client.CoreV1Api, selector: str, names: list[str]) -> None:
-    got = [p.metadata.name for p in labelled.list_namespaced_pod("default", label_selector=selector).items]
+def test_label_selector_operators(
+    labelled: client.CoreV1Api, selector: str, names: list[str]
+) -> None:
+    got = [
+        p.metadata.name
+        for p in labelled.list_namespaced_pod("default", label_selector=selector).items
+    ]
     assert got == names
 
 
@@ -50,8 +55,13 @@ def test_label_selector_operators(labelled: client.CoreV1Api, selector: str, nam
         pytest.param("status.phase=Running,metadata.name=a", ["a"], id="and"),
     ],
 )
-def test_field_selectors_on_pods(labelled: client.CoreV1Api, selector: str, names: list[str]) -> None:
-    got = [p.metadata.name for p in labelled.list_namespaced_pod("default", field_selector=selector).items]
+def test_field_selectors_on_pods(
+    labelled: client.CoreV1Api, selector: str, names: list[str]
+) -> None:
+    got = [
+        p.metadata.name
+        for p in labelled.list_namespaced_pod("default", field_selector=selector).items
+    ]
     assert got == names
 
 
@@ -71,5 +81,8 @@ def test_list_across_all_namespaces_with_selector(k8s_api: client.ApiClient) -> 
     core.create_namespace({"metadata": {"name": "other"}})
     core.create_namespaced_pod("other", pod("x", labels={"app": "web"}))
     core.create_namespaced_pod("default", pod("y", labels={"app": "web"}))
-    got = [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(label_selector="app=web").items]
+    got = [
+        (p.metadata.namespace, p.metadata.name)
+        for p in core.list_pod_for_all_namespaces(label_selector="app=web").items
+    ]
     assert got == [("default", "y"), ("other", "x")]

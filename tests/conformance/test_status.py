@@ -22,7 +22,11 @@ def test_status_subresource_ignores_spec_and_metadata_changes(k8s_api: client.Ap
     custom.create(cocoonset("x"))
     out = custom.patch_status(
         "x",
-        {"metadata": {"labels": {"l": "v"}, "annotations": {"a": "b"}}, "spec": {"nodePool": "other"}, "status": {"phase": "Running"}},
+        {
+            "metadata": {"labels": {"l": "v"}, "annotations": {"a": "b"}},
+            "spec": {"nodePool": "other"},
+            "status": {"phase": "Running"},
+        },
     )
     assert out["status"] == {"phase": "Running"}
     assert out["spec"]["nodePool"] == "default"
@@ -60,7 +64,15 @@ def test_pod_status_written_through_status_subresource(k8s_api: client.ApiClient
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p"))
     out = core.patch_namespaced_pod_status(
-        "p", "default", {"status": {"phase": "Running", "podIP": "10.0.0.9", "conditions": [{"type": "Ready", "status": "True"}]}}
+        "p",
+        "default",
+        {
+            "status": {
+                "phase": "Running",
+                "podIP": "10.0.0.9",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }
+        },
     )
     assert out.status.phase == "Running"
     assert out.status.pod_ip == "10.0.0.9"

@@ -15,7 +15,9 @@ from infra.kubeapi import EmbeddedKube
 from tests.conformance.helpers import GROUP, PLURAL, VERSION, Custom, api_client_for, cocoonset, pod
 
 
-def _collect(func: Any, *args: Any, count: int, timeout: int = 3, **kwargs: Any) -> list[tuple[str, Any]]:
+def _collect(
+    func: Any, *args: Any, count: int, timeout: int = 3, **kwargs: Any
+) -> list[tuple[str, Any]]:
     w = watch.Watch()
     out: list[tuple[str, Any]] = []
     for ev in w.stream(func, *args, timeout_seconds=timeout, **kwargs):
@@ -26,7 +28,9 @@ def _collect(func: Any, *args: Any, count: int, timeout: int = 3, **kwargs: Any)
     return out
 
 
-def test_watch_from_resource_version_replays_added_modified_deleted(k8s_api: client.ApiClient) -> None:
+def test_watch_from_resource_version_replays_added_modified_deleted(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     rv = core.list_namespaced_pod("default").metadata.resource_version
     core.create_namespaced_pod("default", pod("p"))
@@ -39,7 +43,9 @@ def test_watch_from_resource_version_replays_added_modified_deleted(k8s_api: cli
     assert events[1][1].metadata.labels == {"a": "b"}
 
 
-def test_watch_without_resource_version_starts_with_synthetic_added_events(k8s_api: client.ApiClient) -> None:
+def test_watch_without_resource_version_starts_with_synthetic_added_events(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("a"))
     core.create_namespaced_pod("default", pod("b"))
@@ -58,7 +64,12 @@ def test_watch_streams_live_changes(k8s_api: client.ApiClient) -> None:
         started.set()
         for ev in w.stream(
             client.CustomObjectsApi(k8s_api).list_namespaced_custom_object,
-            GROUP, VERSION, "default", PLURAL, resource_version=rv, timeout_seconds=5,
+            GROUP,
+            VERSION,
+            "default",
+            PLURAL,
+            resource_version=rv,
+            timeout_seconds=5,
         ):
             got.append((ev["type"], ev["object"]["metadata"]["name"]))
             if len(got) == 2:
@@ -75,14 +86,18 @@ def test_watch_streams_live_changes(k8s_api: client.ApiClient) -> None:
     assert got == [("ADDED", "x"), ("MODIFIED", "x")]
 
 
-def test_watch_with_label_selector_sees_objects_enter_and_leave_the_selection(k8s_api: client.ApiClient) -> None:
+def test_watch_with_label_selector_sees_objects_enter_and_leave_the_selection(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     rv = core.list_namespaced_pod("default").metadata.resource_version
     core.create_namespaced_pod("default", pod("p", labels={"app": "other"}))
     core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"app": "web"}}})
     core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"app": "web", "x": "1"}}})
     core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"app": "gone"}}})
-    events = _collect(core.list_namespaced_pod, "default", count=3, resource_version=rv, label_selector="app=web")
+    events = _collect(
+        core.list_namespaced_pod, "default", count=3, resource_version=rv, label_selector="app=web"
+    )
     assert [t for t, _ in events] == ["ADDED", "MODIFIED", "DELETED"]
 
 
@@ -100,7 +115,11 @@ def test_watch_timeout_seconds_ends_the_stream(k8s_api: client.ApiClient) -> Non
     core = client.CoreV1Api(k8s_api)
     rv = core.list_namespaced_pod("default").metadata.resource_version
     started = time.monotonic()
-    events = list(watch.Watch().stream(core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=1))
+    events = list(
+        watch.Watch().stream(
+            core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=1
+        )
+    )
     assert events == []
     assert time.monotonic() - started < 10
 
@@ -124,7 +143,9 @@ def test_watch_from_compacted_resource_version_is_410_gone(small: client.ApiClie
     assert f"too old resource version: {rv}" in str(info.value.reason)
 
 
-def test_watch_resumes_from_last_seen_resource_version_without_gaps(k8s_api: client.ApiClient) -> None:
+def test_watch_resumes_from_last_seen_resource_version_without_gaps(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     rv = core.list_namespaced_pod("default").metadata.resource_version
     core.create_namespaced_pod("default", pod("a"))
