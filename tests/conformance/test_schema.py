@@ -255,8 +255,8 @@ def test_cel_rule_failure_is_422_with_the_rule_message(k8s_api: client.ApiClient
     assert st["details"]["causes"] == [
         {
             "reason": "FieldValueInvalid",
-            "message": 'Invalid value: "
-            ""object": hibernatePolicy=release requires agent.replicas=0 and no toolboxes',
+            "message": 'Invalid value: "object": '
+            "hibernatePolicy=release requires agent.replicas=0 and no toolboxes",
             "field": "spec",
         }
     ]
