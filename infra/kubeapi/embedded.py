@@ -236,7 +236,10 @@ class EmbeddedKube:
             "current-context": "embedded",
             "preferences": {},
         }
-        target.write_text(yaml.safe_dump(config, sort_keys=False))
+        # Written whole then renamed: a reader polling for the file never sees half of it.
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(yaml.safe_dump(config, sort_keys=False))
+        partial.replace(target)
         return target
 
 

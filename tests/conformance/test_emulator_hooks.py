@@ -42,3 +42,35 @@ def test_reset_drops_objects_but_keeps_the_cocoonset_crd(
     assert "default" in {n.metadata.name for n in core.list_namespace().items}
     with urllib.request.urlopen(kube.url + "/_emulator/requests") as resp:
         assert json.loads(resp.read()) == [r for r in kube.requests()]
+
+
+def test_serve_forever_serves_until_sigterm_then_exits_cleanly(tmp_path: Any) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from kubernetes import config
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    code = f"from pathlib import Path; from infra.kubeapi import serve_forever; serve_forever({port}, Path({str(kubeconfig)!r}), None, None)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not kubeconfig.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        with client.ApiClient(configuration) as api:
+            assert client.CoreV1Api(api).read_namespace("default").metadata.name == "default"
+            assert configuration.host == f"http://127.0.0.1:{port}"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,1 @@
+"""Reproducible measurements: each module has `run(*, quick) -> dict`."""
