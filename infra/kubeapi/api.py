@@ -660,7 +660,7 @@ class Api:
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         return warnings
 
-    def patch(  # noqa: PLR0917 - one argument per part of the request
+    def patch(
         self,
         rt: ResourceType,
         version: str,
@@ -1068,7 +1068,7 @@ class Api:
 
     # -- watch -----------------------------------------------------------------
 
-    def watch(  # noqa: PLR0917 - one argument per part of the request
+    def watch(
         self,
         rt: ResourceType,
         version: str,

@@ -8,7 +8,6 @@ backend when asked. The CocoonSet CRD is installed at start and survives
 
 from __future__ import annotations
 
-import importlib
 import json
 import signal
 import threading
@@ -25,34 +24,9 @@ from infra.kubeapi.faults import UNSET, Faults
 from infra.kubeapi.resources import Registry
 from infra.kubeapi.server import EmbeddedApp, KubeHTTPServer
 from infra.kubeapi.store import Store
+from shared.crd import cocoonset_crd
 
 ADMIN_TOKEN = "embedded-admin-token"  # noqa: S105 - a fixed local credential; the emulator checks none
-
-
-def cocoonset_crd() -> dict[str, Any]:
-    """The CocoonSet CRD the project ships (shared.crd), or the temporary fallback."""
-    try:
-        module = importlib.import_module("shared.crd")  # being written on main right now
-    except ImportError:
-        return _TEMPORARY_reference_crd()
-    crd: dict[str, Any] = module.cocoonset_crd()
-    return crd
-
-
-def _TEMPORARY_reference_crd() -> dict[str, Any]:
-    """TEMPORARY until shared/crd.py lands on main: read the reference CRD YAML.
-
-    The repository must not depend on the reference file at run time; this
-    function is deleted once `shared.crd.cocoonset_crd()` exists.
-    """
-    for parent in Path(__file__).resolve().parents:
-        candidate = (
-            parent / "shared" / "reference" / "crds" / "cocoonset.cocoonstack.io_cocoonsets.yaml"
-        )
-        if candidate.is_file():
-            loaded: dict[str, Any] = yaml.safe_load(candidate.read_text())
-            return loaded
-    raise RuntimeError("shared.crd is missing and the reference CRD was not found")
 
 
 class EmbeddedKube:
@@ -187,7 +161,7 @@ class EmbeddedKube:
     def reset_requests(self) -> None:
         self.app.reset_requests()
 
-    def add_fault(  # noqa: PLR0917 - the documented test-hook signature
+    def add_fault(
         self,
         method: str | None = "PATCH",
         path: str = ".*",

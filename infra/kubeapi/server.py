@@ -284,7 +284,7 @@ class EmbeddedApp:
 
     # -- routing -----------------------------------------------------------------------
 
-    def dispatch(  # noqa: PLR0917 - one argument per part of the request
+    def dispatch(
         self,
         method: str,
         path: str,
@@ -412,7 +412,7 @@ class EmbeddedApp:
             return None
         return Target(rt, version, namespace, name, sub)
 
-    def _resource(  # noqa: PLR0917 - one argument per part of the request
+    def _resource(
         self,
         method: str,
         t: Target,
@@ -565,7 +565,7 @@ class EmbeddedApp:
 
     # -- audit ---------------------------------------------------------------------------
 
-    def audit_event(  # noqa: PLR0917 - one argument per part of the request
+    def audit_event(
         self,
         ctx: dict[str, Any],
         audit_id: str,

@@ -57,8 +57,13 @@ def test_serve_forever_serves_until_sigterm_then_exits_cleanly(tmp_path: Any) ->
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kubeconfig = tmp_path / "kubeconfig"
-    code = f"from pathlib import Path; from infra.kubeapi import serve_forever; serve_forever({port}, Path({str(kubeconfig)!r}), None, None)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    code = (
+        "from pathlib import Path; from infra.kubeapi import serve_forever; "
+        f"serve_forever({port}, Path({str(kubeconfig)!r}), None, None)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 30
         while not kubeconfig.exists() and time.monotonic() < deadline:

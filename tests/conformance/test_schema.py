@@ -303,13 +303,19 @@ def test_schema_validation_also_guards_updates(widgets: Widgets) -> None:
     )
 
 
-def test_defaults_added_to_the_schema_later_show_on_read_of_existing_objects(k8s_api: client.ApiClient, widgets: Widgets) -> None:
+def test_defaults_added_to_the_schema_later_show_on_read_of_existing_objects(
+    k8s_api: client.ApiClient, widgets: Widgets
+) -> None:
     widgets.create("w", {"size": 1})
     ext = client.ApiextensionsV1Api(k8s_api)
     crd = ext.read_custom_resource_definition(f"widgets.{TEST_GROUP}")
     body = k8s_api.sanitize_for_serialization(crd)
-    spec_props = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    spec_props = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]
     spec_props["shape"] = {"type": "string", "default": "round"}
     ext.replace_custom_resource_definition(f"widgets.{TEST_GROUP}", body)
-    got = client.CustomObjectsApi(k8s_api).get_namespaced_custom_object(TEST_GROUP, "v1", "default", "widgets", "w")
+    got = client.CustomObjectsApi(k8s_api).get_namespaced_custom_object(
+        TEST_GROUP, "v1", "default", "widgets", "w"
+    )
     assert got["spec"]["shape"] == "round"
