@@ -240,6 +240,6 @@ def validate_v1_event(ev: dict[str, Any]) -> list[Cause]:
         )
     if len(str(ev.get("note", ""))) > 1024:
         causes.append(
-            Cause("FieldValueTooLong", "Too long: may not be more than 1024 bytes", "note")
+            Cause("FieldValueTooLong", "Too long: may not be longer than 1024", "note")
         )
     return causes

@@ -207,7 +207,7 @@ def validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause])
         max_len = schema.get("maxLength")
         if max_len is not None and len(value) > max_len:
             causes.append(
-                Cause("FieldValueTooLong", f"Too long: may not be more than {max_len} bytes", path)
+                Cause("FieldValueTooLong", f"Too long: may not be longer than {max_len}", path)
             )
         min_len = schema.get("minLength")
         if min_len is not None and len(value) < min_len:

@@ -214,7 +214,7 @@ def test_strict_field_validation_rejects_unknown_fields_with_400(k8s_api: client
         pytest.param(
             {"size": 1, "code": "abcdef"},
             "spec.code",
-            "Too long: may not be more than 5 bytes",
+            "Too long: may not be longer than 5",
             id="max-length",
         ),
         pytest.param({"size": 1, "port": True}, "spec.port", None, id="int-or-string"),
