@@ -400,6 +400,8 @@ class Api:
             builtin.default_pod(obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
             causes += builtin.validate_pod(obj)
+        elif rt.plural == "secrets" and not rt.group:
+            builtin.fold_string_data(obj)
         elif rt.plural == "namespaces" and not rt.group:
             obj["spec"] = {"finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
@@ -649,6 +651,8 @@ class Api:
             causes += builtin.validate_pod_update(new, old)
         elif rt.group == "events.k8s.io":
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(new))
+        elif rt.plural == "secrets" and not rt.group:
+            builtin.fold_string_data(new)
         elif rt.storage == CRD_STORAGE and subresource != "status":
             causes += self._validate_crd(new)
             new["status"] = self._crd_status(new)
@@ -1077,6 +1081,7 @@ class Api:
         timeout: float,
         stopped: Callable[[], bool],
         bookmarks: bool = False,
+        render: Callable[[dict[str, Any]], bytes] | None = None,
     ) -> Iterator[bytes]:
         """Newline-delimited watch events, as kube-apiserver streams them."""
         deadline = time.monotonic() + timeout
@@ -1088,7 +1093,12 @@ class Api:
                 for k in store.keys_from(rt.storage, ns, None):
                     obj = store.get(rt.storage, k)
                     if obj is not None and self.matches(rt, q, obj):
-                        initial.append(_event_line("ADDED", self.served_raw(rt, version, k, obj)))
+                        raw = (
+                            render(self.served(rt, version, obj))
+                            if render
+                            else self.served_raw(rt, version, k, obj)
+                        )
+                        initial.append(_event_line("ADDED", raw))
                 pos = store.end
             else:
                 try:
@@ -1137,7 +1147,8 @@ class Api:
                             continue
                     elif not new_ok:
                         continue
-                    lines.append(_event_line(kind, dumps(self.served(rt, version, ev.obj))))
+                    shown = self.served(rt, version, ev.obj)
+                    lines.append(_event_line(kind, render(shown) if render else dumps(shown)))
             yield from lines
             if time.monotonic() >= deadline:
                 break

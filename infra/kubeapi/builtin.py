@@ -8,6 +8,7 @@ two shapes, as upstream). Namespaces: the `kubernetes` finalizer and name label.
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -239,7 +240,15 @@ def validate_v1_event(ev: dict[str, Any]) -> list[Cause]:
             )
         )
     if len(str(ev.get("note", ""))) > 1024:
-        causes.append(
-            Cause("FieldValueTooLong", "Too long: may not be longer than 1024", "note")
-        )
+        causes.append(Cause("FieldValueTooLong", "Too long: may not be longer than 1024", "note"))
     return causes
+
+
+def fold_string_data(secret: dict[str, Any]) -> None:
+    """Secrets: `stringData` is write-only, merged into base64 `data`; type defaults to Opaque."""
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        data = secret.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+    secret.setdefault("type", "Opaque")

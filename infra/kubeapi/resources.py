@@ -192,6 +192,14 @@ def builtin_types() -> list[ResourceType]:
             short_names=("cm",),
         ),
         ResourceType(
+            "",
+            ("v1",),
+            "secrets",
+            "secret",
+            "Secret",
+            namespaced=True,
+        ),
+        ResourceType(
             "events.k8s.io",
             ("v1",),
             "events",

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from infra.kubeapi import errors, tables
+from infra.kubeapi import errors, protobuf, tables
 from infra.kubeapi.api import Api
 from infra.kubeapi.audit import AuditBackend, micro_time
 from infra.kubeapi.errors import ApiError
@@ -448,6 +448,15 @@ class EmbeddedApp:
             if query.get("watch") in ("true", "1"):
                 ctx["verb"] = "watch"
                 timeout = float(query.get("timeoutSeconds") or 1800)
+                render = None
+                if self._wants_table(headers):
+                    include = query.get("includeObject", "")
+
+                    def render(obj: dict[str, Any]) -> bytes:
+                        # kubectl get -w: every event object is a one-row Table
+                        meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                        return dumps(tables.table(rt, t.version, [obj], meta, include))
+
                 stream = api.watch(
                     rt,
                     t.version,
@@ -456,6 +465,7 @@ class EmbeddedApp:
                     timeout,
                     self.stopping.is_set,
                     query.get("allowWatchBookmarks") == "true",
+                    render,
                 )
                 return Reply(200, b"", stream=stream)
             ctx["verb"] = "list"  # a missing namespace lists empty, as upstream
@@ -468,7 +478,7 @@ class EmbeddedApp:
                 )
             return Reply(200, body)
         if method == "POST":
-            body = self._json(raw)
+            body = self._json(raw, headers.get("Content-Type", ""))
             ctx["request_object"] = body
             if t.subresource == "binding" and t.name:
                 ctx["verb"] = "create"
@@ -482,7 +492,7 @@ class EmbeddedApp:
         if method == "PUT":
             if not t.name:
                 raise errors.method_not_allowed()
-            body = self._json(raw)
+            body = self._json(raw, headers.get("Content-Type", ""))
             ctx["verb"] = "update"
             ctx["request_object"] = body
             res = api.update(
@@ -550,9 +560,11 @@ class EmbeddedApp:
         return "as=Table" in accept
 
     @staticmethod
-    def _json(raw: bytes) -> Any:
+    def _json(raw: bytes, content_type: str = "") -> Any:
         if not raw:
             raise errors.bad_request("the body of the request is empty")
+        if content_type.split(";", maxsplit=1)[0].strip() == protobuf.CONTENT_TYPE:
+            return protobuf.decode(raw)
         try:
             return json.loads(raw)
         except ValueError:

@@ -18,9 +18,10 @@ def human_age(ts: str | None) -> str:
     if not ts:
         return "<unknown>"
     try:
-        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        parsed = datetime.fromisoformat(ts)
     except ValueError:
         return "<invalid>"
+    then = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
     s = max(0, int(time.time() - then))
     if s < 120:
         return f"{s}s"
@@ -127,6 +128,54 @@ def table(
                 o["metadata"]["name"],
                 o.get("status", {}).get("phase", ""),
                 human_age(o["metadata"].get("creationTimestamp")),
+            ]
+    elif rt.plural == "nodes" and not rt.group:
+        cols = [name_col, _col("Status"), _col("Roles"), age_col, _col("Version")]
+
+        def row(o: dict[str, Any]) -> list[Any]:
+            conds = o.get("status", {}).get("conditions") or []
+            ready = next((c for c in conds if c.get("type") == "Ready"), None)
+            status = (
+                "Unknown"
+                if ready is None
+                else ("Ready" if ready.get("status") == "True" else "NotReady")
+            )
+            if o.get("spec", {}).get("unschedulable"):
+                status += ",SchedulingDisabled"
+            labels = o["metadata"].get("labels") or {}
+            prefix = "node-role.kubernetes.io/"
+            roles = (
+                ",".join(sorted(k[len(prefix) :] for k in labels if k.startswith(prefix)))
+                or "<none>"
+            )
+            version = o.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
+            return [
+                o["metadata"]["name"],
+                status,
+                roles,
+                human_age(o["metadata"].get("creationTimestamp")),
+                version,
+            ]
+    elif rt.plural == "events" and rt.storage == "core/events":
+        cols = [
+            _col("Last Seen"),
+            _col("Type"),
+            _col("Reason"),
+            _col("Object"),
+            _col("Message"),
+            name_col | {"priority": 1},
+        ]
+
+        def row(o: dict[str, Any]) -> list[Any]:
+            inv = o.get("involvedObject") or o.get("regarding") or {}
+            when = o.get("lastTimestamp") or o.get("deprecatedLastTimestamp") or o.get("eventTime")
+            return [
+                human_age(when) if when else "<unknown>",
+                o.get("type", ""),
+                o.get("reason", ""),
+                f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}",
+                o.get("message") or o.get("note") or "",
+                o["metadata"]["name"],
             ]
     elif rt.custom:
         printer = rt.printer_columns.get(version) or []

@@ -79,3 +79,73 @@ def test_kubectl_get_apply_and_label_selection(
         _kubectl(kubeconfig, cache, "get", "cs", "demo", "-o", "jsonpath={.spec.agent.replicas}")
         == "0"
     )
+
+
+def test_kubectl_create_generators_post_protobuf_bodies(
+    kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
+) -> None:
+    # kubectl's typed generators send application/vnd.kubernetes.protobuf, as to a real cluster.
+    cache = tmp_path / "cache"
+    assert (
+        _kubectl(kubeconfig, cache, "create", "namespace", "team-b").strip()
+        == "namespace/team-b created"
+    )
+    _kubectl(
+        kubeconfig, cache, "create", "configmap", "cfg", "-n", "team-b", "--from-literal=mode=fast"
+    )
+    _kubectl(
+        kubeconfig,
+        cache,
+        "create",
+        "secret",
+        "generic",
+        "tok",
+        "-n",
+        "team-b",
+        "--from-literal=t=abc",
+    )
+    core = client.CoreV1Api(k8s_api)
+    assert core.read_namespace("team-b").status.phase == "Active"
+    assert core.read_namespaced_config_map("cfg", "team-b").data == {"mode": "fast"}
+    assert core.read_namespaced_secret("tok", "team-b").data == {"t": "YWJj"}
+
+
+def test_kubectl_get_watch_prints_rows_as_objects_change(
+    kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
+) -> None:
+    import threading
+    import time
+
+    core = client.CoreV1Api(k8s_api)
+    core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "w0"}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}},
+    )
+
+    def later() -> None:
+        time.sleep(1.0)
+        core.patch_namespaced_pod_status("w0", "default", {"status": {"phase": "Running"}})
+
+    t = threading.Thread(target=later)
+    t.start()
+    result = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "get",
+            "pods",
+            "-w",
+            "--request-timeout=3s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    t.join()
+    rows = [line.split() for line in result.stdout.strip().splitlines()]
+    assert rows[0][:3] == ["NAME", "READY", "STATUS"]
+    assert [r[2] for r in rows[1:]] == ["Pending", "Running"]
