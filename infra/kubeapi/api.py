@@ -816,6 +816,21 @@ class Api:
             if dry_run:
                 return WriteResult(200, self.served(rt, version, old), [])
             final = self.delete_stored(rt, key, old, options)
+            if rt.storage == CRD_STORAGE and self.store.get(rt.storage, key) is None:
+                self.crd_removed(old)
+            if self.store.get(rt.storage, key) is None and not rt.return_deleted_object:
+                # Gone at once: most registries answer a Status naming what was deleted.
+                details = {"name": name, "kind": rt.plural, "uid": meta.get("uid")}
+                if rt.group:
+                    details["group"] = rt.group
+                status = {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": details,
+                }
+                return WriteResult(200, status, [])
             return WriteResult(200, self.served(rt, version, final), [])
 
     def delete_stored(

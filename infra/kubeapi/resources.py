@@ -45,6 +45,9 @@ class ResourceType:
     storage: str = ""
     # Bumped whenever the CRD's schema changes (read-time defaulting keys off it).
     schema_gen: int = 0
+    # An immediate DELETE answers the object (the registry's ReturnDeletedObject)
+    # rather than a Status: pods and namespaces upstream.
+    return_deleted_object: bool = False
 
     def __post_init__(self) -> None:
         if not self.storage:
@@ -135,6 +138,7 @@ def builtin_types() -> list[ResourceType]:
             subresources=frozenset({"status", "finalize"}),
             short_names=("ns",),
             fields=_fields("status.phase"),
+            return_deleted_object=True,
         ),
         ResourceType(
             "",
@@ -158,6 +162,7 @@ def builtin_types() -> list[ResourceType]:
             short_names=("po",),
             categories=("all",),
             has_generation=True,
+            return_deleted_object=True,
             fields=_fields(
                 "spec.nodeName",
                 "spec.restartPolicy",

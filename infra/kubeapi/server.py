@@ -546,8 +546,6 @@ class EmbeddedApp:
                 return Reply(200, api.delete_collection(rt, t.version, t.namespace, q, options))
             ctx["verb"] = "delete"
             res = api.delete(rt, t.version, t.namespace, t.name, options, dry_run=dry_run)
-            if rt.storage == "apiextensions.k8s.io/customresourcedefinitions" and not dry_run:
-                self.api.crd_removed(res.obj)
             return Reply(res.code, dumps(res.obj))
         raise errors.method_not_allowed()
 

@@ -198,3 +198,20 @@ def test_delete_collection_with_label_selector(k8s_api: client.ApiClient) -> Non
     core.create_namespaced_pod("default", pod("b", labels={"k": "2"}))
     core.delete_collection_namespaced_pod("default", label_selector="k=1")
     assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["b"]
+
+
+def test_immediate_delete_answers_status_success_for_custom_resources(k8s_api: client.ApiClient) -> None:
+    custom = Custom(k8s_api)
+    uid = custom.create(cocoonset("x"))["metadata"]["uid"]
+    out = custom.delete("x")
+    assert out["kind"] == "Status" and out["status"] == "Success"
+    assert out["details"] == {"name": "x", "group": "cocoonset.cocoonstack.io", "kind": "cocoonsets", "uid": uid}
+
+
+def test_immediate_pod_delete_answers_the_deleted_pod(k8s_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(k8s_api)
+    created = core.create_namespaced_pod("default", pod("p"))
+    out = core.delete_namespaced_pod("p", "default")
+    assert out.kind == "Pod"
+    assert out.metadata.uid == created.metadata.uid
+    assert int(out.metadata.resource_version) > int(created.metadata.resource_version)
