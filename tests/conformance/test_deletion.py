@@ -200,12 +200,19 @@ def test_delete_collection_with_label_selector(k8s_api: client.ApiClient) -> Non
     assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["b"]
 
 
-def test_immediate_delete_answers_status_success_for_custom_resources(k8s_api: client.ApiClient) -> None:
+def test_immediate_delete_answers_status_success_for_custom_resources(
+    k8s_api: client.ApiClient,
+) -> None:
     custom = Custom(k8s_api)
     uid = custom.create(cocoonset("x"))["metadata"]["uid"]
     out = custom.delete("x")
     assert out["kind"] == "Status" and out["status"] == "Success"
-    assert out["details"] == {"name": "x", "group": "cocoonset.cocoonstack.io", "kind": "cocoonsets", "uid": uid}
+    assert out["details"] == {
+        "name": "x",
+        "group": "cocoonset.cocoonstack.io",
+        "kind": "cocoonsets",
+        "uid": uid,
+    }
 
 
 def test_immediate_pod_delete_answers_the_deleted_pod(k8s_api: client.ApiClient) -> None:
