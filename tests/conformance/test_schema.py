@@ -22,6 +22,7 @@ def _widget_crd() -> dict[str, Any]:
             "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
             "code": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 5},
             "port": {"x-kubernetes-int-or-string": True},
+            "since": {"type": "string", "format": "date-time"},
             "tags": {
                 "type": "array",
                 "items": {"type": "string"},
@@ -226,6 +227,12 @@ def test_strict_field_validation_rejects_unknown_fields_with_400(k8s_api: client
         ),
         pytest.param(
             {"size": 1, "tags": ["a", "a"]}, "spec.tags[1]", 'Duplicate value: "a"', id="list-set"
+        ),
+        pytest.param(
+            {"size": 1, "since": "yesterday"},
+            "spec.since",
+            'Invalid value: "yesterday": spec.since in body must be of type date-time: "yesterday"',
+            id="format-date-time",
         ),
     ],
 )
