@@ -87,9 +87,13 @@ class WriteResult:
 
 
 class Api:
-    def __init__(self, store: Store, registry: Registry) -> None:
+    def __init__(
+        self, store: Store, registry: Registry, *, bookmark_interval: float = 60.0
+    ) -> None:
         self.store = store
         self.registry = registry
+        # How often an idle watch that allowed bookmarks gets one (upstream: about a minute).
+        self.bookmark_interval = bookmark_interval
         self._schema_gen = 0
         # Pod deadlines for graceful deletion: (deadline, storage, key, uid).
         self.deadlines: list[tuple[float, str, Key, str]] = []
@@ -1129,6 +1133,19 @@ class Api:
                     return
         yield from initial
         last_rv = 0
+        # Every event up to `consumed_rv` has been sent or filtered out: a bookmark
+        # may name it (a later one could skip events the client never saw).
+        consumed_rv = int(q.rv) if q.rv not in ("", "0") else self._rv_at(pos)
+        next_mark = time.monotonic() + self.bookmark_interval
+
+        def bookmark() -> bytes:
+            mark = {
+                "kind": rt.kind,
+                "apiVersion": rt.api_version(version),
+                "metadata": {"resourceVersion": str(consumed_rv)},
+            }
+            return _event_line("BOOKMARK", dumps(mark))
+
         while not stopped() and not store.closed:
             with store.lock:
                 try:
@@ -1138,15 +1155,23 @@ class Api:
                         410, "Expired", f"too old resource version: {last_rv} ({exc.oldest})"
                     )
                     return
-                if not batch:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    store.changed.wait(min(remaining, 0.5))
-                    continue
-                pos += len(batch)
                 lines: list[bytes] = []
+                if not batch:
+                    now = time.monotonic()
+                    if deadline - now <= 0:
+                        break
+                    if bookmarks and now >= next_mark:
+                        next_mark = now + self.bookmark_interval
+                        lines.append(bookmark())
+                    else:
+                        wait = min(deadline - now, 0.5)
+                        if bookmarks:
+                            wait = min(wait, max(0.0, next_mark - now))
+                        store.changed.wait(wait)
+                        continue
+                pos += len(batch)
                 for ev in batch:
+                    consumed_rv = ev.rv
                     if ev.storage != rt.storage or (ns is not None and ev.key[0] != ns):
                         continue
                     last_rv = ev.rv
@@ -1168,13 +1193,19 @@ class Api:
             if time.monotonic() >= deadline:
                 break
         if bookmarks and not store.closed:
-            rv = str(store.rv)
-            mark = {
-                "kind": rt.kind,
-                "apiVersion": rt.api_version(version),
-                "metadata": {"resourceVersion": rv},
-            }
-            yield _event_line("BOOKMARK", dumps(mark))
+            yield bookmark()
+
+    def _rv_at(self, pos: int) -> int:
+        """The resourceVersion a watch positioned at `pos` has caught up to."""
+        with self.store.lock:
+            idx = pos - self.store.base
+            if 0 < idx <= len(self.store.history):
+                return self.store.history[idx - 1].rv
+            return (
+                self.store.rv
+                if idx > len(self.store.history) or not self.store.history
+                else self.store.compacted_rv
+            )
 
 
 def _event_line(kind: str, raw: bytes) -> bytes:

@@ -42,12 +42,13 @@ class EmbeddedKube:
         audit_retries: int = 5,
         audit_backoff: float = 0.1,
         watch_history: int = 100_000,
+        watch_bookmark_interval: float = 60.0,
     ) -> None:
         self._host = host
         self._port = port
         self.store = Store(window=watch_history)
         self.registry = Registry()
-        self.api = Api(self.store, self.registry)
+        self.api = Api(self.store, self.registry, bookmark_interval=watch_bookmark_interval)
         self.faults = Faults()
         self.audit = (
             AuditBackend(

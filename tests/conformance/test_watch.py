@@ -155,3 +155,31 @@ def test_watch_resumes_from_last_seen_resource_version_without_gaps(
     core.create_namespaced_pod("default", pod("c"))
     second = _collect(core.list_namespaced_pod, "default", count=2, resource_version=last)
     assert [o.metadata.name for _, o in first + second] == ["a", "b", "c"]
+
+
+def test_idle_watch_with_bookmarks_allowed_gets_bookmark_at_latest_seen_version(
+    tmp_path: Path,
+) -> None:
+    with EmbeddedKube(watch_bookmark_interval=0.2) as kube:
+        api = api_client_for(kube, tmp_path)
+        core = client.CoreV1Api(api)
+        rv = core.create_namespaced_pod("default", pod("p")).metadata.resource_version
+        Custom(api).create(cocoonset("other-resource"))  # moves the store's version on
+        w = watch.Watch()
+        seen: list[tuple[str, Any]] = []
+        for ev in w.stream(
+            core.list_namespaced_pod,
+            "default",
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=5,
+        ):
+            seen.append((ev["type"], ev["raw_object"]))
+            if ev["type"] == "BOOKMARK":
+                w.stop()
+                break
+        api.close()
+    kinds = [t for t, _ in seen]
+    assert kinds == ["BOOKMARK"]
+    mark_rv = int(seen[0][1]["metadata"]["resourceVersion"])
+    assert mark_rv > int(rv)
