@@ -3,8 +3,9 @@
 Requests enqueue `audit.k8s.io/v1` Events (stage ResponseComplete, level
 Request) into a bounded buffer and never wait: a full buffer drops events.
 One thread sends `EventList` batches of at most `batch_max_size` events, or
-whatever arrived within `batch_max_wait` seconds, retrying failed sends (a
-connection error, 429 or 5xx) with exponential backoff, then dropping the batch.
+whatever arrived within `batch_max_wait` seconds, retrying every failed send
+(transport error or any non-2xx, as the upstream webhook's `retryOnError` does)
+with exponential backoff (factor 1.5, 20% jitter), then dropping the batch.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import random
 import threading
 import time
 import urllib.error
@@ -36,7 +38,11 @@ class AuditBackend:
         backoff: float = 0.1,
         buffer_size: int = 10_000,
         timeout: float = 5.0,
+        level: str = "Request",
     ) -> None:
+        if level not in ("Metadata", "Request", "RequestResponse"):
+            raise ValueError(f"audit level {level!r}: Metadata, Request or RequestResponse")
+        self.level = level
         self.url = url
         self.token = token
         self.batch_max_size = batch_max_size
@@ -101,12 +107,9 @@ class AuditBackend:
                     resp.read()
                 self.sent += len(batch)
                 return
-            except urllib.error.HTTPError as exc:
-                if exc.code != 429 and exc.code < 500:
-                    break  # the receiver refused the batch: retrying cannot help
             except (urllib.error.URLError, OSError):
-                pass
+                pass  # HTTPError is a URLError: every failure is retried, as upstream
             if attempt + 1 < self.retries:
-                time.sleep(delay)
-                delay *= 2
+                time.sleep(delay * random.uniform(1.0, 1.2))  # noqa: S311 - jitter, not secrets
+                delay *= 1.5
         self.dropped += len(batch)

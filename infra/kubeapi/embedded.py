@@ -41,6 +41,7 @@ class EmbeddedKube:
         audit_batch_max_wait: float = 0.2,
         audit_retries: int = 5,
         audit_backoff: float = 0.1,
+        audit_level: str = "Request",
         watch_history: int = 100_000,
         watch_bookmark_interval: float = 60.0,
     ) -> None:
@@ -58,6 +59,7 @@ class EmbeddedKube:
                 batch_max_wait=audit_batch_max_wait,
                 retries=audit_retries,
                 backoff=audit_backoff,
+                level=audit_level,
             )
             if audit_webhook
             else None

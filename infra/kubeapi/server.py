@@ -197,6 +197,13 @@ class Handler(BaseHTTPRequestHandler):
             reply = Reply(exc.code, dumps(exc.status()), headers=exc.headers or None)
             ctx["error"] = exc
         status = reply.code
+        if (
+            app.audit is not None
+            and app.audit.level == "RequestResponse"
+            and ctx.get("verb") in WRITE_VERBS
+            and reply.stream is None
+        ):
+            ctx["response"] = json.loads(reply.body)
         if reply.stream is None:
             # Logged before the answer leaves: a client that got it sees it in the log.
             app.log_request(method, path, split.query, status, started)
@@ -629,8 +636,16 @@ class EmbeddedApp:
                 "authorization.k8s.io/reason": "",
             },
         }
-        if ctx["verb"] in WRITE_VERBS and body is not None:
+        level = self.audit.level if self.audit is not None else "Request"
+        event["level"] = level
+        if (
+            level in ("Request", "RequestResponse")
+            and ctx["verb"] in WRITE_VERBS
+            and body is not None
+        ):
             event["requestObject"] = body
+        if level == "RequestResponse" and ctx.get("response") is not None:
+            event["responseObject"] = ctx["response"]
         return event
 
 

@@ -20,7 +20,7 @@ from tests.conformance.helpers import Custom, api_client_for, cocoonset, pod, wa
 class Receiver:
     """A tiny audit webhook on 127.0.0.1 that records batches (and can fail the first N)."""
 
-    def __init__(self, fail_first: int = 0) -> None:
+    def __init__(self, fail_first: int = 0, fail_status: int = 503) -> None:
         self.batches: list[dict[str, Any]] = []
         self.auth: list[str] = []
         self.fail_left = fail_first
@@ -33,7 +33,7 @@ class Receiver:
                 receiver.attempts += 1
                 if receiver.fail_left > 0:
                     receiver.fail_left -= 1
-                    self.send_response(503)
+                    self.send_response(fail_status)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -161,3 +161,30 @@ def test_unreachable_webhook_never_blocks_api_requests(tmp_path: Path) -> None:
             core.create_namespaced_pod("default", pod(f"p{i}"))
         assert len(core.list_namespaced_pod("default").items) == 20
         api.close()
+
+
+def test_request_response_level_adds_the_response_object(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    with EmbeddedKube(audit_webhook=receiver.url, audit_level="RequestResponse") as kube:
+        api = api_client_for(kube, tmp_path)
+        created = Custom(api).create(cocoonset("x"))
+        wait_for(lambda: len(receiver.events()) >= 1)
+        api.close()
+    event = receiver.events()[0]
+    assert event["level"] == "RequestResponse"
+    assert event["responseObject"]["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+def test_a_receiver_refusing_with_4xx_is_retried_too(tmp_path: Path) -> None:
+    # The upstream webhook backend retries every error, not only 5xx.
+    refusing = Receiver(fail_first=1, fail_status=401)
+    try:
+        with EmbeddedKube(audit_webhook=refusing.url, audit_backoff=0.01) as kube:
+            api = api_client_for(kube, tmp_path)
+            client.CoreV1Api(api).create_namespaced_pod("default", pod("p"))
+            wait_for(lambda: len(refusing.events()) >= 1)
+            api.close()
+        assert refusing.attempts == 2
+    finally:
+        refusing.close()
