@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._util import fig as figure
+from benchmarks._util import percentile
 from shared import constants as k
 from shared.config import Settings, parse_registry_base
 from shared.names import SetRef, vm_name
@@ -217,18 +219,6 @@ def post_event(client: Any, ce_type: str, data: dict[str, Any]) -> int:
     return status
 
 
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    if not ordered:
-        return float("nan")
-    idx = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[idx]
-
-
-def figure(value: float, unit: str, note: str) -> dict[str, Any]:
-    return {"value": float(value), "unit": unit, "note": note}
-
-
 @contextmanager
 def quiet_logs() -> Iterator[None]:
     """The functions log one JSON line per trigger; keep the figures readable."""
@@ -314,7 +304,7 @@ def run(*, quick: bool) -> dict[str, Any]:
             "embedded API + real registry on 127.0.0.1",
         )
         figures["release_latency_p99"] = figure(
-            percentile(latencies, 0.99), "ms", f"as above, p99 over {len(latencies)} runs"
+            percentile(latencies, 99), "ms", f"as above, p99 over {len(latencies)} runs"
         )
     return {"figures": figures, "samples": samples}
 

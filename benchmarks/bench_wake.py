@@ -17,16 +17,9 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.bench_release import (
-    NS,
-    Stack,
-    figure,
-    function_client,
-    percentile,
-    post_event,
-    quiet_logs,
-    stack,
-)
+from benchmarks._util import fig as figure
+from benchmarks._util import percentile
+from benchmarks.bench_release import NS, Stack, function_client, post_event, quiet_logs, stack
 from shared import constants as k
 from shared.names import SetRef, vm_name
 
@@ -162,7 +155,7 @@ def run(*, quick: bool) -> dict[str, Any]:
             "registry on 127.0.0.1",
         )
         figures["wake_latency_p99"] = figure(
-            percentile(latencies, 0.99), "ms", f"as above, p99 over {len(latencies)} runs"
+            percentile(latencies, 99), "ms", f"as above, p99 over {len(latencies)} runs"
         )
     return {"figures": figures, "samples": samples}
 
