@@ -161,6 +161,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                 if not token:
                     return total, pages
 
+        kube.reset_requests()
         for raw, label in ((False, "list"), (True, "list_raw")):
             lists: list[float] = []
             page_lat: list[float] = []
@@ -193,6 +194,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                 "unit": "ms",
                 "note": f"one 500-pod page, {how}, p99",
             }
+        _server_share(kube, "list_page", figures, samples)
         api.close()
     return {"figures": figures, "samples": samples}
 
