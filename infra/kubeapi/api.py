@@ -237,6 +237,7 @@ class Api:
             more = False
             remaining = 0
             last_key: Key | None = None
+            ns_scope = namespace if rt.namespaced else None
             candidates = self._snapshot_keys(rt, namespace, start_after, overrides)
             for k in candidates:
                 obj = overrides[k] if k in overrides else self.store.get(rt.storage, k)
@@ -244,7 +245,10 @@ class Api:
                     continue
                 if q.limit and len(items) >= q.limit:
                     more = True
-                    if q.label.empty and q.field.empty:
+                    if q.label.empty and q.field.empty and not overrides:
+                        # this item and every key after it (counted by bisection)
+                        remaining = self.store.count_from(rt.storage, ns_scope, k)
+                    elif q.label.empty and q.field.empty:
                         remaining = 1 + sum(
                             1
                             for k2 in candidates
