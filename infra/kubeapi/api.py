@@ -220,7 +220,23 @@ class Api:
                         "(version meta.k8s.io/v1)"
                     ) from None
             elif q.rv and q.rv != "0" and q.rv_match == "Exact":
-                snapshot_rv = int(q.rv)
+                try:
+                    snapshot_rv = int(q.rv)
+                except ValueError:
+                    raise errors.bad_request(f"invalid resource version: {q.rv!r}") from None
+                if snapshot_rv > current_rv:
+                    raise ApiError(
+                        504,
+                        "Timeout",
+                        f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                        retry_after=1,
+                        causes=[
+                            Cause(
+                                "ResourceVersionTooLarge",
+                                f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                            )
+                        ],
+                    )
             try:
                 overrides = (
                     self.store.overrides_since(rt.storage, snapshot_rv)
