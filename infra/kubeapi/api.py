@@ -432,6 +432,8 @@ class Api:
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         elif rt.group == "events.k8s.io":
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(obj))
+        elif rt.storage == "core/events":
+            causes += builtin.validate_core_event(obj)
         elif rt.storage == CRD_STORAGE:
             causes += self._validate_crd(obj)
             obj["status"] = self._crd_status(obj)
@@ -675,6 +677,8 @@ class Api:
             causes += builtin.validate_pod_update(new, old)
         elif rt.group == "events.k8s.io":
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(new))
+        elif rt.storage == "core/events":
+            causes += builtin.validate_core_event(new)
         elif rt.plural == "secrets" and not rt.group:
             builtin.fold_string_data(new)
         elif rt.storage == CRD_STORAGE and subresource != "status":
