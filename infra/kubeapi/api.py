@@ -805,6 +805,24 @@ class Api:
             "code": 201,
         }
 
+    def evict(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        """POST pods/NAME/eviction: a delete that honours disruption budgets (none here)."""
+        rt = self.registry.lookup("", "v1", "pods")
+        assert rt is not None
+        options = body.get("deleteOptions") if isinstance(body, dict) else None
+        with self.store.lock:
+            key = (namespace, name)
+            old = self._get_or_404(rt, namespace, name)
+            if not old["metadata"].get("deletionTimestamp"):
+                self.delete_stored(rt, key, old, dict(options or {}))
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
     # -- deletion --------------------------------------------------------------
 
     def delete(

@@ -488,6 +488,9 @@ class EmbeddedApp:
             if t.subresource == "binding" and t.name:
                 ctx["verb"] = "create"
                 return Reply(201, dumps(api.bind(t.namespace or "", t.name, body)))
+            if t.subresource == "eviction" and t.name:
+                ctx["verb"] = "create"
+                return Reply(201, dumps(api.evict(t.namespace or "", t.name, body)))
             if t.name:
                 raise errors.method_not_allowed()
             ctx["verb"] = "create"
