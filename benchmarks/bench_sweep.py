@@ -12,10 +12,11 @@ in-process (fast) with N CocoonSets of which a few percent need action:
   recent activity, and `Suspended` release sets without pods (the steady state).
 
 The sweep itself runs in a third process (so neither the emulator's memory nor
-the benchmark's counts in its peak RSS) against a real Distribution registry
-(the reconciles need one). API requests come from the emulator's request log
-and are split into list pages (set pages, label-selected pod lists) and
-requests that touch a set needing action; anything else is `extra` (target 0).
+the benchmark's counts in its peak RSS, read from /proc/self/status VmHWM)
+against a real Distribution registry (the reconciles need one). API requests
+come from the emulator's request log and are split into list pages (set
+pages, label-selected pod lists) and requests that touch a set needing action;
+anything else is `extra` (target 0).
 
     uv run python -m benchmarks.bench_sweep [--quick]
 """
@@ -157,7 +158,6 @@ def _pod(i: int, cs: dict[str, Any], waking: bool) -> dict[str, Any]:
 def _emulator(n: int, sweep_now_iso: str, kubeconfig: str, conn: Connection) -> None:
     """Seed N sets straight into the store, serve over HTTP until told to stop."""
     from infra.kubeapi import EmbeddedKube
-
     from shared import constants as k
 
     sweep_now = datetime.fromisoformat(sweep_now_iso)
@@ -174,7 +174,7 @@ def _emulator(n: int, sweep_now_iso: str, kubeconfig: str, conn: Connection) -> 
     for i in range(n):
         body, status, has_pod = _manifests(i, sweep_now)
         ns = body["metadata"]["namespace"]
-        created = api.create(set_rt, k.VERSION, ns, body).body
+        created = api.create(set_rt, k.VERSION, ns, body).obj
         api.patch(
             set_rt,
             k.VERSION,
@@ -196,14 +196,27 @@ def _emulator(n: int, sweep_now_iso: str, kubeconfig: str, conn: Connection) -> 
 # --- the sweep process ------------------------------------------------------------
 
 
-def _sweeper(kubeconfig: str, registry_host: str, sweep_now_iso: str, conn: Connection) -> None:
-    import resource
+def _proc_status_mb(field: str) -> float:
+    """VmRSS / VmHWM of this process, in MB.
 
-    from shared.clients.kube import KubeClient
+    VmHWM is this process image's own peak: unlike `ru_maxrss`, which Linux keeps
+    across fork+exec (a spawned child would inherit the parent's peak), it
+    starts afresh with the child's interpreter.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"{field} not in /proc/self/status")
 
+
+def _sweeper(
+    url: str, kubeconfig: str, registry_host: str, sweep_now_iso: str, conn: Connection
+) -> None:
     from functions.sweep import run_sweep
     from shared import log
+    from shared.clients.kube import KubeClient
     from shared.config import LogFormat, Settings, parse_registry_base
+    from shared.names import SetRef
 
     log.configure(LogFormat.JSON, stream=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the process
     settings = Settings(
@@ -214,7 +227,9 @@ def _sweeper(kubeconfig: str, registry_host: str, sweep_now_iso: str, conn: Conn
         wake_deadline=timedelta(minutes=10),
     )
     kube = KubeClient.from_kubeconfig(kubeconfig)
-    before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kube.get_set(SetRef("default", "warm-up"))  # load the kubernetes package before measuring
+    requests.delete(f"{url}/_emulator/requests", timeout=10)  # count the sweep's requests only
+    before_mb = _proc_status_mb("VmRSS")
     started = time.perf_counter()
     summary = run_sweep(
         settings=settings,
@@ -223,12 +238,12 @@ def _sweeper(kubeconfig: str, registry_host: str, sweep_now_iso: str, conn: Conn
         now=datetime.fromisoformat(sweep_now_iso),
     )
     wall = time.perf_counter() - started
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_mb = _proc_status_mb("VmHWM")
     conn.send(
         {
             "wall_s": wall,
-            "peak_rss_mb": peak_kb / 1024.0,
-            "rss_before_mb": before_kb / 1024.0,
+            "peak_rss_mb": peak_mb,
+            "rss_before_mb": before_mb,
             "counts": summary.counts(),
             "set_pages": summary.set_pages,
             "pod_lists": summary.pod_lists,
@@ -268,6 +283,17 @@ def classify(entry: dict[str, Any], action_sets: set[tuple[str, str]]) -> str:
     return "extra"
 
 
+def _recv(conn: Connection, proc: Any, *, timeout: float) -> Any:
+    """The child's answer; an error (not a hang) when the child died first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if conn.poll(0.2):
+            return conn.recv()
+        if not proc.is_alive():
+            raise RuntimeError(f"{proc.name} exited with {proc.exitcode} before answering")
+    raise TimeoutError(f"{proc.name} did not answer in {timeout:.0f}s")
+
+
 def measure(n: int, registry_host: str) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     sweep_now = datetime.now(UTC) + AHEAD
@@ -279,19 +305,20 @@ def measure(n: int, registry_host: str) -> dict[str, Any]:
         )
         emu.start()
         try:
-            url = parent.recv()
-            requests.delete(f"{url}/_emulator/requests", timeout=10)
+            url = _recv(parent, emu, timeout=600)
             s_parent, s_child = ctx.Pipe()
             proc = ctx.Process(
-                target=_sweeper, args=(kubeconfig, registry_host, sweep_now.isoformat(), s_child)
+                target=_sweeper,
+                args=(url, kubeconfig, registry_host, sweep_now.isoformat(), s_child),
             )
             proc.start()
-            result: dict[str, Any] = s_parent.recv()
+            result: dict[str, Any] = _recv(s_parent, proc, timeout=600)
             proc.join(timeout=60)
             log = requests.get(f"{url}/_emulator/requests", timeout=30).json()
         finally:
-            parent.send("stop")
-            emu.join(timeout=30)
+            if emu.is_alive():
+                parent.send("stop")
+                emu.join(timeout=30)
     action_sets = {(_ns_of(i), _set_name(i)) for i in range(n) if _kind_of(i) in ACTION_KINDS}
     # Only idle sets within the cap act; the deferred ones must cost nothing.
     entries = [e for e in log if not e["path"].startswith("/_")]

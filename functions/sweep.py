@@ -1,25 +1,25 @@
 """The `sweep` function: a scheduler tick -> one sweep run (SPEC §6).
 
-Wires the pure planner and executor of :mod:`shared.sweep` to the real
-clients. The Kubernetes client is built (once per process) when the run
-starts; the registry client only when the safety net actually reconciles a
-set, so an idle-suspend-only run never needs `COCOON_REGISTRY_BASE`.
+Wires the pure planner and executor of :mod:`shared.sweep` to the process's
+clients (built once per instance). The registry client is only asked for when
+the safety net actually reconciles a set, and the reconciler refuses on its
+own when no registry is configured: an idle-suspend-only run never needs
+`COCOON_REGISTRY_BASE`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from shared.clients import kube as kube_clients
+from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.durations import utcnow
 from shared.names import SetRef
-from shared.sweep.execute import SweepKube, SweepSummary, sweep
+from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set
+from shared.sweep.execute import SweepIncomplete, SweepKube, SweepSummary, sweep
 
-if TYPE_CHECKING:
-    from shared.clients.registry import RegistryClient
-
-__all__ = ["SweepSummary", "run_sweep"]
+__all__ = ["SweepIncomplete", "SweepSummary", "run_sweep"]
 
 
 def run_sweep(
@@ -27,35 +27,23 @@ def run_sweep(
     settings: Settings,
     dry_run: bool,
     kube: SweepKube | None = None,
-    registry: RegistryClient | None = None,
+    registry: SnapshotRegistry | None = None,
     now: datetime | None = None,
 ) -> SweepSummary:
     """Run one sweep; raises `SweepIncomplete` (transient) when work was left undone.
 
     `kube`, `registry` and `now` are injectable for tests; by default the
     process's clients are used and the clock is read once, so every decision of
-    a run is made against the same instant.
+    a run (and every reconcile it starts) is made against the same instant.
     """
-    if kube is None:
-        from shared.clients.kube import get_client as get_kube  # noqa: PLC0415  (cold start)
-
-        kube = get_kube(settings)
+    client: SweepKube = kube if kube is not None else kube_clients.get_client(settings)
     at = now or utcnow()
-    clients: dict[str, RegistryClient] = {}
-    if registry is not None:
-        clients["registry"] = registry
-    kube_client = kube
+    snapshots: list[SnapshotRegistry | None] = [registry] if registry is not None else []
 
-    def reconcile(ref: SetRef) -> object:
-        # Imported here: the reconciler and the registry client load only when the
-        # safety net has something to do.
-        from shared.reconcile import reconcile_set  # noqa: PLC0415
+    def reconcile(ref: SetRef) -> Outcome:
+        if not snapshots:
+            configured = settings.registry_base is not None
+            snapshots.append(registry_clients.get_client(settings) if configured else None)
+        return reconcile_set(ref, kube=client, registry=snapshots[0], settings=settings, now=at)
 
-        reg = clients.get("registry")
-        if reg is None:
-            from shared.clients.registry import get_client as get_registry  # noqa: PLC0415
-
-            reg = clients["registry"] = get_registry(settings)
-        return reconcile_set(ref, kube=kube_client, registry=reg, settings=settings, now=now)
-
-    return sweep(kube=kube, settings=settings, reconcile=reconcile, now=at, dry_run=dry_run)
+    return sweep(kube=client, settings=settings, reconcile=reconcile, now=at, dry_run=dry_run)

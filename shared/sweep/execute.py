@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from shared import constants as k
 from shared import log
@@ -41,6 +41,7 @@ from shared.config import Settings
 from shared.errors import CocoonError, ConfigError, Conflict, NotFound, TransientError
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
+from shared.reconcile.ports import KubeApi
 from shared.sweep.plan import (
     ConfigAction,
     IdleCandidate,
@@ -57,8 +58,9 @@ from shared.sweep.plan import (
 PAGE_SIZE = 500
 
 
-class SweepKube(Protocol):
-    """The slice of :class:`shared.clients.kube.KubeClient` the sweep uses."""
+class SweepKube(KubeApi, Protocol):
+    """What the sweep needs of :class:`shared.clients.kube.KubeClient`: the reconciler's
+    port (the safety net hands the same client to `reconcile_set`) plus the two lists."""
 
     def list_sets(
         self, namespace: str | None, *, limit: int = PAGE_SIZE
@@ -67,22 +69,6 @@ class SweepKube(Protocol):
     def list_pods_matching(
         self, namespace: str | None, label_selector: str, *, limit: int = PAGE_SIZE
     ) -> Iterator[list[Pod]]: ...
-
-    def get_set(self, ref: SetRef) -> CocoonSet | None: ...
-
-    def patch_set(
-        self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
-    ) -> CocoonSet: ...
-
-    def emit_event(
-        self,
-        cs: CocoonSet,
-        *,
-        reason: str,
-        message: str,
-        type: str = "Normal",
-        key: str | None = None,
-    ) -> bool: ...
 
 
 # What the safety net calls for a set: the very reconcile an event would run.

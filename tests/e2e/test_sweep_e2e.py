@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from cloudevents.http import CloudEvent, to_binary
-from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
-from tests.fixtures.reconcile_world import World
 
 from functions.sweep import run_sweep
 from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.sweep.execute import ActionKind, Result, SweepIncomplete, SweepSummary
+from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
+from tests.fixtures.reconcile_world import World
 
 pytestmark = pytest.mark.e2e
 
@@ -46,12 +46,22 @@ def sweep(
     )
 
 
+def pod(**kw: Any) -> dict[str, Any]:
+    """`pod_manifest`, with container statuses complete enough for the official client."""
+    manifest = pod_manifest(**kw)
+    for status in manifest["status"].get("containerStatuses", []):
+        status.setdefault("image", k.PLACEHOLDER_IMAGE)
+        status.setdefault("imageID", "")
+        status.setdefault("restartCount", 0)
+    return manifest
+
+
 def running_set(world: World, name: str = SET, **ann: str) -> dict[str, Any]:
     """A Running set with its main pod live (as the operator and vk-cocoon leave it)."""
     cs = world.create_set(set_manifest(name, suspend=None, phase="Running", annotations=dict(ann)))
     world.create_pod(
-        pod_manifest(
-            f"{name}-0",
+        pod(
+            name=f"{name}-0",
             set_name=name,
             vm=f"vk-{NS}-{name}-0",
             state="ready",
@@ -136,7 +146,7 @@ def test_a_retain_set_is_suspended_but_not_released(world: World) -> None:
     cs = world.create_set(
         set_manifest(suspend=None, policy="retain", phase="Running", annotations=idle_ann())
     )
-    world.create_pod(pod_manifest(state="ready", vm_id="vm-1", running=True), owner=cs)
+    world.create_pod(pod(state="ready", vm_id="vm-1", running=True), owner=cs)
     world.reset_log()
 
     summary = sweep(world, now=later())
@@ -218,9 +228,7 @@ def test_a_release_whose_registry_notification_was_lost_completes_on_the_next_sw
 ) -> None:
     cs = world.create_set(set_manifest(phase="Suspending"))
     generation = cs["metadata"]["generation"]
-    world.create_pod(
-        pod_manifest(state="hibernated", generation=generation, hibernate=True), owner=cs
-    )
+    world.create_pod(pod(state="hibernated", generation=generation, hibernate=True), owner=cs)
     world.push_snapshot(VM0)  # ...and its notification never arrives
 
     summary = sweep(world)
@@ -245,7 +253,7 @@ def test_a_wake_whose_completion_event_was_lost_completes_on_the_next_sweep(
     world.push_snapshot(VM0)
     # The restored VM is live (vk-cocoon reported it); the event saying so was lost.
     world.create_pod(
-        pod_manifest(restore=True, vm_id="vm-9", running=True, ready=True, state="ready"),
+        pod(restore=True, vm_id="vm-9", running=True, ready=True, state="ready"),
         owner=cs,
     )
 
@@ -260,15 +268,15 @@ def test_a_wake_whose_completion_event_was_lost_completes_on_the_next_sweep(
 def test_a_suspended_release_set_with_a_pod_left_is_reconciled(world: World) -> None:
     """E.g. an operator that predates hibernatePolicy recreated the pod."""
     cs = world.create_set(set_manifest(phase="Suspended"))
-    world.create_pod(pod_manifest(state="ready", vm_id="vm-1", running=True), owner=cs)
+    world.create_pod(pod(state="ready", vm_id="vm-1", running=True), owner=cs)
 
     summary = sweep(world)
 
     assert [a.detail.split(":")[0] for a in summary.of(ActionKind.RECONCILE)] == [
         "suspended-with-pods"
     ]
-    [pod] = world.pods(NS, SET)
-    assert pod.metadata.annotations.get(k.ANN_HIBERNATE) == k.TRUE
+    [left] = world.pods(NS, SET)
+    assert left.metadata.annotations.get(k.ANN_HIBERNATE) == k.TRUE
 
 
 def test_released_sets_cost_one_pod_list_per_page_not_one_per_set(world: World) -> None:
@@ -300,9 +308,7 @@ def test_wake_timed_out_is_emitted_once_across_two_sweeps_and_the_wake_kept(
     )
     world.push_snapshot(VM0)
     world.create_pod(
-        pod_manifest(
-            restore=True, node=None, phase="Pending", unschedulable="0/3 nodes are available"
-        ),
+        pod(restore=True, node=None, phase="Pending", unschedulable="0/3 nodes are available"),
         owner=cs,
     )
 
