@@ -181,19 +181,46 @@ def test_exempt_until_and_the_per_run_cap_are_honoured(world: World) -> None:
     ]
 
 
-def test_a_set_changed_after_the_list_is_skipped_this_run(world: World) -> None:
-    """The suspend is a compare-and-swap on the listed version; a 409 means someone
-    else changed the set since (activity stamped, say), so this run leaves it alone."""
+class UserStampsActivityFirst:
+    """The real client, except that the first set patch races a user's activity stamp.
+
+    Not a mock: every call reaches the embedded API; this only orders two real
+    writers deterministically (the race a sweep meets when a user comes back
+    between the list and the suspend).
+    """
+
+    def __init__(self, world: World, at: datetime) -> None:
+        self._world, self._at, self._raced = world, at, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._world.client, name)
+
+    def patch_set(self, ref: Any, patch: dict[str, Any], **kw: Any) -> Any:
+        if not self._raced:
+            self._raced = True
+            stamp = {k.ANN_LAST_ACTIVITY: format_rfc3339(self._at)}
+            self._world.patch_set(ref.namespace, ref.name, {"metadata": {"annotations": stamp}})
+        return self._world.client.patch_set(ref, patch, **kw)
+
+
+def test_a_set_active_again_after_the_list_is_not_suspended(world: World) -> None:
+    """The suspend is a compare-and-swap on the listed version: the 409 skips it."""
     world.create_set(set_manifest(suspend=None, phase="Running", annotations=idle_ann()))
     now = later()
-    # The API answers the suspend's PATCH as it would after a concurrent write.
-    world.kube.add_fault(method="PATCH", path=f"{SETS_PATH}/{SET}$", status=409, times=1)
 
-    summary = sweep(world, now=now)
+    summary = run_sweep(
+        settings=world.settings,
+        dry_run=False,
+        kube=UserStampsActivityFirst(world, now),
+        registry=world.snapshots,
+        now=now,
+    )
 
     assert [a.result for a in summary.actions if a.kind is ActionKind.SUSPEND] == [Result.CONFLICT]
     assert not suspended(world)
     assert events(world, k.REASON_IDLE_SUSPENDED) == []
+    # The next run sees the fresh activity and leaves the set alone.
+    assert sweep(world, now=now).actions == []
 
 
 # --- bad annotations ------------------------------------------------------------------
@@ -411,3 +438,41 @@ def test_the_sweep_target_answers_500_when_work_was_left_undone(
 
     headers, body = to_binary(sweep_event(dry_run=False))
     assert client.post("/", headers=headers, data=body).status_code == 500
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def test_the_cli_dry_run_prints_a_table_of_would_be_actions_and_writes_nothing(
+    world: World,
+) -> None:
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    world.create_set(set_manifest("stuck", phase="Suspending"))
+    world.reset_log()
+
+    result = CliRunner().invoke(main, ["sweep", "--dry-run"], env=world.env)
+
+    assert result.exit_code == 0, result.output
+    assert "dry run" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if f"{NS}/stuck" in line)
+    assert "reconcile" in row and "would" in row
+    assert {r["method"] for r in world.api_requests()} == {"GET"}
+
+
+def test_the_cli_exits_1_with_the_table_when_work_was_left_undone(world: World) -> None:
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    world.create_set(set_manifest("stuck", phase="Suspending"))
+    world.create_set(set_manifest("fine", phase="Suspending"))
+    world.kube.add_fault(method="GET", path=f"{SETS_PATH}/stuck$", status=503, times=None)
+
+    result = CliRunner().invoke(main, ["sweep"], env=world.env)
+
+    assert result.exit_code == 1
+    assert f"{NS}/stuck" in result.stdout and "error" in result.stdout
+    assert phase(world, "fine") == "Suspended"
