@@ -21,6 +21,7 @@ from functions.sweep import run_sweep
 from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.sweep.execute import ActionKind, Result, SweepIncomplete, SweepSummary
+from tests.data.events import cloudevent
 from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World
 
@@ -427,6 +428,25 @@ def test_the_sweep_target_runs_a_sweep_from_a_cloudevent(world: World, function_
     headers, body = to_binary(sweep_event(dry_run=False))
     assert client.post("/", headers=headers, data=body).status_code == 200
     assert phase(world) == "Suspended"  # no pods: the release settles at once
+
+
+@pytest.mark.parametrize(
+    ("fixture", "writes"),
+    [
+        pytest.param("scheduler_pubsub", True, id="cloud-scheduler-pubsub-tick"),
+        pytest.param("knative_ping", False, id="knative-ping-dry-run"),
+    ],
+)
+def test_scheduler_ticks_run_the_sweep(
+    world: World, function_app: Any, fixture: str, writes: bool
+) -> None:
+    world.create_set(set_manifest(phase="Suspending"))
+    client = function_app("sweep")
+
+    headers, body = to_binary(cloudevent(fixture))
+    assert client.post("/", headers=headers, data=body).status_code == 200
+
+    assert phase(world) == ("Suspended" if writes else "Suspending")
 
 
 def test_the_sweep_target_answers_500_when_work_was_left_undone(
