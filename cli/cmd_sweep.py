@@ -14,7 +14,7 @@ import click
 
 from shared import log
 from shared.config import LogFormat, Settings
-from shared.errors import ConfigError
+from shared.errors import CocoonError, ConfigError
 from shared.sweep.execute import Result, SweepIncomplete, SweepSummary
 
 _STYLE = {
@@ -76,4 +76,8 @@ def command(dry_run: bool) -> None:
     except SweepIncomplete as err:
         render(err.summary)
         raise SystemExit(1) from None
+    except ConfigError as err:  # e.g. no kubeconfig and not in a cluster
+        raise _ConfigProblem(str(err)) from None
+    except CocoonError as err:
+        raise click.ClickException(f"sweep failed: {err}") from None
     render(summary)
