@@ -232,9 +232,9 @@ class Sweeper:
                         if key in pods:
                             pods[key].append(pod)
         except CocoonError as err:
-            # Without the pods nothing here can be judged; every set in the batch is undone.
-            for cs, _ in checks:
-                self._error(SetRef(cs.namespace, cs.name), "list pods", err)
+            # Without the pods none of this page's checks can be judged: one failure,
+            # all of them undone (the next run, or the retry, repeats them).
+            self._error(None, "list pods", err, sets=str(len(checks)), scope=scope or "*")
             return
         for cs, need in checks:
             ref = SetRef(cs.namespace, cs.name)
