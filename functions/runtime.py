@@ -20,10 +20,10 @@ them: an event dropped by the adapters never imports `kubernetes`.
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Sequence
 from typing import Any
 
+from functions import settings as process_settings
 from shared import log
 from shared.clients import kube as kube_clients
 from shared.clients import registry as registry_clients
@@ -37,19 +37,9 @@ from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, Wake
 # heavy libraries load on a client's first request.)
 
 
-class _Cache:
-    lock = threading.Lock()
-    settings: Settings | None = None
-
-
 def settings() -> Settings:
     """The process's settings, read from the environment once (ConfigError names the variable)."""
-    with _Cache.lock:
-        if _Cache.settings is None:
-            loaded = Settings.from_env()
-            log.configure(loaded.log_format)
-            _Cache.settings = loaded
-        return _Cache.settings
+    return process_settings.get()
 
 
 def kube_client(s: Settings) -> KubeApi:
@@ -65,8 +55,7 @@ def registry_client(s: Settings) -> SnapshotRegistry | None:
 
 def reset() -> None:
     """Forget the cached settings and clients (tests; a configuration reload)."""
-    with _Cache.lock:
-        _Cache.settings = None
+    process_settings.reset()
     kube_clients.reset_clients()
     registry_clients.reset_clients()
 
