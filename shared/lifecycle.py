@@ -28,7 +28,13 @@ Invariants:
   redelivery on (`source`, `id`). Only when the set has no uid or version (never
   on a real API object) is a random id used.
 - `ordering_key` is `<namespace>/<name>`: one set's events stay in order, sets
-  are independent.
+  are independent. Across function instances the order holds because each
+  publish waits for its acknowledgement and the next kind needs a later state
+  (`woken` cannot be decided before `waking` was persisted and published).
+- At least once, per occurrence: a `Waking` that a stale status write
+  overwrote and the reconcile persists again is a new write, so a new `waking`
+  (with its own id) goes out; consumers treat `waking` as "a restore is in
+  flight", not as "a new wake started".
 - Emitting is best-effort (:func:`emit`): the reconcile's record is the
   Kubernetes Events and the counters; a lost lifecycle event is logged, never
   a failed or retried invocation.
