@@ -663,3 +663,71 @@ def test_staged_source_imports_on_its_own(staged: Path) -> None:
         assert not name.startswith(("infra", "cli")), f"the functions import {name}"
         if file:
             assert Path(file).resolve().is_relative_to(staged.resolve()), f"{name} from {file}"
+
+
+# --- wake_deadline vs shared/durations ---------------------------------------------------
+
+
+def _terraform_accepts(condition: str, value: str) -> bool:
+    """Evaluate a validation made of `can(regex(...))` terms joined by `&&`.
+
+    Terraform's regex() is RE2 and finds a match anywhere; RE2's `$` (no
+    multiline flag) is end of text, which Python spells `\\Z` (Python's `$`
+    also matches before a final newline).
+    """
+    terms = [t.strip() for t in norm(condition).removeprefix("${").removesuffix("}").split("&&")]
+    assert all(t.startswith("can(regex(") for t in terms), condition
+    patterns = hcl_regexes(condition)
+    assert len(patterns) == len(terms), condition
+    return all(re.search(p.pattern.replace("$", r"\Z"), value) for p in patterns)
+
+
+# Values a user might write for wake_deadline, with what shared/durations makes of them.
+DEADLINES = [
+    pytest.param("10m", id="minutes"),
+    pytest.param("90s", id="seconds"),
+    pytest.param("1h30m", id="concatenated"),
+    pytest.param("2d", id="days"),
+    pytest.param("500ms", id="milliseconds"),
+    pytest.param("1h0m0s", id="zero-parts-in-a-positive-total"),
+    pytest.param("1.5h", id="decimal"),
+    pytest.param("0.5m", id="decimal-below-one"),
+    pytest.param("0s", id="zero"),
+    pytest.param("0h0m", id="zero-concatenated"),
+    pytest.param("10", id="no-unit"),
+    pytest.param("m", id="no-number"),
+    pytest.param("10M", id="upper-case-unit"),
+    pytest.param("1w", id="weeks"),
+    pytest.param("1us", id="microseconds"),
+    pytest.param("-5m", id="negative"),
+    pytest.param("+5m", id="plus-sign"),
+    pytest.param("1h 30m", id="inner-space"),
+    pytest.param("", id="empty"),
+    pytest.param("10m\n", id="trailing-newline"),
+]
+
+
+@pytest.mark.parametrize("value", DEADLINES)
+def test_wake_deadline_validation_agrees_with_parse_duration(module: TfDir, value: str) -> None:
+    """A deadline `terraform plan` accepts must not fail every function's cold start."""
+    from shared.durations import parse_duration
+
+    try:
+        parse_duration(value)
+    except ValueError:
+        code_accepts = False
+    else:
+        code_accepts = True
+    condition = module.variables["wake_deadline"]["validation"][0]["condition"]
+    if value != value.strip():
+        # parse_duration strips blanks; Terraform is stricter on padded
+        # values, which is the safe direction (plan fails, nothing deploys).
+        assert code_accepts and not _terraform_accepts(condition, value)
+        return
+    assert _terraform_accepts(condition, value) is code_accepts
+
+
+def test_default_wake_deadline_parses(module: TfDir) -> None:
+    from shared.durations import parse_duration
+
+    assert parse_duration(module.variables["wake_deadline"]["default"])

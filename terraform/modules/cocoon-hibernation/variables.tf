@@ -166,13 +166,17 @@ variable "sweep_time_zone" {
 }
 
 variable "wake_deadline" {
-  description = "COCOON_WAKE_DEADLINE: age of a wake that earns a WakeTimedOut warning (e.g. 10m, 1h)."
+  description = "COCOON_WAKE_DEADLINE: age of a wake that earns a WakeTimedOut warning (e.g. 10m, 1h30m, 2d)."
   type        = string
   default     = "10m"
 
+  # Exactly what shared/durations.parse_duration accepts, so a value that
+  # passes plan cannot fail every function's cold start: whole numbers with a
+  # unit (ms, s, m, h, d), concatenated, and a positive total (some digit is
+  # not 0). No decimals, no signs, no blanks.
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.wake_deadline))
-    error_message = "wake_deadline must be a duration like 90s, 10m or 1h30m."
+    condition     = can(regex("^([0-9]+(ms|s|m|h|d))+$", var.wake_deadline)) && can(regex("[1-9]", var.wake_deadline))
+    error_message = "wake_deadline must be a positive duration of whole numbers with units ms, s, m, h or d, like 90s, 10m, 1h30m or 2d (no decimals: write 1h30m, not 1.5h)."
   }
 }
 
