@@ -306,12 +306,18 @@ def test_ping_source_ticks_the_sweep_every_minute() -> None:
 
 
 def test_audit_policy_sends_writes_to_sets_and_pods_only() -> None:
+    """Writes to sets and pods, including pods/status: a wake completes on a status write."""
     policy = _only(AUDIT_POLICY)
     assert "RequestReceived" in policy["omitStages"]
     rules = policy["rules"]
     *selective, last = rules
     assert last == {"level": "None"}, "the last rule must drop everything else"
-    allowed = {(c.GROUP, c.PLURAL), (c.GROUP, f"{c.PLURAL}/status"), ("", "pods")}
+    allowed = {
+        (c.GROUP, c.PLURAL),
+        (c.GROUP, f"{c.PLURAL}/status"),
+        ("", "pods"),
+        ("", "pods/status"),
+    }
     covered: set[tuple[str, str, str]] = set()
     for rule in selective:
         # Metadata names the object; bodies (pod env) never leave the API server.
@@ -323,13 +329,17 @@ def test_audit_policy_sends_writes_to_sets_and_pods_only() -> None:
                 covered |= {(res["group"], resource, v) for v in rule["verbs"]}
     # The self-managed path sees every change the GKE (Eventarc) path routes.
     module = load_dir(MODULE_DIR)
-    for method in module.variables["audit_methods"]["default"]:
+    routed = [
+        *module.variables["audit_methods"]["default"],
+        *module.variables["pod_status_audit_methods"]["default"],
+    ]
+    for method in routed:
         parts = method.split(".")
         verb = parts[-1]
+        sub = "/status" if parts[-2] == "status" else ""
         if method.startswith("io.k8s.core."):
-            key = ("", "pods", verb)
+            key = ("", "pods" + sub, verb)
         else:
-            sub = "/status" if parts[-2] == "status" else ""
             key = (c.GROUP, c.PLURAL + sub, verb)
         assert key in covered, f"{method} is routed on GKE but not sent by the audit policy"
 

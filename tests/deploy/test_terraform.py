@@ -359,7 +359,12 @@ def test_audit_method_validation_rejects_other_groups(module: TfDir) -> None:
 def test_eventarc_audit_triggers_fan_in_to_release_and_wake(module: TfDir) -> None:
     trig = module.resource("google_eventarc_trigger", "audit")
     assert trig["for_each"] == "${local.audit_routes}"
-    assert "setproduct([release,wake],var.audit_methods)" in norm(module.locals["audit_routes"])
+    assert "setproduct([release,wake],var.audit_methods)" in norm(
+        module.locals["shared_audit_routes"]
+    )
+    assert norm(module.locals["audit_routes"]) == (
+        "${merge(local.shared_audit_routes,local.pod_status_routes)}"
+    )
     criteria = {m["attribute"]: m["value"] for m in trig["matching_criteria"]}
     assert criteria["type"] == c.CE_AUDIT_WRITTEN
     assert criteria["serviceName"] == "k8s.io"
@@ -371,6 +376,82 @@ def test_eventarc_audit_triggers_fan_in_to_release_and_wake(module: TfDir) -> No
     assert trig["service_account"] == "${google_service_account.trigger[each.value.function].email}"
     # Eventarc triggers retry unless max_attempts = 1 says otherwise.
     assert "retry_policy" not in trig
+
+
+POD_STATUS_METHODS = {"io.k8s.core.v1.pods.status.patch", "io.k8s.core.v1.pods.status.update"}
+
+
+def _gke_status_write(method: str, namespace: str, pod: str) -> Any:
+    """A recorded GKE pod audit CloudEvent, turned into a status write of `pod`."""
+    from cloudevents.http import CloudEvent
+
+    from tests.data.events import load_event
+
+    fixture = load_event("gke_audit_pod_delete")
+    resource = f"core/v1/namespaces/{namespace}/pods/{pod}/status"
+    fixture["attributes"].update(methodname=method, resourcename=resource)
+    fixture["attributes"]["subject"] = f"k8s.io/{resource}"
+    fixture["data"]["protoPayload"].update(methodName=method, resourceName=resource)
+    return CloudEvent(fixture["attributes"], fixture["data"])
+
+
+@pytest.mark.parametrize("method", sorted(POD_STATUS_METHODS))
+def test_pod_status_writes_reach_wake(module: TfDir, method: str) -> None:
+    """Completion (Running + VM id, Ready) and WakeNoCapacity are status writes.
+
+    Without these routes a wake completes only on the next sweep tick.
+    """
+    from shared.adapters import ACCEPT_WAKE, parse_cloudevent
+    from shared.config import Settings
+
+    assert method in module.variables["pod_status_audit_methods"]["default"]
+    routes = norm(module.locals["pod_status_routes"])
+    assert "setproduct(var.pod_status_audit_methods," in routes
+    assert re.search(r"function[:=]wake", routes) and "release" not in routes
+    # The adapter turns the status write into a change of the owning set.
+    event = _gke_status_write(method, "team-a", "agent-0")
+    parsed = parse_cloudevent(event, settings=Settings(), accept=ACCEPT_WAKE)
+    assert [(t.ref.namespace, t.ref.name) for t in parsed.triggers] == [("team-a", "agent")]
+    (pattern,) = hcl_regexes(
+        module.variables["pod_status_audit_methods"]["validation"][0]["condition"]
+    )
+    assert pattern.match(method)
+    for wrong in ("io.k8s.core.v1.pods.patch", "io.k8s.core.v1.pods.exec.create"):
+        assert not pattern.match(wrong), wrong
+
+
+def _path_pattern_matches(pattern: str, resource_name: str) -> bool:
+    """Eventarc match-path-pattern: `*` is one segment, `**` any number of them."""
+    parts = []
+    for segment in pattern.strip("/").split("/"):
+        if segment == "**":
+            parts.append(r"(?:/[^/]+)*")
+        else:
+            parts.append("/" + re.escape(segment).replace(r"\*", "[^/]*"))
+    return re.fullmatch("".join(parts), "/" + resource_name.strip("/")) is not None
+
+
+def test_pod_status_triggers_narrow_to_the_allowed_namespaces(module: TfDir) -> None:
+    trig = module.resource("google_eventarc_trigger", "audit")
+    (dyn,) = [d["matching_criteria"] for d in trig.get("dynamic", []) if "matching_criteria" in d]
+    # python-hcl2 spells the list element `'${each.value.namespace}'` or bare.
+    for_each = norm(dyn["for_each"]).replace("'", "").replace("${each.value.namespace}", "ns")
+    assert for_each.replace("each.value.namespace]", "ns]") == (
+        "${each.value.namespace==null?[]:[ns]}"
+    )
+    (content,) = dyn["content"]
+    assert content["attribute"] == "resourceName"
+    assert content["operator"] == "match-path-pattern"
+    routes = norm(module.locals["pod_status_routes"])
+    # One route per method and allowed namespace; a single unnarrowed one without.
+    assert "length(var.namespaces)>0?var.namespaces:[" in routes
+    # The trigger name tells namespaces apart (one trigger per method and namespace).
+    assert "each.value.namespace" in trig["name"]
+    pattern = content["value"].replace("${matching_criteria.value}", "team-a")
+    assert _path_pattern_matches(pattern, "core/v1/namespaces/team-a/pods/agent-0/status")
+    assert _path_pattern_matches(pattern, "core/v1/namespaces/team-a/pods/agent-0")
+    assert not _path_pattern_matches(pattern, "core/v1/namespaces/team-b/pods/agent-0/status")
+    assert not _path_pattern_matches(pattern, "core/v1/namespaces/team-a/secrets/x")
 
 
 def test_every_event_type_in_the_tree_is_accepted(module: TfDir) -> None:
