@@ -2,8 +2,9 @@
 #
 # Runtime (one per function): what the function's code calls.
 #   all          container.clusterViewer (project; container.clusters.get is all
-#                it grants, the Kubernetes verbs come from the RBAC binding in
-#                infra/k8s/rbac.yaml whose subjects are these emails)
+#                it grants; the Kubernetes verbs come from infra/k8s/rbac.yaml:
+#                cluster-wide reads via gke-binding.yaml, writes per namespace
+#                via namespace-binding.yaml, both naming these emails)
 #   all          artifactregistry.repoAdmin on the snapshot repository only:
 #                the least predefined role with artifactregistry.tags.delete
 #                and versions.delete (writer has neither). The CloudEvent
@@ -34,7 +35,7 @@ resource "google_service_account" "runtime" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-${each.key}"
   display_name = "cocoon-hibernation ${each.key} (runtime)"
-  description  = "Runs the ${each.key} function; mapped to a Kubernetes User by infra/k8s/rbac.yaml."
+  description  = "Runs the ${each.key} function; a Kubernetes User in infra/k8s/gke-binding.yaml and namespace-binding.yaml."
 }
 
 resource "google_service_account" "trigger" {

@@ -93,7 +93,7 @@ variable "vpc_connector" {
 }
 
 variable "namespaces" {
-  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces. When set, the pod-status audit triggers are narrowed to these namespaces (one trigger per method and namespace)."
+  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces. The Kubernetes writes are granted per namespace either way: apply infra/k8s/namespace-binding.yaml once per namespace listed here (or, when empty, per namespace holding CocoonSets). When set, the pod-status audit triggers are narrowed to these namespaces (one trigger per method and namespace)."
   type        = list(string)
   default     = []
 
