@@ -19,7 +19,7 @@ resource "google_eventarc_trigger" "audit" {
   project = var.project_id
   # Audit-log triggers may be global; GKE clusters may be zonal, and a global
   # trigger receives entries from every location.
-  location        = "global"
+  location = "global"
   # A namespace-narrowed trigger carries a short hash of its namespace: names
   # stay within Eventarc's limit whatever the namespace's length.
   name            = "${var.name_prefix}-${each.value.function}-${replace(regex("\\.v1\\.(.+)$", each.value.method)[0], ".", "-")}${each.value.namespace == null ? "" : "-${substr(sha1(each.value.namespace), 0, 8)}"}"
