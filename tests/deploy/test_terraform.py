@@ -808,6 +808,52 @@ def test_wake_deadline_validation_agrees_with_parse_duration(module: TfDir, valu
     assert _terraform_accepts(condition, value) is code_accepts
 
 
+def test_wake_deadline_validation_in_real_terraform(tmp_path: Path) -> None:
+    """The same table through Terraform's own RE2, when a terraform binary is here."""
+    import shutil
+
+    from shared.durations import parse_duration
+
+    binary = shutil.which("terraform")
+    if binary is None:
+        pytest.skip("no terraform binary on PATH: the Python re evaluation above still runs")
+    text = (MODULE_DIR / "variables.tf").read_text(encoding="utf-8")
+    block = text[text.index('variable "wake_deadline"') :]
+    condition = re.search(r"condition\s*=\s*(.+)", block)
+    assert condition
+    values = [p.values[0] for p in DEADLINES if p.values[0] == p.values[0].strip()]
+    expr = condition.group(1).replace("var.wake_deadline", "d")
+    query = f"jsonencode({{for d in {json.dumps(values)} : d => {expr}}})"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TF_CLI_CONFIG_FILE": "/dev/null"}
+    subprocess.run(
+        [binary, "init", "-input=false"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    out = subprocess.run(
+        [binary, "console"],
+        input=query,
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    verdicts = json.loads(json.loads(out.stdout.strip()))
+    for value in values:
+        try:
+            parse_duration(value)
+        except ValueError:
+            code_accepts = False
+        else:
+            code_accepts = True
+        assert verdicts[value] is code_accepts, value
+
+
 def test_default_wake_deadline_parses(module: TfDir) -> None:
     from shared.durations import parse_duration
 
