@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from functions import settings as process_settings
 from shared import log
 from shared.adapters import (
+    ACCEPT_PUBSUB_PUSH,
     Parsed,
     parse_audit_eventlist,
     parse_pubsub_push,
@@ -99,7 +100,7 @@ def _parse(route: str, body: bytes, content_type: str | None, config: Settings) 
         return parse_registry_webhook(body, content_type, config)
     if route == ROUTE_AUDIT:
         return parse_audit_eventlist(body, config)
-    return parse_pubsub_push(body, config)
+    return parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH)
 
 
 _ROUTES = frozenset({ROUTE_REGISTRY, ROUTE_AUDIT, ROUTE_PUBSUB})
