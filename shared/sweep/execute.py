@@ -54,6 +54,7 @@ from shared.sweep.plan import (
     name_selectors,
     plan_set,
     pods_left,
+    unlabelable,
 )
 
 PAGE_SIZE = 500
@@ -227,6 +228,13 @@ class Sweeper:
         namespaces = {ns for ns, _ in wanted}
         scope = next(iter(namespaces)) if len(namespaces) == 1 else None
         pods: dict[tuple[str, str], list[Pod]] = {key: [] for key in wanted}
+        if skipped := unlabelable(name for _, name in wanted):
+            # Judged with no pods (they cannot carry the label): say so once per page.
+            log.info(
+                "sweep: set names too long for a pod label, checked as having no pods",
+                sets=len(skipped),
+                names=", ".join(skipped)[:400],
+            )
         try:
             for selector in name_selectors(name for _, name in wanted):
                 for pod_page in self.kube.list_pods_matching(scope, selector, limit=PAGE_SIZE):

@@ -173,6 +173,7 @@ PLACEHOLDERS = {
     "COCOON_WAKE_DEADLINE": "10m",
     "COCOON_SWEEP_MAX_SUSPENDS": "50",
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
+    "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
     "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
 }
 

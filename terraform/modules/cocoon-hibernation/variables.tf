@@ -294,6 +294,17 @@ variable "ingest_invoker_members" {
   }
 }
 
+variable "ingest_push_service_accounts" {
+  description = "Service-account emails whose Google OIDC tokens `ingest` accepts on /pubsub (COCOON_PUSH_SERVICE_ACCOUNTS): the oidc_token.service_account_email of each push subscription. Empty = OIDC push off (the static ingest token only)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.ingest_push_service_accounts : can(regex("^[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\\.gserviceaccount\\.com$", lower(e)))])
+    error_message = "ingest_push_service_accounts must be service-account emails (…@….gserviceaccount.com), never a person's account."
+  }
+}
+
 # --- alerting ----------------------------------------------------------------
 
 variable "alert_notification_channels" {
