@@ -1,0 +1,33 @@
+"""What every command shares: one-line errors, progress on a TTY, the kubeconfig option."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+import click
+from rich.console import Console
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """An expected error: one clear line on stderr, a non-zero exit, no traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+@contextmanager
+def progress(message: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on a TTY (updated through the yielded callback), plain lines otherwise."""
+    if is_tty():
+        console = Console(stderr=True)
+        with console.status(message) as status:
+            yield lambda text: status.update(f"{message}: {text}")
+    else:
+        click.echo(f"{message}...", err=True)
+        yield lambda text: click.echo(f"  {text}", err=True)

@@ -1,0 +1,184 @@
+"""What the demo sees: a poll of the API turned into a view of sets and seats, and its diffs.
+
+The observer reads only what a user could read with kubectl (sets, pods,
+events); transitions are the differences between two consecutive views, so
+the narration never depends on timing details of the parts it watches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.devstack.kubehttp import JSON, KubeHTTP, pod_path, set_path
+from shared import constants as k
+
+
+@dataclass(frozen=True, slots=True)
+class SetView:
+    namespace: str
+    name: str
+    policy: str
+    suspend: bool
+    phase: str
+    hint: str
+    pod: str  # the main pod's state: "-" (none), pending, unschedulable, starting, running, ...
+    node: str
+    restore: str  # the main pod's lifecycle-state-message (vk's warm/cold note)
+    unschedulable: str  # the scheduler's message while unschedulable
+
+    def describe_pod(self) -> str:
+        return self.pod if not self.node else f"{self.pod} on {self.node}"
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    namespace: str
+    object_name: str
+    reason: str
+    type: str
+    message: str
+    uid: str
+
+
+@dataclass
+class View:
+    sets: dict[str, SetView] = field(default_factory=dict)
+    seats: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (used, total)
+    events: list[EventView] = field(default_factory=list)
+
+
+def _main_state(pod: Mapping[str, Any] | None) -> tuple[str, str, str, str]:
+    if pod is None:
+        return "-", "", "", ""
+    meta = pod.get("metadata") or {}
+    ann = meta.get("annotations") or {}
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    restore = str(ann.get(k.ANN_LIFECYCLE_MESSAGE) or "")
+    if meta.get("deletionTimestamp"):
+        return "terminating", node, restore, ""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" and not node:
+            return "unschedulable", node, restore, str(c.get("message") or "")
+    if not node:
+        return "pending", node, restore, ""
+    state = str(ann.get(k.ANN_LIFECYCLE_STATE) or "")
+    if state in ("hibernating", "hibernated", "failed"):
+        return state, node, restore, ""
+    if not ann.get(k.ANN_VM_ID):
+        return "starting", node, restore, ""
+    return "running", node, restore, ""
+
+
+def build_view(
+    sets: Sequence[JSON],
+    pods: Sequence[JSON],
+    events: Sequence[JSON],
+    nodes: Mapping[str, int],
+) -> View:
+    view = View()
+    mains: dict[tuple[str, str], JSON] = {}
+    used: dict[str, int] = {}
+    for p in pods:
+        meta = p.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        key = (str(meta.get("namespace")), str(labels.get(k.LABEL_SET_NAME, "")))
+        if labels.get(k.LABEL_ROLE) == k.ROLE_MAIN:
+            current = mains.get(key)
+            # Prefer the live pod over one being deleted when both exist briefly.
+            if current is None or (current.get("metadata") or {}).get("deletionTimestamp"):
+                mains[key] = p
+        node = (p.get("spec") or {}).get("nodeName")
+        if node:
+            used[node] = used.get(node, 0) + 1
+    for s in sets:
+        meta = s.get("metadata") or {}
+        spec = s.get("spec") or {}
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        pod_state, node, restore, unsched = _main_state(mains.get((ns, name)))
+        view.sets[name] = SetView(
+            namespace=ns,
+            name=name,
+            policy=str(spec.get("hibernatePolicy") or "retain"),
+            suspend=bool(spec.get("suspend")),
+            phase=str((s.get("status") or {}).get("phase") or "-"),
+            hint=str((meta.get("annotations") or {}).get(k.ANN_HIBERNATED_ON_NODE) or ""),
+            pod=pod_state,
+            node=node,
+            restore=restore,
+            unschedulable=unsched,
+        )
+    view.seats = {n: (used.get(n, 0), total) for n, total in sorted(nodes.items())}
+    for e in events:
+        meta = e.get("metadata") or {}
+        regarding = e.get("involvedObject") or e.get("regarding") or {}
+        view.events.append(
+            EventView(
+                namespace=str(meta.get("namespace") or ""),
+                object_name=str(regarding.get("name") or ""),
+                reason=str(e.get("reason") or ""),
+                type=str(e.get("type") or ""),
+                message=str(e.get("message") or e.get("note") or ""),
+                uid=str(meta.get("uid") or meta.get("name") or ""),
+            )
+        )
+    return view
+
+
+def transitions(before: View | None, after: View) -> list[str]:
+    """One line per change a user would care about, in a stable order."""
+    out: list[str] = []
+    old_sets = before.sets if before else {}
+    for name, s in after.sets.items():
+        o = old_sets.get(name)
+        if o is None:
+            out.append(f"{name}: created ({s.policy}), phase {s.phase}")
+            continue
+        if o.phase != s.phase:
+            out.append(f"{name}: phase {o.phase} -> {s.phase}")
+        if o.suspend != s.suspend:
+            out.append(f"{name}: spec.suspend={str(s.suspend).lower()}")
+        if (o.pod, o.node) != (s.pod, s.node):
+            text = f"{name}: pod {o.describe_pod()} -> {s.describe_pod()}"
+            if s.pod == "unschedulable" and s.unschedulable:
+                text += f" ({s.unschedulable})"
+            out.append(text)
+        if o.hint != s.hint:
+            out.append(f"{name}: hibernated-on-node {'set to ' + s.hint if s.hint else 'cleared'}")
+        if s.restore and o.restore != s.restore:
+            out.append(f"{name}: vk-cocoon {s.restore}")
+    for name in old_sets:
+        if name not in after.sets:
+            out.append(f"{name}: deleted")
+    old_seats = before.seats if before else {}
+    for node, (used, total) in after.seats.items():
+        if old_seats.get(node) != (used, total) and before is not None:
+            out.append(f"{node}: seats {used}/{total} taken")
+    seen = {e.uid for e in before.events} if before else set()
+    for e in after.events:
+        if e.uid not in seen:
+            out.append(f"{e.object_name}: event {e.type} {e.reason}: {e.message}")
+    return out
+
+
+class Observer:
+    """Polls one namespace of the API; counts its own requests through its client."""
+
+    def __init__(self, api: KubeHTTP, namespace: str, nodes: Mapping[str, int]) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.nodes = dict(nodes)
+        self.view: View | None = None
+
+    def poll(self) -> tuple[View, list[str]]:
+        sets = self.api.list_items(set_path(self.namespace))
+        pods = self.api.list_items(pod_path())
+        try:
+            events = self.api.list_items(f"/api/v1/namespaces/{self.namespace}/events")
+        except Exception:  # noqa: BLE001 - events are narration only; an API without them is fine
+            events = []
+        view = build_view(sets, pods, events, self.nodes)
+        lines = transitions(self.view, view)
+        self.view = view
+        return view, lines
