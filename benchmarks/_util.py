@@ -1,0 +1,43 @@
+"""Small helpers shared by the benchmarks: percentiles, free ports, readiness."""
+
+from __future__ import annotations
+
+import math
+import socket
+import statistics
+import time
+from collections.abc import Sequence
+
+
+def percentile(samples: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100); NaN for no samples."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples) if samples else math.nan
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.002)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def fig(value: float, unit: str, note: str = "") -> dict[str, object]:
+    return {"value": float(value), "unit": unit, "note": note}

@@ -1,0 +1,587 @@
+"""The OCI registry client release and wake use (SPEC §4, §5, §11).
+
+Three questions are asked of the registry, and answered with three outcomes each:
+
+- is `<vm>:hibernate` there?  -> `ManifestInfo` (present) / `None` (404: absent) / an error;
+- which digest does a tag name? -> the digest / `None` / an error;
+- drop the `:hibernate` tag    -> `True` (gone, or already gone) / `False` (refused: the
+  manifest is shared with another tag) / an error.
+
+Invariants:
+
+- An error is never read as "absent" nor as "present": 401/403 raise
+  :class:`RegistryAuthError` (a configuration problem, reported loudly); 429, 5xx,
+  timeouts and connection failures raise :class:`RegistryError` (transient, retried).
+  No `requests`/`botocore`/`google.auth` exception leaves this module.
+- Distribution 2.x deletes manifests, not tags. Deleting the manifest `:hibernate`
+  names would silently remove every other tag on the same digest, so `delete_tag`
+  first lists the repository's tags and refuses when another one shares the digest.
+  (A tag pushed between that check and the DELETE is a race the HTTP API cannot close.)
+- Repository names, tags and digests are validated before any URL is built.
+- Cold start: importing this module loads only the standard library and `shared`;
+  `requests`, `boto3` and `google.auth` are imported on first use.
+
+Auth modes (`COCOON_REGISTRY_AUTH`):
+
+- `none`; `basic` (sent on every request);
+- `bearer`: the Docker token flow. A 401 with `Bearer realm=...,service=...,scope=...` is
+  answered by fetching a token from the realm (with the basic credentials when set),
+  cached per (realm, service, scope) until its expiry, and the request retried once.
+  The challenge for each (repository, pull|delete) is remembered, so warm calls send the
+  cached token up front and cost one request, not two.
+- `google`: an access token from application default credentials (refreshed when
+  expired) sent as `Authorization: Bearer <token>`, which Artifact Registry accepts
+  directly (its Docker API docs use `curl -H "Authorization: Bearer $(gcloud auth
+  print-access-token)"`). Should a registry answer with a token challenge instead (as
+  gcr.io does), the access token is exchanged at the realm as basic
+  `oauth2accesstoken:<token>`, the documented Docker-login username.
+- `ecr`: the ECR API through boto3 (not the HTTP API): `describe_images` for presence
+  and digests, `batch_delete_image` by tag for deletion. ECR deletes a *tag* natively
+  (when other tags point at the image only this tag goes), so the shared-manifest check
+  is not needed there. Region and account come from the registry host
+  (`<account>.dkr.ecr.<region>.amazonaws.com`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shared import constants, log
+from shared.clients.registry_auth import Challenge, parse_challenge, token_expiry, token_of
+from shared.config import RegistryAuth, Settings
+from shared.errors import ConfigError, RegistryAuthError, RegistryError
+from shared.names import check_digest, check_repository, check_tag
+
+if TYPE_CHECKING:
+    import requests
+
+# What a HEAD accepts: a snapshot is pushed as an OCI or Docker manifest, and a
+# multi-arch push would make it an index/list; any of them means "present".
+MANIFEST_ACCEPT = ", ".join(
+    (
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+    )
+)
+CONNECT_TIMEOUT = 2.0
+READ_TIMEOUT = 5.0
+GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+GOOGLE_BASIC_USER = "oauth2accesstoken"
+# The page size asked of `tags/list`; Distribution may answer with fewer and a Link.
+TAGS_PAGE = 100
+_LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_ECR_HOST = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestInfo:
+    """A manifest the registry answered for `repository:reference`."""
+
+    repository: str
+    reference: str  # the tag or digest asked for
+    digest: str
+    media_type: str | None = None
+    size: int | None = None
+
+
+def _check_reference(reference: str) -> str:
+    return check_digest(reference) if ":" in reference else check_tag(reference)
+
+
+@dataclass(slots=True)
+class _Token:
+    value: str
+    expires_at: float
+
+
+class RegistryClient:
+    """One registry's client; build it once per instance (see :func:`get_client`).
+
+    `session`, `ecr_client` and `clock` are parameters so tests can substitute them;
+    by default they are built lazily on first use.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        session: requests.Session | None = None,
+        ecr_client: Any = None,
+        clock: Callable[[], float] = time.time,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+    ) -> None:
+        self.settings = settings
+        self._session = session
+        self._ecr = ecr_client
+        self._clock = clock
+        self._timeout = (connect_timeout, read_timeout)
+        self._lock = threading.Lock()
+        self._tokens: dict[tuple[str, str, str], _Token] = {}
+        self._challenges: dict[tuple[str, str], Challenge] = {}
+        self._google_creds: Any = None
+        self.requests_made = 0  # HTTP requests and ECR API calls, token fetches included
+        self.token_fetches = 0
+
+    # ------------------------------------------------------------------ public API
+
+    def head_manifest(self, repository: str, tag_or_digest: str) -> ManifestInfo | None:
+        """The manifest `repository:tag_or_digest` names, or None when the registry says 404."""
+        repo = check_repository(repository)
+        ref = _check_reference(tag_or_digest)
+        if self.settings.registry_auth is RegistryAuth.ECR:
+            return self._ecr_describe(repo, ref)
+        resp = self._http("HEAD", repo, f"manifests/{ref}", headers={"Accept": MANIFEST_ACCEPT})
+        if resp.status_code == 404:
+            return None
+        self._raise_for_status(resp, f"HEAD {repo}:{ref}")
+        digest = resp.headers.get("Docker-Content-Digest")
+        if not digest:
+            # Not every registry sends the header on HEAD: the digest is the body's hash.
+            got = self._http("GET", repo, f"manifests/{ref}", headers={"Accept": MANIFEST_ACCEPT})
+            if got.status_code == 404:
+                return None
+            self._raise_for_status(got, f"GET {repo}:{ref}")
+            digest = got.headers.get("Docker-Content-Digest") or (
+                "sha256:" + hashlib.sha256(got.content).hexdigest()
+            )
+        length = resp.headers.get("Content-Length")
+        return ManifestInfo(
+            repository=repo,
+            reference=ref,
+            digest=check_digest(digest),
+            media_type=(resp.headers.get("Content-Type") or "").split(";")[0].strip() or None,
+            size=int(length) if length and length.isdigit() else None,
+        )
+
+    def resolve_digest(self, repository: str, tag: str) -> str | None:
+        info = self.head_manifest(repository, check_tag(tag))
+        return info.digest if info else None
+
+    def list_tags(self, repository: str) -> list[str]:
+        """Every tag of `repository` (all pages); [] when the repository does not exist."""
+        repo = check_repository(repository)
+        if self.settings.registry_auth is RegistryAuth.ECR:
+            raise ConfigError("list_tags is not used with COCOON_REGISTRY_AUTH=ecr")
+        tags: list[str] = []
+        path = f"tags/list?n={TAGS_PAGE}"
+        for _ in range(1000):  # a bound, not a limit anyone reaches
+            resp = self._http("GET", repo, path)
+            if resp.status_code == 404:
+                return tags
+            self._raise_for_status(resp, f"GET {repo} tags")
+            try:
+                body = resp.json()
+            except ValueError as err:
+                raise RegistryError(f"tags of {repo}: the registry sent invalid JSON") from err
+            page = body.get("tags") if isinstance(body, dict) else None
+            tags.extend(t for t in (page or []) if isinstance(t, str))
+            nxt = _LINK_NEXT.search(resp.headers.get("Link", ""))
+            if not nxt:
+                return tags
+            target = urllib.parse.urlsplit(nxt.group(1))
+            prefix = f"/v2/{repo}/"
+            if not target.path.startswith(prefix):
+                raise RegistryError(f"tags of {repo}: unexpected pagination link {nxt.group(1)!r}")
+            path = target.path[len(prefix) :] + (f"?{target.query}" if target.query else "")
+        raise RegistryError(f"tags of {repo}: too many pages")
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        """Remove `repository:tag`. True when it is gone (or was already); False when refused.
+
+        Refused (False, logged) when the manifest is also named by another tag:
+        Distribution can only delete the manifest, which would take that tag too.
+        """
+        repo = check_repository(repository)
+        check_tag(tag)
+        if self.settings.registry_auth is RegistryAuth.ECR:
+            return self._ecr_delete_tag(repo, tag)
+        digest = self.resolve_digest(repo, tag)
+        if digest is None:
+            return True
+        for other in self.list_tags(repo):
+            if other == tag:
+                continue
+            if self.resolve_digest(repo, other) == digest:
+                log.warning(
+                    "registry tag kept: its manifest is shared with another tag",
+                    repository=repo,
+                    tag=tag,
+                    other_tag=other,
+                    digest=digest,
+                    why="Distribution deletes manifests, not tags; deleting would remove "
+                    f"{repo}:{other} too",
+                )
+                return False
+        resp = self._http("DELETE", repo, f"manifests/{digest}")
+        if resp.status_code in (202, 200, 204, 404):
+            return True
+        if resp.status_code == 405:
+            raise ConfigError(
+                f"registry {self._host()} refuses manifest deletes (405): enable "
+                "storage.delete in the registry's configuration"
+            )
+        self._raise_for_status(resp, f"DELETE {repo}@{digest}")
+        return True
+
+    def snapshot_present(self, vm_name: str) -> bool:
+        """Whether `<base>/<vm_name>:hibernate` exists (errors raise, never read as False)."""
+        repo = self.settings.require_registry().repository(vm_name)
+        return self.head_manifest(repo, constants.TAG_HIBERNATE) is not None
+
+    def drop_snapshot(self, vm_name: str) -> bool:
+        """Remove the `:hibernate` tag of `vm_name` (see :meth:`delete_tag`)."""
+        repo = self.settings.require_registry().repository(vm_name)
+        return self.delete_tag(repo, constants.TAG_HIBERNATE)
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _host(self) -> str:
+        return self.settings.require_registry().host
+
+    def _base_url(self) -> str:
+        scheme = "http" if self.settings.registry_insecure else "https"
+        return f"{scheme}://{self._host()}"
+
+    def _sess(self) -> requests.Session:
+        with self._lock:
+            return self._sess_locked()
+
+    def _sess_locked(self) -> requests.Session:
+        if self._session is None:
+            import requests  # noqa: PLC0415  (cold start: only loaded when the registry is used)
+            from requests.adapters import HTTPAdapter  # noqa: PLC0415
+
+            sess = requests.Session()
+            # No urllib3 retries: a retry is the platform's redelivery, decided upstream.
+            adapter = HTTPAdapter(pool_connections=2, pool_maxsize=8, max_retries=0)
+            sess.mount("https://", adapter)
+            sess.mount("http://", adapter)
+            sess.headers["User-Agent"] = "cocoon-hibernation"
+            self._session = sess
+        return self._session
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        params: Mapping[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
+        what: str,
+    ) -> requests.Response:
+        import requests  # noqa: PLC0415  (already loaded by _sess; a dict lookup)
+
+        sess = self._sess()
+        with self._lock:
+            self.requests_made += 1
+        try:
+            return sess.request(
+                method,
+                url,
+                headers=dict(headers),
+                params=params,
+                auth=auth,
+                timeout=self._timeout,
+                allow_redirects=method in ("GET", "HEAD"),
+            )
+        except requests.Timeout as err:
+            raise RegistryError(f"{what}: the registry timed out ({url})") from err
+        except requests.ConnectionError as err:
+            raise RegistryError(f"{what}: cannot reach {url}: {err}") from err
+        except (requests.RequestException, OSError, ValueError) as err:
+            raise RegistryError(f"{what}: request to {url} failed: {err}") from err
+
+    def _http(
+        self, method: str, repository: str, path: str, *, headers: Mapping[str, str] | None = None
+    ) -> requests.Response:
+        """One registry API call under `/v2/<repository>/`, authenticated per the mode."""
+        url = f"{self._base_url()}/v2/{repository}/{path}"
+        what = f"{method} {repository}/{path.partition('?')[0]}"
+        action = "delete" if method == "DELETE" else "pull"
+        key = (repository, action)
+        resp = self._send(method, url, headers=self._auth_headers(key, headers), what=what)
+        if resp.status_code != 401:
+            return resp
+        challenge = parse_challenge(resp.headers.get("WWW-Authenticate"))
+        mode = self.settings.registry_auth
+        if (
+            challenge is None
+            or challenge.scheme != "bearer"
+            or not challenge.realm
+            or mode not in (RegistryAuth.BEARER, RegistryAuth.GOOGLE)
+        ):
+            raise self._auth_error(resp, what)
+        with self._lock:
+            self._challenges[key] = challenge
+            # A rejected cached token must not be offered again.
+            self._tokens.pop(self._token_key(challenge), None)
+        token = self._fetch_token(challenge)
+        hdrs = dict(headers or {})
+        hdrs["Authorization"] = f"Bearer {token}"
+        retry = self._send(method, url, headers=hdrs, what=what)
+        if retry.status_code == 401:
+            raise self._auth_error(retry, what)
+        return retry
+
+    def _auth_headers(
+        self, key: tuple[str, str], extra: Mapping[str, str] | None
+    ) -> dict[str, str]:
+        hdrs = dict(extra or {})
+        mode = self.settings.registry_auth
+        if mode is RegistryAuth.BASIC:
+            hdrs["Authorization"] = _basic(
+                self.settings.registry_username or "", self.settings.registry_password or ""
+            )
+        elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
+            with self._lock:
+                challenge = self._challenges.get(key)
+            token = self._cached_token(challenge) if challenge is not None else None
+            if token is None and challenge is not None:
+                # The scope is known from an earlier challenge: fetch ahead of the 401.
+                token = self._fetch_token(challenge)
+            if token is not None:
+                hdrs["Authorization"] = f"Bearer {token}"
+            elif mode is RegistryAuth.GOOGLE:
+                hdrs["Authorization"] = f"Bearer {self._google_token()}"
+        return hdrs
+
+    @staticmethod
+    def _token_key(challenge: Challenge) -> tuple[str, str, str]:
+        return (challenge.realm or "", challenge.service or "", challenge.scope or "")
+
+    def _cached_token(self, challenge: Challenge) -> str | None:
+        with self._lock:
+            tok = self._tokens.get(self._token_key(challenge))
+        if tok is not None and self._clock() < tok.expires_at:
+            return tok.value
+        return None
+
+    def _realm_credentials(self) -> tuple[str, str] | None:
+        mode = self.settings.registry_auth
+        if mode is RegistryAuth.GOOGLE:
+            return (GOOGLE_BASIC_USER, self._google_token())
+        user, password = self.settings.registry_username, self.settings.registry_password
+        return (user, password) if user and password else None
+
+    def _fetch_token(self, challenge: Challenge) -> str:
+        cached = self._cached_token(challenge)
+        if cached is not None:
+            return cached
+        realm = challenge.realm or ""
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme not in ("https", "http") or not parts.netloc:
+            raise RegistryAuthError(f"registry token realm {realm!r} is not an http(s) URL")
+        creds = self._realm_credentials()
+        if parts.scheme == "http" and creds is not None and not self.settings.registry_insecure:
+            raise RegistryAuthError(
+                f"refusing to send registry credentials to plain-http realm {realm}"
+            )
+        params = {
+            k: v for k, v in (("service", challenge.service), ("scope", challenge.scope)) if v
+        }
+        if creds is not None and self.settings.registry_username:
+            params["account"] = self.settings.registry_username
+        with self._lock:
+            self.token_fetches += 1
+        resp = self._send(
+            "GET", realm, headers={}, params=params, auth=creds, what=f"token from {realm}"
+        )
+        if resp.status_code in (401, 403):
+            raise RegistryAuthError(
+                f"token server {realm} refused the credentials ({resp.status_code})"
+            )
+        self._raise_for_status(resp, f"token from {realm}")
+        try:
+            body = resp.json()
+        except ValueError as err:
+            raise RegistryError(f"token server {realm} sent invalid JSON") from err
+        if not isinstance(body, dict):
+            raise RegistryError(f"token server {realm} sent no token object")
+        token = token_of(body)
+        if token is None:
+            raise RegistryError(f"token server {realm} sent no token")
+        expires = token_expiry(body, now=self._clock())
+        with self._lock:
+            self._tokens[self._token_key(challenge)] = _Token(token, expires)
+        return token
+
+    def _google_token(self) -> str:
+        try:
+            import google.auth  # noqa: PLC0415  (cold start)
+            import google.auth.exceptions  # noqa: PLC0415
+            import google.auth.transport.requests  # noqa: PLC0415
+        except ImportError as err:  # pragma: no cover - google-auth is a dependency
+            raise ConfigError("COCOON_REGISTRY_AUTH=google needs google-auth") from err
+        try:
+            with self._lock:
+                creds = self._google_creds
+            if creds is None:
+                creds, _project = google.auth.default(scopes=[GOOGLE_SCOPE])
+                with self._lock:
+                    self._google_creds = creds
+            if not creds.valid or not creds.token:
+                creds.refresh(google.auth.transport.requests.Request(session=self._sess()))
+        except google.auth.exceptions.DefaultCredentialsError as err:
+            raise RegistryAuthError(f"no Google application default credentials: {err}") from err
+        except google.auth.exceptions.RefreshError as err:
+            raise RegistryAuthError(f"Google credentials could not be refreshed: {err}") from err
+        except google.auth.exceptions.TransportError as err:
+            raise RegistryError(f"Google token endpoint unreachable: {err}") from err
+        token = creds.token
+        if not isinstance(token, str) or not token:
+            raise RegistryAuthError("Google credentials produced no access token")
+        return token
+
+    def _auth_error(self, resp: requests.Response, what: str) -> RegistryAuthError:
+        mode = self.settings.registry_auth.value
+        return RegistryAuthError(
+            f"{what}: the registry {self._host()} answered {resp.status_code} "
+            f"(COCOON_REGISTRY_AUTH={mode}; check credentials and permissions)"
+        )
+
+    def _raise_for_status(self, resp: requests.Response, what: str) -> None:
+        code = resp.status_code
+        if 200 <= code < 300:
+            return
+        if code in (401, 403):
+            raise self._auth_error(resp, what)
+        if code == 429 or code >= 500:
+            raise RegistryError(f"{what}: the registry {self._host()} answered {code}")
+        raise RegistryError(f"{what}: unexpected status {code} from {self._host()}")
+
+    # ------------------------------------------------------------------ ECR
+
+    def _ecr_client(self) -> Any:
+        if self._ecr is None:
+            host = self._host()
+            m = _ECR_HOST.match(host)
+            if not m:
+                raise ConfigError(
+                    f"COCOON_REGISTRY_BASE host {host!r} is not an ECR registry "
+                    "(<account>.dkr.ecr.<region>.amazonaws.com)"
+                )
+            import boto3  # noqa: PLC0415  (cold start)
+            from botocore.config import Config  # noqa: PLC0415
+
+            self._ecr = boto3.client(
+                "ecr",
+                region_name=m.group("region"),
+                config=Config(
+                    connect_timeout=self._timeout[0],
+                    read_timeout=self._timeout[1],
+                    retries={"max_attempts": 2, "mode": "standard"},
+                ),
+            )
+        return self._ecr
+
+    def _ecr_registry_id(self) -> dict[str, str]:
+        m = _ECR_HOST.match(self._host())
+        return {"registryId": m.group("account")} if m else {}
+
+    def _ecr_call(self, op: str, **kwargs: Any) -> dict[str, Any] | None:
+        """Call an ECR operation; None when the repository or image does not exist."""
+        import botocore.exceptions as bexc  # noqa: PLC0415  (cold start)
+
+        client = self._ecr_client()
+        with self._lock:
+            self.requests_made += 1
+        try:
+            result: dict[str, Any] = getattr(client, op)(**self._ecr_registry_id(), **kwargs)
+            return result
+        except bexc.ClientError as err:
+            code = str(err.response.get("Error", {}).get("Code", ""))
+            status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
+                return None
+            if code in (
+                "AccessDeniedException",
+                "UnrecognizedClientException",
+                "InvalidSignatureException",
+                "ExpiredTokenException",
+                "InvalidClientTokenId",
+            ) or status in (401, 403):
+                raise RegistryAuthError(f"ECR {op}: {code or status}: {err}") from err
+            raise RegistryError(f"ECR {op}: {code or status}: {err}") from err
+        except (bexc.NoCredentialsError, bexc.PartialCredentialsError) as err:
+            raise RegistryAuthError(f"ECR {op}: no AWS credentials: {err}") from err
+        except bexc.BotoCoreError as err:
+            raise RegistryError(f"ECR {op}: {err}") from err
+
+    def _ecr_describe(self, repository: str, reference: str) -> ManifestInfo | None:
+        image_id = {"imageDigest": reference} if ":" in reference else {"imageTag": reference}
+        out = self._ecr_call("describe_images", repositoryName=repository, imageIds=[image_id])
+        details = (out or {}).get("imageDetails") or []
+        if not details:
+            return None
+        d = details[0]
+        size = d.get("imageSizeInBytes")
+        return ManifestInfo(
+            repository=repository,
+            reference=reference,
+            digest=check_digest(d.get("imageDigest")),
+            media_type=d.get("imageManifestMediaType"),
+            size=size if isinstance(size, int) else None,
+        )
+
+    def _ecr_delete_tag(self, repository: str, tag: str) -> bool:
+        out = self._ecr_call(
+            "batch_delete_image", repositoryName=repository, imageIds=[{"imageTag": tag}]
+        )
+        for failure in (out or {}).get("failures") or []:
+            code = failure.get("failureCode")
+            if code == "ImageNotFound":
+                continue  # already gone
+            log.warning(
+                "ECR refused to delete a tag",
+                repository=repository,
+                tag=tag,
+                failure_code=code,
+                failure_reason=failure.get("failureReason"),
+            )
+            return False
+        return True
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+_clients: dict[Settings, RegistryClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client(settings: Settings) -> RegistryClient:
+    """The process's client for `settings`: built once, reused by warm invocations."""
+    with _clients_lock:
+        client = _clients.get(settings)
+        if client is None:
+            client = RegistryClient(settings)
+            _clients[settings] = client
+        return client
+
+
+def reset_clients() -> None:
+    """Close and forget every cached client (tests; a settings reload)."""
+    with _clients_lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()

@@ -1,0 +1,115 @@
+"""Pure pieces of registry authentication: the `WWW-Authenticate` challenge and token expiry.
+
+No I/O and no third-party imports, so they are unit-tested as tables and shared by
+the registry client and the local stack's `push_image`.
+
+The token flow is the Docker/OCI one: a 401 carries
+`Bearer realm="...",service="...",scope="..."`; the client GETs the realm with
+`service` and `scope` as query parameters (basic credentials when it has them)
+and receives `{"token"|"access_token": ..., "expires_in": N, "issued_at": ...}`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# Docker's token spec: a missing or too-small `expires_in` means 60 seconds.
+DEFAULT_TOKEN_TTL = 60.0
+# Refresh a little early, so a token never expires between our check and the registry's.
+EXPIRY_MARGIN = 5.0
+
+_SCHEME = re.compile(r"\s*([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)")
+_PARAM = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=\s*(\"(?:[^\"\\]|\\.)*\"|[^,\s]*)\s*,?")
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """One parsed `WWW-Authenticate` challenge (the first, when a header holds several)."""
+
+    scheme: str  # lower-cased: "bearer", "basic"
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def realm(self) -> str | None:
+        return self.params.get("realm")
+
+    @property
+    def service(self) -> str | None:
+        return self.params.get("service")
+
+    @property
+    def scope(self) -> str | None:
+        return self.params.get("scope")
+
+
+def parse_challenge(header: str | None) -> Challenge | None:
+    """Parse `WWW-Authenticate`; None when the header is absent or unparseable."""
+    if not header:
+        return None
+    m = _SCHEME.match(header)
+    if not m:
+        return None
+    scheme = m.group(1).lower()
+    rest = header[m.end() :]
+    params: dict[str, str] = {}
+    pos = 0
+    while pos < len(rest):
+        pm = _PARAM.match(rest, pos)
+        if not pm or pm.end() == pos:
+            break
+        key, raw = pm.group(1).lower(), pm.group(2)
+        if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+            raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
+        params.setdefault(key, raw)
+        pos = pm.end()
+    return Challenge(scheme=scheme, params=params)
+
+
+def _parse_rfc3339(text: str) -> float | None:
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    # Go writes nanoseconds; fromisoformat takes at most microseconds.
+    m = re.match(r"^(.*?\.\d{6})\d+(.*)$", value)
+    if m:
+        value = m.group(1) + m.group(2)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.timestamp()
+
+
+def token_expiry(body: dict[str, object], *, now: float) -> float:
+    """When a token answer stops being usable, as a Unix time (already minus the margin).
+
+    `issued_at` (RFC 3339) anchors the lifetime when present and sane; otherwise our
+    own clock at receipt does. The margin never makes a token expire before it is used
+    once: the floor is `now` plus a second.
+    """
+    raw_ttl = body.get("expires_in")
+    ttl = DEFAULT_TOKEN_TTL
+    if isinstance(raw_ttl, int | float) and not isinstance(raw_ttl, bool) and raw_ttl > 0:
+        ttl = float(raw_ttl)
+    start = now
+    issued = body.get("issued_at")
+    if isinstance(issued, str):
+        at = _parse_rfc3339(issued)
+        # A token server with a skewed clock must not make us cache a dead token or
+        # one from the future: only trust issued_at when it is close to our clock.
+        if at is not None and abs(at - now) < ttl:
+            start = min(at, now)
+    return max(start + ttl - EXPIRY_MARGIN, now + 1.0)
+
+
+def token_of(body: dict[str, object]) -> str | None:
+    """The bearer token of a token answer (`token`, or OAuth2's `access_token`)."""
+    for key in ("token", "access_token"):
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
