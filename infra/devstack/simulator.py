@@ -62,6 +62,7 @@ from infra.devstack.kubehttp import (
     set_path,
 )
 from infra.devstack.placement import Bind, NodeInfo, place
+from infra.registry import push_image
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
@@ -749,8 +750,6 @@ class Simulator:
         self._emit("booted", action.namespace, action.name, f"{how} on {action.node}")
 
     def _hibernate(self, action: HibernateVM) -> None:
-        from infra.registry import push_image  # the real push, once per hibernation
-
         path = pod_path(action.namespace, action.name)
         self.api.merge_patch(
             path,

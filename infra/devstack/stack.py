@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -43,10 +44,44 @@ from cloudevents.http import CloudEvent, to_binary
 from infra.devstack.kubehttp import KubeHTTP
 from infra.devstack.processes import ManagedProcess, StackError, free_port
 from infra.devstack.simulator import NodeSpec, SimEvent, Simulator
+from infra.registry import DistributionServer
 from shared import constants as k
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("release", "wake", "sweep", "ingest")
+
+
+# Combined log format: "METHOD /v2/... HTTP/1.1" STATUS SIZE "REFERER" "USER-AGENT"
+_ACCESS_LINE = re.compile(r'"(GET|HEAD|PUT|POST|PATCH|DELETE) /v2/[^"]*" \d+ \S+ "[^"]*" "([^"]*)"')
+# shared.clients.registry identifies itself; everything else here is the simulator or the demo.
+FUNCTIONS_USER_AGENT = "cocoon-hibernation"
+
+
+class _CountedRegistry(DistributionServer):
+    """The shared test registry with its access log on, so the demo can count requests."""
+
+    def config(self) -> dict[str, Any]:
+        cfg = super().config()
+        cfg["log"] = {**cfg.get("log", {}), "accesslog": {"disabled": False}}
+        return cfg
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def request_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except (OSError, AssertionError):
+            return counts
+        for match in _ACCESS_LINE.finditer(text):
+            method, agent = match.group(1), match.group(2)
+            who = "functions" if agent.startswith(FUNCTIONS_USER_AGENT) else "simulator+demo"
+            key = f"{who} {method}"
+            counts[key] = counts.get(key, 0) + 1
+        counts["total"] = sum(counts.values())
+        return dict(sorted(counts.items()))
 
 
 def default_nodes() -> list[NodeSpec]:
@@ -96,7 +131,7 @@ class Stack:
         self.kube_port = 0
         self.ports: dict[str, int] = {}
         self.processes: list[ManagedProcess] = []
-        self.registry: Any = None  # infra.registry.DistributionServer
+        self.registry: _CountedRegistry | None = None
         self.simulator: Simulator | None = None
         self.api: KubeHTTP | None = None
         self._tick_stop = threading.Event()
@@ -117,13 +152,18 @@ class Stack:
     def target_url(self, target: str) -> str:
         return f"http://127.0.0.1:{self.ports[target]}"
 
+    def _registry(self) -> _CountedRegistry:
+        if self.registry is None:
+            raise StackError("the registry is not running")
+        return self.registry
+
     @property
     def registry_url(self) -> str:
-        return str(self.registry.url)
+        return self._registry().url
 
     @property
     def registry_base(self) -> str:
-        host = str(self.registry.host)
+        host = self._registry().host
         prefix = self.config.registry_prefix.strip("/")
         return f"{host}/{prefix}" if prefix else host
 
@@ -141,10 +181,8 @@ class Stack:
 
     def pids(self) -> list[int]:
         out = [p.pid for p in self.processes if p.pid is not None]
-        proc = getattr(self.registry, "_proc", None) or getattr(self.registry, "proc", None)
-        pid = getattr(proc, "pid", None)
-        if isinstance(pid, int):
-            out.append(pid)
+        if self.registry is not None and self.registry.pid is not None:
+            out.append(self.registry.pid)
         return out
 
     # -- lifecycle --
@@ -190,10 +228,9 @@ class Stack:
         )
 
         self.on_progress("starting the Distribution registry")
-        from infra.registry import DistributionServer
-
-        self.registry = DistributionServer(notify_url=f"{ingest}/registry", notify_token=self.token)
-        self.registry.start()
+        registry = _CountedRegistry(notify_url=f"{ingest}/registry", notify_token=self.token)
+        self.registry = registry
+        registry.start()
 
         kube.wait_http(
             f"{self.kube_url}/version",
@@ -317,6 +354,10 @@ class Stack:
         body = resp.json()
         items = body.get("requests", body.get("items", [])) if isinstance(body, dict) else body
         return list(items or [])
+
+    def registry_request_counts(self) -> dict[str, int]:
+        """Requests the registry served, per method (from its access log)."""
+        return self.registry.request_counts() if self.registry is not None else {}
 
     def wait_for(self, what: str, check: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
