@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -31,3 +32,19 @@ def progress(message: str) -> Iterator[Callable[[str], None]]:
     else:
         click.echo(f"{message}...", err=True)
         yield lambda text: click.echo(f"  {text}", err=True)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def kube_options(func: F) -> F:
+    """`--kubeconfig PATH` (else $KUBECONFIG, else in-cluster / ~/.kube/config)."""
+    option = click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="KUBECONFIG",
+        show_envvar=True,
+        default=None,
+        help="kubeconfig of the cluster (the local stack's works too).",
+    )
+    return option(func)
