@@ -46,3 +46,14 @@ def still_running(procs: dict[int, int]) -> list[int]:
         if st is not None and st[1] == start and st[2] != "Z":
             alive.append(pid)
     return alive
+
+
+def tree_of(pids: list[int]) -> dict[int, int]:
+    """These processes and all their descendants, as pid -> starttime."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        st = _stat(pid)
+        if st is not None:
+            out[pid] = st[1]
+        out.update(descendants(pid))
+    return out
