@@ -9,8 +9,8 @@ one of the local stack). It is a test double for the world, not a product:
 * **scheduler** -- binds each unbound pod to a node of its pool
   (:mod:`infra.devstack.placement`: nodeSelector, required and preferred node
   affinity, a fixed number of *seats* per node; a pod holds a seat while it is
-  bound and still exists). Binding is a merge patch of ``spec.nodeName`` on the
-  unbound pod (real clusters use the ``binding`` subresource). When nothing
+  bound and still exists). Binding goes through the ``binding`` subresource, as
+  kube-scheduler's does. When nothing
   fits it writes ``PodScheduled=False``, reason ``Unschedulable``, with a
   kube-scheduler shaped message, once per distinct message.
 * **operator** (the normal flow, SPEC §12) -- for a set that is not suspended
@@ -674,18 +674,17 @@ class Simulator:
             self._forget(action.uid, deleted_pod=pod)
 
     def _bind(self, action: BindPod) -> None:
-        path = pod_path(action.namespace, action.name)
-        self.api.merge_patch(path, {"spec": {"nodeName": action.node}})
-        status = {
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastTransitionTime": _now(),
-                }
-            ]
-        }
-        self.api.merge_patch(path + "/status", {"status": status})
+        # The binding subresource, as kube-scheduler does: the API server sets
+        # spec.nodeName and PodScheduled=True, and refuses (409) an already bound pod.
+        self.api.post(
+            pod_path(action.namespace, action.name) + "/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": action.name, "namespace": action.namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": action.node},
+            },
+        )
         self._emit("bound", action.namespace, action.name, action.node)
 
     def _registry_repository(self, vm: str) -> str:
