@@ -1,9 +1,282 @@
-"""The HTTP `ingest` target: webhooks that are not CloudEvents."""
+"""The HTTP `ingest` target: webhooks that are not CloudEvents (SPEC §7, §10, §11).
+
+    POST /registry          Distribution, Harbor (Default or CloudEvents JSON), ECR EventBridge
+    POST /kubernetes/audit  kube-apiserver audit webhook `EventList`
+    POST /pubsub            Pub/Sub push subscription (wrapped), optionally Google OIDC
+
+Order of the gates, each before any work the next one costs:
+configuration (no `COCOON_INGEST_TOKEN` -> 500, never open) -> route (404) ->
+method (405) -> bearer token in constant time (401, before the body is read)
+-> size (413, from Content-Length and again while reading) -> parse -> act.
+
+Ack or retry: Distribution retries any non-2xx forever and blocks its queue
+behind it, so everything permanent (malformed, irrelevant, invalid names) is
+acknowledged with 202 and a log line saying why; only a transient failure
+while acting (or a configuration the operator must fix) answers 503.
+
+`dispatch` is the action: `functions.runtime.run` unless a test or an
+embedding sets this module attribute; it is imported on first use so an
+irrelevant event never loads the clients.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import hmac
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from shared import log
+from shared.adapters import (
+    Parsed,
+    parse_audit_eventlist,
+    parse_pubsub_push,
+    parse_registry_webhook,
+)
+from shared.adapters.result import DropReason, clip
+from shared.config import Settings
+from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
+from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+
+MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits with room
+_CHUNK = 64 * 1024
+TARGET = "ingest"
+
+ROUTE_REGISTRY = "/registry"
+ROUTE_AUDIT = "/kubernetes/audit"
+ROUTE_PUBSUB = "/pubsub"
+
+Reply = tuple[str | Iterator[str], int, dict[str, str]]
 
 
-def handle(request: Any) -> Any:
-    raise NotImplementedError
+class Dispatch(Protocol):
+    def __call__(self, triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None: ...
+
+
+# Injection points (module attributes, read per request).
+dispatch: Dispatch | None = None
+"""Acts on the triggers; None = `functions.runtime.run` (imported lazily)."""
+verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
+"""Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
+
+
+class _Cache:
+    settings: Settings | None = None
+
+
+def settings() -> Settings:
+    """`Settings.from_env()` once per process (a function instance)."""
+    if _Cache.settings is None:
+        built = Settings.from_env()
+        log.set_format(built.log_format)
+        _Cache.settings = built
+    return _Cache.settings
+
+
+def reset_settings() -> None:
+    """Forget the cached settings (tests change the environment between cases)."""
+    _Cache.settings = None
+
+
+def _reply(
+    status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
+) -> Reply:
+    return json.dumps(body), status, {"Content-Type": "application/json", **(headers or {})}
+
+
+def _refuse(
+    status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
+) -> Reply:
+    """A refusal sent without reading the body.
+
+    functions-framework drains the whole request body after every response
+    unless the response is streamed (`read_request`); a body we refuse to read
+    must not be read there either, so the answer is a one-chunk stream and the
+    connection is closed instead of being reused with unread bytes on it.
+    """
+    return (
+        iter([json.dumps(body)]),
+        status,
+        {"Content-Type": "application/json", "Connection": "close", **(headers or {})},
+    )
+
+
+def _parse(route: str, body: bytes, content_type: str | None, config: Settings) -> Parsed:
+    if route == ROUTE_REGISTRY:
+        return parse_registry_webhook(body, content_type, config)
+    if route == ROUTE_AUDIT:
+        return parse_audit_eventlist(body, config)
+    return parse_pubsub_push(body, config)
+
+
+_ROUTES = frozenset({ROUTE_REGISTRY, ROUTE_AUDIT, ROUTE_PUBSUB})
+
+
+def handle(request: Any) -> Reply:
+    """One webhook delivery (a `flask.Request`) -> (body, status, headers)."""
+    try:
+        config = settings()
+    except ConfigError as err:
+        log.error("ingest refuses requests: invalid configuration", error=str(err))
+        return _refuse(500, {"error": "misconfigured"})
+    if not config.ingest_token:
+        log.error(
+            "ingest refuses requests: COCOON_INGEST_TOKEN is not set",
+            variable="COCOON_INGEST_TOKEN",
+        )
+        return _refuse(500, {"error": "misconfigured"})
+
+    route = request.path.rstrip("/")
+    if route not in _ROUTES:
+        return _refuse(404, {"error": "not found"})
+    if request.method != "POST":
+        return _refuse(405, {"error": "method not allowed"}, {"Allow": "POST"})
+
+    denied = _authenticate(request, route, config)
+    if denied is not None:
+        return denied
+
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        log.warning("ingest body too large", route=route, content_length=length)
+        return _refuse(413, {"error": "body too large", "limit": MAX_BODY})
+    body = _read_body(request.stream)
+    if body is None:
+        log.warning("ingest body too large while reading", route=route)
+        return _refuse(413, {"error": "body too large", "limit": MAX_BODY})
+
+    try:
+        parsed = _parse(route, body, request.content_type, config)
+    except PermanentError as err:
+        reason = DropReason.INVALID_NAME if isinstance(err, InvalidName) else DropReason.MALFORMED
+        log.warning(
+            "ingest event dropped",
+            route=route,
+            decision="dropped",
+            reason=reason.value,
+            detail=clip(str(err)),
+            event_id=None,
+        )
+        return _reply(202, {"accepted": 0, "dropped": 1})
+    return _act(route, parsed, config)
+
+
+def _authenticate(request: Any, route: str, config: Settings) -> Reply | None:
+    """None when the caller may proceed; else the 401/503 to answer. Reads headers only."""
+    scheme, _, presented = (request.headers.get("Authorization") or "").partition(" ")
+    presented = presented.strip()
+    expected = config.ingest_token or ""
+    if scheme.lower() == "bearer" and presented:
+        # Constant time: the comparison must not leak how much of the token matched.
+        if hmac.compare_digest(presented.encode(), expected.encode()):
+            return None
+        if route == ROUTE_PUBSUB and config.push_audience:
+            return _verify_oidc(presented, config.push_audience)
+    # Never log the header itself: a producer configured without the `Bearer `
+    # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
+    log.warning(
+        "ingest request unauthenticated",
+        route=route,
+        bearer=scheme.lower() == "bearer",
+        presented=bool(presented or scheme),
+    )
+    return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
+
+
+def _verify_oidc(token: str, audience: str) -> Reply | None:
+    from shared.clients import oidc  # noqa: PLC0415 - lazy: cold start
+
+    verify = verify_push_token or (lambda t, a: oidc.verify_push_token(t, audience=a))
+    try:
+        claims = verify(token, audience)
+    except oidc.TokenRejected as err:
+        log.warning("ingest push token rejected", route=ROUTE_PUBSUB, error=str(err))
+        return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
+    except TransientError as err:
+        log.warning("ingest push token not verifiable now", error=str(err))
+        return _refuse(503, {"error": "retry"})
+    log.debug("ingest push token accepted", caller=clip(str(claims.get("email", ""))))
+    return None
+
+
+def _read_body(stream: Any) -> bytes | None:
+    """The body, or None once it exceeds MAX_BODY (chunked bodies have no Content-Length)."""
+    buf = bytearray()
+    while True:
+        chunk = stream.read(min(_CHUNK, MAX_BODY + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > MAX_BODY:
+            return None
+
+
+def _describe(trigger: Trigger) -> dict[str, object]:
+    if isinstance(trigger, SnapshotPushed):
+        return {"repository": trigger.repository, "tag": trigger.tag, "vm": trigger.vm_name}
+    if isinstance(trigger, SetChanged):
+        return {"cocoonset": str(trigger.ref), "why": trigger.why}
+    if isinstance(trigger, WakeRequested):
+        return {"cocoonset": str(trigger.ref)}
+    assert isinstance(trigger, SweepTick)
+    return {"dry_run": trigger.dry_run}
+
+
+def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
+    for drop in parsed.dropped:
+        log.info(
+            "ingest event dropped",
+            route=route,
+            kind=parsed.kind,
+            decision="dropped",
+            reason=drop.reason.value,
+            detail=drop.detail,
+            event_id=drop.event_id,
+        )
+    for trigger in parsed.triggers:
+        log.info(
+            "ingest event accepted",
+            route=route,
+            kind=parsed.kind,
+            decision="accepted",
+            reason=type(trigger).__name__,
+            source=trigger.source.value,
+            event_id=trigger.event_id,
+            **_describe(trigger),
+        )
+    counts = {"accepted": len(parsed.triggers), "dropped": len(parsed.dropped)}
+    if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):
+        # A `:hibernate` push we cannot place: once the variable is set the
+        # registry's redelivery succeeds, so ask for it (SPEC: ConfigError retries).
+        log.error("ingest cannot place a snapshot: COCOON_REGISTRY_BASE is not set")
+        return _reply(503, {**counts, "error": "misconfigured"})
+    if not parsed.triggers:
+        return _reply(202, counts)
+
+    act = dispatch
+    if act is None:
+        from functions import runtime  # noqa: PLC0415 - lazy: cold start
+
+        act = runtime.run
+    try:
+        act(parsed.triggers, settings=config, target=TARGET)
+    except (TransientError, ConfigError) as err:
+        log.warning(
+            "ingest dispatch failed, asking for redelivery",
+            route=route,
+            decision="retry",
+            reason=type(err).__name__,
+            detail=clip(str(err)),
+            event_id=parsed.event_id,
+        )
+        return _reply(503, {**counts, "error": "retry"})
+    except PermanentError as err:
+        log.warning(
+            "ingest dispatch gave up on the event",
+            route=route,
+            decision="dropped",
+            reason=type(err).__name__,
+            detail=clip(str(err)),
+            event_id=parsed.event_id,
+        )
+    return _reply(202, counts)

@@ -1,4 +1,10 @@
-"""Policy types of the CocoonSet API (values exactly as the CRD's enums)."""
+"""Policy types of the CocoonSet API (values exactly as the CRD's enums).
+
+A type's docstring is its description in the generated CRD (shared/crd.py),
+as a Go type's doc comment is for controller-gen: keep the text as upstream
+wrote it, and leave a type without a docstring when the CRD describes the
+field instead (HibernatePolicy).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ class HibernatePolicy(StrEnum):
 
 
 class CocoonSetPhase(StrEnum):
+    """CocoonSetPhase represents the lifecycle phase of a CocoonSet."""
+
     PENDING = "Pending"
     RUNNING = "Running"
     SCALING = "Scaling"
@@ -22,6 +30,8 @@ class CocoonSetPhase(StrEnum):
 
 
 class SnapshotPolicy(StrEnum):
+    """SnapshotPolicy defines when VM snapshots are taken."""
+
     ALWAYS = "always"
     MAIN_ONLY = "main-only"
     NEVER = "never"
@@ -38,17 +48,23 @@ class LifecycleState(StrEnum):
 
 
 class AgentMode(StrEnum):
+    """AgentMode defines the mode of an agent VM."""
+
     CLONE = "clone"
     RUN = "run"
 
 
 class ToolboxMode(StrEnum):
+    """ToolboxMode defines the mode of a toolbox VM."""
+
     RUN = "run"
     CLONE = "clone"
     STATIC = "static"
 
 
 class OSType(StrEnum):
+    """OSType defines the guest operating system type."""
+
     LINUX = "linux"
     WINDOWS = "windows"
     ANDROID = "android"
@@ -56,11 +72,22 @@ class OSType(StrEnum):
 
 
 class Backend(StrEnum):
+    """Backend selects the hypervisor backend used to run a VM.
+    Firecracker uses direct kernel boot and only supports OCI VM images
+    (cloudimg URLs and Windows are rejected); the webhook and vk-cocoon
+    enforce these constraints at admission and run time.
+    """
+
     CLOUD_HYPERVISOR = "cloud-hypervisor"
     FIRECRACKER = "firecracker"
 
 
 class ConnType(StrEnum):
+    """ConnType is the connection protocol advertised for a VM. Empty
+    falls back to OS-based inference (Linux→ssh, Windows→rdp, Android→adb);
+    set explicitly to override (e.g. Linux+xrdp→rdp).
+    """
+
     SSH = "ssh"
     RDP = "rdp"
     VNC = "vnc"

@@ -33,6 +33,11 @@ def configure(fmt: LogFormat, stream: TextIO | None = None) -> None:
     _State.stream = stream
 
 
+def set_format(fmt: LogFormat) -> None:
+    """Change the format only, keeping any stream a test or the CLI configured."""
+    _State.fmt = fmt
+
+
 def _clean(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: ("[redacted]" if k.lower() in _REDACT else v) for k, v in fields.items()}
 

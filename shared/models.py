@@ -4,13 +4,26 @@ Defaults are exactly the CRD's. Every model keeps fields it does not know
 (`extra="allow"`) so a read-modify-write never drops what another component
 wrote; dump with :func:`dump` (aliases, unset fields left out) to get back the
 object as it was read, plus only what we changed.
+
+The CocoonSet models are also the single source of the CRD: `shared.crd`
+walks them to build the OpenAPI schema. So everything the schema says lives
+here, on the models: a field's alias is the property name, its type the schema
+type, its default the schema default, `ge`/`le`/`min_length`/`max_length`/
+`pattern` the bounds, `description=` the description, and
+`json_schema_extra` carries the rest (`format`, `x-kubernetes-*` markers). A
+model's docstring (or a StrEnum's) is the description of that type wherever a
+field does not describe itself. Keys starting `x-cocoon-` are hints to the
+generator and never reach the CRD.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from shared import constants as k
 from shared.enums import (
@@ -25,16 +38,113 @@ from shared.enums import (
     ToolboxMode,
 )
 
-Quantity = int | str
+# --- generator hints (read by shared.crd, stripped from the CRD) ---------------------
+
+# The field is not in the schema's `required` list although the model needs it
+# (the Go type says `omitempty`; the API accepts an object without it).
+X_OPTIONAL: Final = "x-cocoon-optional"
+# The model's default is a convenience for readers, not an API default.
+X_NO_DEFAULT: Final = "x-cocoon-no-default"
+# The type is described elsewhere (ObjectMeta): the schema says only `type: object`.
+X_OPAQUE: Final = "x-cocoon-opaque"
+
+INT32: Final[dict[str, Any]] = {"format": "int32"}
+INT64: Final[dict[str, Any]] = {"format": "int64"}
+
+
+def list_map(*keys: str) -> dict[str, Any]:
+    """A list the API merges by key (server-side apply): `x-kubernetes-list-type: map`."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+# --- patterns and messages of the CRD ------------------------------------------------
+
+# resource.Quantity's serialization (k8s.io/apimachinery): what kube-apiserver
+# accepts as a string quantity.
+QUANTITY_PATTERN: Final = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+DNS1123_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A Kubernetes label value (may be empty): the class is used as a node label value.
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_VALUE_MAX: Final = 63
+CONDITION_REASON_PATTERN: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+CONDITION_TYPE_PATTERN: Final = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+
+# The spec's x-kubernetes-validations (CEL). shared.validation checks the same
+# rules in plain Python and reports these exact messages.
+MSG_RELEASE_MAIN_ONLY: Final = "hibernatePolicy=release requires agent.replicas=0 and no toolboxes"
+MSG_CLASS_IMMUTABLE: Final = "snapshotCompatibilityClass is immutable once set"
+RULE_RELEASE_MAIN_ONLY: Final = (
+    "!has(self.hibernatePolicy) || self.hibernatePolicy != 'release' || "
+    "((!has(self.agent.replicas) || self.agent.replicas == 0) && "
+    "(!has(self.toolboxes) || size(self.toolboxes) == 0))"
+)
+RULE_CLASS_IMMUTABLE: Final = (
+    "!has(oldSelf.snapshotCompatibilityClass) || (has(self.snapshotCompatibilityClass) && "
+    "self.snapshotCompatibilityClass == oldSelf.snapshotCompatibilityClass)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class IntOrString:
+    """Schema marker: `x-kubernetes-int-or-string`, strings matching `pattern`."""
+
+    pattern: str
+
+
+def _check_quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and not _QUANTITY_RE.search(value):
+        raise ValueError(f"{value!r} is not a quantity (e.g. 10Gi, 500m, 2)")
+    return value
+
+
+# Rust/Go regex `$` is end of text; Python's would also match before a final newline.
+_QUANTITY_RE: Final = re.compile(QUANTITY_PATTERN.removesuffix("$") + r"\Z")
+
+Quantity = Annotated[int | str, IntOrString(QUANTITY_PATTERN), AfterValidator(_check_quantity)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, use_enum_values=False)
+    # validate_assignment: `cs.status.phase = "Suspended"` stores the enum member, so
+    # what is assigned is checked and dumped exactly as what is parsed.
+    model_config = ConfigDict(
+        extra="allow", populate_by_name=True, use_enum_values=False, validate_assignment=True
+    )
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
-    """The object as the API would hold it: aliases, and only fields that were set."""
+    """The object as the API would hold it: aliases, and only fields that were set.
+
+    A field that was not in the input but was changed in place since (an
+    annotation added to a defaulted `metadata.annotations`, a phase set on a
+    defaulted `status`) counts as set: a read-modify-write must not lose it.
+    """
+    _mark_changed(model)
     return model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+def _mark_changed(value: Any) -> bool:
+    """Mark changed-in-place defaults as set; True if `value` holds anything to write."""
+    if isinstance(value, BaseModel):
+        fields_set = value.model_fields_set
+        for name, field in type(value).model_fields.items():
+            current = getattr(value, name)
+            nested = _mark_changed(current)
+            if name in fields_set:
+                continue
+            if nested or current != field.get_default(call_default_factory=True):
+                fields_set.add(name)
+        return bool(fields_set) or bool(value.model_extra)
+    if isinstance(value, list):
+        return any([_mark_changed(v) for v in value]) or bool(value)
+    if isinstance(value, dict):
+        return any([_mark_changed(v) for v in value.values()]) or bool(value)
+    return False
 
 
 class OwnerReference(_Model):
@@ -47,6 +157,8 @@ class OwnerReference(_Model):
 
 
 class ObjectMeta(_Model):
+    model_config = ConfigDict(json_schema_extra={X_OPAQUE: True})
+
     name: str = ""
     namespace: str | None = None
     uid: str | None = None
@@ -62,76 +174,223 @@ class ObjectMeta(_Model):
 
 # --- spec ----------------------------------------------------------------------------
 
+_NAME_OF_REFERENT: Final = (
+    "Name of the referent.\n"
+    "This field is effectively required, but due to backwards compatibility is\n"
+    "allowed to be empty. Instances of this type with an empty value here are\n"
+    "almost certainly wrong.\n"
+    "More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#names"
+)
+
 
 class LocalObjectRef(_Model):
-    name: str = ""
+    # corev1's ConfigMapEnvSource/SecretEnvSource are atomic: an apply replaces the whole ref.
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
+    name: str = Field(default="", description=_NAME_OF_REFERENT)
     optional: bool | None = None
 
 
+class ConfigMapEnvSource(LocalObjectRef):
+    optional: bool | None = Field(
+        default=None, description="Specify whether the ConfigMap must be defined"
+    )
+
+
+class SecretEnvSource(LocalObjectRef):
+    optional: bool | None = Field(
+        default=None, description="Specify whether the Secret must be defined"
+    )
+
+
 class EnvFromSource(_Model):
-    config_map_ref: LocalObjectRef | None = Field(default=None, alias="configMapRef")
-    prefix: str | None = None
-    secret_ref: LocalObjectRef | None = Field(default=None, alias="secretRef")
+    """EnvFromSource represents the source of a set of ConfigMaps or Secrets"""
+
+    config_map_ref: ConfigMapEnvSource | None = Field(
+        default=None, alias="configMapRef", description="The ConfigMap to select from"
+    )
+    prefix: str | None = Field(
+        default=None,
+        description=(
+            "Optional text to prepend to the name of each environment variable.\n"
+            "May consist of any printable ASCII characters except '='."
+        ),
+    )
+    secret_ref: SecretEnvSource | None = Field(
+        default=None, alias="secretRef", description="The Secret to select from"
+    )
 
 
 class ResourceClaim(_Model):
-    name: str
-    request: str | None = None
+    """ResourceClaim references one entry in PodSpec.ResourceClaims."""
+
+    name: str = Field(
+        description=(
+            "Name must match the name of one entry in pod.spec.resourceClaims of\n"
+            "the Pod where this field is used. It makes that resource available\n"
+            "inside a container."
+        )
+    )
+    request: str | None = Field(
+        default=None,
+        description=(
+            "Request is the name chosen for a request in the referenced claim.\n"
+            "If empty, everything from the claim is made available, otherwise\n"
+            "only the result of this request."
+        ),
+    )
 
 
 class ResourceRequirements(_Model):
-    claims: list[ResourceClaim] | None = None
-    limits: dict[str, Quantity] | None = None
-    requests: dict[str, Quantity] | None = None
+    """ResourceRequirements describes the compute resource requirements."""
+
+    claims: list[ResourceClaim] | None = Field(
+        default=None,
+        description=(
+            "Claims lists the names of resources, defined in spec.resourceClaims,\n"
+            "that are used by this container.\n\n"
+            "This field depends on the\n"
+            "DynamicResourceAllocation feature gate.\n\n"
+            "This field is immutable. It can only be set for containers."
+        ),
+        json_schema_extra=list_map("name"),
+    )
+    limits: dict[str, Quantity] | None = Field(
+        default=None,
+        description=(
+            "Limits describes the maximum amount of compute resources allowed.\n"
+            "More info: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/"
+        ),
+    )
+    requests: dict[str, Quantity] | None = Field(
+        default=None,
+        description=(
+            "Requests describes the minimum amount of compute resources required.\n"
+            "If Requests is omitted for a container, it defaults to Limits if that is "
+            "explicitly specified,\n"
+            "otherwise to an implementation-defined value. Requests cannot exceed Limits.\n"
+            "More info: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/"
+        ),
+    )
+
+
+# Field descriptions the agent and the toolbox share (one Go doc comment upstream).
+_FORCE_PULL: Final = "ForcePull bypasses the image cache and re-pulls from upstream."
+_NETWORK: Final = "Network selects the cluster network to attach the VM to."
+_NO_DIRECT_IO: Final = (
+    "NoDirectIO disables O_DIRECT on writable disks, using host page\n"
+    "cache instead. Useful for dev/test with few VMs and abundant host\n"
+    "memory. Cloud Hypervisor only; ignored by firecracker."
+)
+_PROBE_PORT: Final = "ProbePort overrides the default ICMP probe with a TCP port check."
+_STORAGE: Final = "Storage sizes the VM root volume."
+PORT_MAX: Final = 65535
 
 
 class AgentSpec(_Model):
+    """AgentSpec defines the configuration for agent VMs in a CocoonSet."""
+
     backend: Backend = Backend.CLOUD_HYPERVISOR
     conn_type: ConnType | None = Field(default=None, alias="connType")
     env_from: list[EnvFromSource] | None = Field(default=None, alias="envFrom")
-    force_pull: bool | None = Field(default=None, alias="forcePull")
+    force_pull: bool | None = Field(default=None, alias="forcePull", description=_FORCE_PULL)
     image: str = Field(min_length=1)
     mode: AgentMode = AgentMode.CLONE
-    network: str | None = None
-    no_direct_io: bool | None = Field(default=None, alias="noDirectIO")
+    network: str | None = Field(default=None, description=_NETWORK)
+    no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
     os: OSType = OSType.LINUX
-    probe_port: int | None = Field(default=None, alias="probePort", ge=0, le=65535)
-    replicas: int = Field(default=0, ge=0)
+    probe_port: int | None = Field(
+        default=None,
+        alias="probePort",
+        ge=0,
+        le=PORT_MAX,
+        description=_PROBE_PORT,
+        json_schema_extra=INT32,
+    )
+    replicas: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Replicas is the number of sub-agents; the main agent is always created in addition."
+        ),
+        json_schema_extra=INT32,
+    )
     resources: ResourceRequirements | None = None
     service_account_name: str | None = Field(default=None, alias="serviceAccountName")
-    storage: Quantity | None = None
+    storage: Quantity | None = Field(default=None, description=_STORAGE)
 
 
 class ToolboxSpec(_Model):
+    """ToolboxSpec defines the configuration for a toolbox VM in a CocoonSet."""
+
     backend: Backend = Backend.CLOUD_HYPERVISOR
     conn_type: ConnType | None = Field(default=None, alias="connType")
-    force_pull: bool | None = Field(default=None, alias="forcePull")
+    force_pull: bool | None = Field(default=None, alias="forcePull", description=_FORCE_PULL)
     image: str | None = None
     mode: ToolboxMode = ToolboxMode.RUN
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    network: str | None = None
-    no_direct_io: bool | None = Field(default=None, alias="noDirectIO")
+    name: str = Field(min_length=1, pattern=DNS1123_LABEL_PATTERN)
+    network: str | None = Field(default=None, description=_NETWORK)
+    no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
     os: OSType = OSType.LINUX
-    probe_port: int | None = Field(default=None, alias="probePort", ge=0, le=65535)
+    probe_port: int | None = Field(
+        default=None,
+        alias="probePort",
+        ge=0,
+        le=PORT_MAX,
+        description=_PROBE_PORT,
+        json_schema_extra=INT32,
+    )
     resources: ResourceRequirements | None = None
     static_ip: str | None = Field(default=None, alias="staticIP")
     static_vm_id: str | None = Field(default=None, alias="staticVMID")
-    storage: Quantity | None = None
-    vnc_port: int | None = Field(default=None, alias="vncPort", ge=0, le=65535)
+    storage: Quantity | None = Field(default=None, description=_STORAGE)
+    vnc_port: int | None = Field(
+        default=None, alias="vncPort", ge=0, le=PORT_MAX, json_schema_extra=INT32
+    )
 
 
 class CocoonSetSpec(_Model):
+    """CocoonSetSpec defines the desired state of a CocoonSet."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"message": MSG_RELEASE_MAIN_ONLY, "rule": RULE_RELEASE_MAIN_ONLY},
+                {"message": MSG_CLASS_IMMUTABLE, "rule": RULE_CLASS_IMMUTABLE},
+            ]
+        }
+    )
+
     agent: AgentSpec
     hibernate_policy: HibernatePolicy = Field(
-        default=HibernatePolicy.RETAIN, alias="hibernatePolicy"
+        default=HibernatePolicy.RETAIN,
+        alias="hibernatePolicy",
+        description=(
+            "HibernatePolicy keeps (retain) or frees (release) the VM's scheduling\n"
+            "seat while suspended; release requires a main-only set until sub-agent/\n"
+            "toolbox restore intent is extended."
+        ),
     )
-    node_name: str | None = Field(default=None, alias="nodeName")
+    node_name: str | None = Field(
+        default=None,
+        alias="nodeName",
+        description=(
+            "NodeName pins the VM to a node (cross-node migrate). Empty = let the\n"
+            "scheduler place it within NodePool and leave it alone; a value adds a\n"
+            "hostname nodeAffinity so the pod lands there or stays Pending if it won't fit."
+        ),
+    )
     node_pool: str = Field(default=k.DEFAULT_POOL, alias="nodePool")
     snapshot_compatibility_class: str | None = Field(
         default=None,
         alias="snapshotCompatibilityClass",
-        max_length=63,
-        pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+        max_length=LABEL_VALUE_MAX,
+        pattern=LABEL_VALUE_PATTERN,
+        description=(
+            "SnapshotCompatibilityClass selects nodes that expose a guest-visible CPU\n"
+            "ABI compatible with this set's memory snapshots. It is independent from\n"
+            "NodePool so multiple workload pools can share one snapshot class."
+        ),
     )
     snapshot_policy: SnapshotPolicy = Field(default=SnapshotPolicy.ALWAYS, alias="snapshotPolicy")
     suspend: bool | None = None
@@ -142,26 +401,85 @@ class CocoonSetSpec(_Model):
 
 
 class AgentStatus(_Model):
+    """AgentStatus represents the observed state of a single agent VM."""
+
     forked_from: str | None = Field(default=None, alias="forkedFrom")
     ip: str | None = None
     phase: str | None = None
     pod_name: str | None = Field(default=None, alias="podName")
     role: str
-    slot: int
+    slot: int = Field(json_schema_extra=INT32)
     vm_id: str | None = Field(default=None, alias="vmID")
     vm_name: str | None = Field(default=None, alias="vmName")
 
 
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
 class Condition(_Model):
-    last_transition_time: str = Field(alias="lastTransitionTime")
-    message: str
-    observed_generation: int | None = Field(default=None, alias="observedGeneration")
-    reason: str
-    status: str
-    type: str
+    """Condition contains details for one aspect of the current state of this API Resource."""
+
+    # metav1.Condition, descriptions as upstream wrote them.
+    last_transition_time: str = Field(
+        alias="lastTransitionTime",
+        description=(
+            "lastTransitionTime is the last time the condition transitioned from one status "
+            "to another.\n"
+            "This should be when the underlying condition changed.  If that is not known, "
+            "then using the time when the API field changed is acceptable."
+        ),
+        json_schema_extra={"format": "date-time"},
+    )
+    message: str = Field(
+        max_length=32768,
+        description=(
+            "message is a human readable message indicating details about the transition.\n"
+            "This may be an empty string."
+        ),
+    )
+    observed_generation: int | None = Field(
+        default=None,
+        alias="observedGeneration",
+        ge=0,
+        description=(
+            "observedGeneration represents the .metadata.generation that the condition was "
+            "set based upon.\n"
+            "For instance, if .metadata.generation is currently 12, but the "
+            ".status.conditions[x].observedGeneration is 9, the condition is out of date\n"
+            "with respect to the current state of the instance."
+        ),
+        json_schema_extra=INT64,
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=CONDITION_REASON_PATTERN,
+        description=(
+            "reason contains a programmatic identifier indicating the reason for the "
+            "condition's last transition.\n"
+            "Producers of specific condition types may define expected values and meanings "
+            "for this field,\n"
+            "and whether the values are considered a guaranteed API.\n"
+            "The value should be a CamelCase string.\n"
+            "This field may not be empty."
+        ),
+    )
+    status: ConditionStatus = Field(
+        description="status of the condition, one of True, False, Unknown."
+    )
+    type: str = Field(
+        max_length=316,
+        pattern=CONDITION_TYPE_PATTERN,
+        description="type of condition in CamelCase or in foo.example.com/CamelCase.",
+    )
 
 
 class ToolboxStatus(_Model):
+    """ToolboxStatus represents the observed state of a single toolbox VM."""
+
     conn_type: ConnType | None = Field(default=None, alias="connType")
     ip: str | None = None
     name: str
@@ -169,26 +487,60 @@ class ToolboxStatus(_Model):
     pod_name: str | None = Field(default=None, alias="podName")
     vm_id: str | None = Field(default=None, alias="vmID")
     vm_name: str | None = Field(default=None, alias="vmName")
-    vnc_port: int | None = Field(default=None, alias="vncPort")
+    vnc_port: int | None = Field(default=None, alias="vncPort", json_schema_extra=INT32)
 
 
 class CocoonSetStatus(_Model):
-    agents: list[AgentStatus] | None = None
-    conditions: list[Condition] | None = None
-    desired_agents: int | None = Field(default=None, alias="desiredAgents")
-    desired_toolboxes: int | None = Field(default=None, alias="desiredToolboxes")
-    observed_generation: int | None = Field(default=None, alias="observedGeneration")
+    """CocoonSetStatus represents the observed state of a CocoonSet."""
+
+    agents: list[AgentStatus] | None = Field(default=None, json_schema_extra=list_map("slot"))
+    conditions: list[Condition] | None = Field(default=None, json_schema_extra=list_map("type"))
+    desired_agents: int | None = Field(default=None, alias="desiredAgents", json_schema_extra=INT32)
+    desired_toolboxes: int | None = Field(
+        default=None, alias="desiredToolboxes", json_schema_extra=INT32
+    )
+    observed_generation: int | None = Field(
+        default=None, alias="observedGeneration", json_schema_extra=INT64
+    )
     phase: CocoonSetPhase | None = None
-    ready_agents: int | None = Field(default=None, alias="readyAgents")
-    ready_toolboxes: int | None = Field(default=None, alias="readyToolboxes")
-    toolboxes: list[ToolboxStatus] | None = None
+    ready_agents: int | None = Field(default=None, alias="readyAgents", json_schema_extra=INT32)
+    ready_toolboxes: int | None = Field(
+        default=None, alias="readyToolboxes", json_schema_extra=INT32
+    )
+    toolboxes: list[ToolboxStatus] | None = Field(default=None, json_schema_extra=list_map("name"))
 
 
 class CocoonSet(_Model):
-    api_version: str = Field(default=k.API_VERSION, alias="apiVersion")
-    kind: str = k.KIND
+    """CocoonSet is the Schema for the cocoonsets API."""
+
+    # TypeMeta: the defaults help readers of a bare spec; the API has none.
+    api_version: str = Field(
+        default=k.API_VERSION,
+        alias="apiVersion",
+        description=(
+            "APIVersion defines the versioned schema of this representation of an object.\n"
+            "Servers should convert recognized schemas to the latest internal value, and\n"
+            "may reject unrecognized values.\n"
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+            "api-conventions.md#resources"
+        ),
+        json_schema_extra={X_NO_DEFAULT: True},
+    )
+    kind: str = Field(
+        default=k.KIND,
+        description=(
+            "Kind is a string value representing the REST resource this object represents.\n"
+            "Servers may infer this from the endpoint the client submits requests to.\n"
+            "Cannot be updated.\n"
+            "In CamelCase.\n"
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+            "api-conventions.md#types-kinds"
+        ),
+        json_schema_extra={X_NO_DEFAULT: True},
+    )
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: CocoonSetSpec
+    # The Go field is `omitempty`: the API accepts a CocoonSet without spec; we never read one.
+    spec: CocoonSetSpec = Field(json_schema_extra={X_OPTIONAL: True})
     status: CocoonSetStatus = Field(default_factory=CocoonSetStatus)
 
     @property

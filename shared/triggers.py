@@ -2,11 +2,15 @@
 
 Triggers are hints: the functions re-read live state and reconcile, so a
 trigger carries only what is needed to find the sets to look at.
+
+`event_id` is the producer's id (registry event id, CloudEvent id, auditID,
+Pub/Sub messageId): a correlation id for logs only. It is left out of
+equality so that two deliveries of the same fact compare equal.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from shared.names import SetRef
@@ -35,6 +39,7 @@ class SnapshotPushed:
     digest: str | None
     source: Source
     vm_name: str
+    event_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +47,21 @@ class SetChanged:
     ref: SetRef
     why: str
     source: Source
+    event_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class WakeRequested:
     ref: SetRef
     source: Source
+    event_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class SweepTick:
     dry_run: bool
     source: Source
+    event_id: str | None = field(default=None, compare=False)
 
 
 Trigger = SnapshotPushed | SetChanged | WakeRequested | SweepTick

@@ -1,0 +1,30 @@
+"""`cocoon-hibernation crd`: print the CocoonSet CRD generated from the models."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import yaml
+
+from shared.crd import cocoonset_crd
+
+
+@click.command(name="crd")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["yaml", "json"]),
+    default="yaml",
+    show_default=True,
+    help="Output format.",
+)
+def command(output: str) -> None:
+    """Print the CocoonSet CustomResourceDefinition (kubectl apply -f - ready)."""
+    crd = cocoonset_crd()
+    if output == "json":
+        click.echo(json.dumps(crd, indent=2, ensure_ascii=False))
+    else:
+        click.echo(
+            yaml.safe_dump(crd, sort_keys=True, allow_unicode=True, explicit_start=True), nl=False
+        )

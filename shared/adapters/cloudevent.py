@@ -1,0 +1,176 @@
+"""CloudEvent -> triggers: the entry the `release`, `wake` and `sweep` targets use.
+
+The event is read by duck typing (`event["type"]`, `event.get_attributes()`,
+`event.data`), the interface `cloudevents.http.CloudEvent` 1.x offers; the
+product never imports `cloudevents` itself, so the 1.x -> 2.x move of that
+API touches only this module.
+
+`accept` is the set of CloudEvent types a target takes (SPEC §11); anything
+else is dropped with a reason and acknowledged. For a Pub/Sub message the
+type it stands for (see `control.classify_pubsub`) must be accepted too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+from shared.adapters.control import (
+    classify_pubsub,
+    parse_tick,
+    parse_wake,
+    require_json,
+    unwrap_pubsub,
+)
+from shared.adapters.kube import parse_gke_audit, parse_knative, parse_set_changed
+from shared.adapters.registry import (
+    harbor_event_data,
+    parse_artifact_registry,
+    parse_snapshot_pushed,
+)
+from shared.adapters.result import DropReason, Parsed, as_object, clip, loads, show
+from shared.config import Settings
+from shared.constants import (
+    CE_AUDIT_WRITTEN,
+    CE_HARBOR_PUSHED,
+    CE_KNATIVE_PING,
+    CE_KNATIVE_PREFIX,
+    CE_PUBSUB_PUBLISHED,
+    CE_SET_CHANGED,
+    CE_SNAPSHOT_PUSHED,
+    CE_SWEEP_REQUESTED,
+    CE_WAKE_REQUESTED,
+)
+from shared.errors import MalformedEvent
+from shared.triggers import Source
+
+KNATIVE_TYPES = frozenset(
+    f"{CE_KNATIVE_PREFIX}{mode}.{action}"
+    for mode in ("resource", "ref")
+    for action in ("add", "update", "delete")
+)
+_CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
+
+# What each CloudEvent target takes (SPEC §11). A Pub/Sub message is admitted
+# by its outer type and then by the canonical type it stands for.
+ACCEPT_RELEASE = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED}) | _CHANGES
+ACCEPT_WAKE = frozenset({CE_WAKE_REQUESTED, CE_PUBSUB_PUBLISHED}) | _CHANGES
+ACCEPT_SWEEP = frozenset({CE_PUBSUB_PUBLISHED, CE_KNATIVE_PING, CE_SWEEP_REQUESTED})
+# What a registry webhook may POST as a structured CloudEvent to `ingest /registry`.
+ACCEPT_REGISTRY = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED})
+
+
+def parse_cloudevent(
+    event: Any, *, settings: Settings, accept: frozenset[str] | None = None
+) -> Parsed:
+    """A functions-framework CloudEvent (duck-typed) -> triggers and drops."""
+    try:
+        ce_type = event["type"]
+        attributes = dict(event.get_attributes())
+        data = event.data
+    except (KeyError, AttributeError, TypeError) as err:
+        raise MalformedEvent(f"not a CloudEvent: {show(err)}") from None
+    return parse_parts(ce_type, attributes, data, settings=settings, accept=accept)
+
+
+def parse_structured(
+    envelope: Mapping[str, Any], *, settings: Settings, accept: frozenset[str] | None
+) -> Parsed:
+    """A structured-mode CloudEvent already decoded from JSON (`application/cloudevents+json`)."""
+    attributes = {k: v for k, v in envelope.items() if k not in ("data", "data_base64")}
+    if "data_base64" in envelope:
+        encoded = envelope["data_base64"]
+        if not isinstance(encoded, str):
+            raise MalformedEvent("data_base64 must be a string")
+        try:
+            data: Any = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as err:
+            raise MalformedEvent(f"data_base64 is not base64: {err}") from None
+    else:
+        data = envelope.get("data")
+    return parse_parts(envelope.get("type"), attributes, data, settings=settings, accept=accept)
+
+
+def _json(data: Any, *, what: str) -> Any:
+    """CloudEvent data as JSON: the SDK hands over bytes/str when it could not decode it."""
+    if isinstance(data, bytes | bytearray | str):
+        return loads(bytes(data) if isinstance(data, bytearray) else data, what=what)
+    return data
+
+
+def parse_parts(
+    ce_type: object,
+    attributes: Mapping[str, Any],
+    data: Any,
+    *,
+    settings: Settings,
+    accept: frozenset[str] | None,
+) -> Parsed:
+    if not isinstance(ce_type, str) or not ce_type:
+        raise MalformedEvent("CloudEvent without a type")
+    raw_id = attributes.get("id")
+    event_id = clip(raw_id) if isinstance(raw_id, str) and raw_id else None
+    if accept is not None and ce_type not in accept:
+        out = Parsed(kind="cloudevent", event_id=event_id)
+        out.drop(DropReason.NOT_ACCEPTED, clip(ce_type))
+        return out
+
+    if ce_type == CE_PUBSUB_PUBLISHED:
+        return _parse_pubsub(data, settings=settings, accept=accept, event_id=event_id)
+    if ce_type == CE_SNAPSHOT_PUSHED:
+        body = as_object(_json(data, what=ce_type), what="data")
+        return parse_snapshot_pushed(body, settings, event_id)
+    if ce_type == CE_HARBOR_PUSHED:
+        out = Parsed(kind="harbor-cloudevents", event_id=event_id)
+        body = as_object(_json(data, what=ce_type), what="data")
+        harbor_event_data(out, body, settings, event_id)
+        return out
+    if ce_type == CE_SET_CHANGED:
+        return parse_set_changed(_json(data, what=ce_type), settings, event_id)
+    if ce_type == CE_WAKE_REQUESTED:
+        return parse_wake(_json(data, what=ce_type), settings, event_id, Source.CANONICAL)
+    if ce_type == CE_AUDIT_WRITTEN:
+        entry = as_object(_json(data, what=ce_type), what="data")
+        return parse_gke_audit(entry, attributes, settings, event_id)
+    if ce_type in KNATIVE_TYPES:
+        return parse_knative(ce_type, _json(data, what=ce_type), attributes, settings, event_id)
+    if ce_type == CE_SWEEP_REQUESTED:
+        tick: Any = _json(data, what=ce_type) if data not in (None, b"", "") else None
+        return parse_tick(tick, event_id, Source.CANONICAL)
+    if ce_type == CE_KNATIVE_PING:
+        # PingSource data is whatever the user configured: a tick whatever it says.
+        try:
+            ping: Any = _json(data, what=ce_type) if data not in (None, b"", "") else None
+        except MalformedEvent:
+            ping = None
+        return parse_tick(ping, event_id, Source.KNATIVE)
+    out = Parsed(kind="cloudevent", event_id=event_id)
+    out.drop(DropReason.UNKNOWN_TYPE, clip(ce_type))
+    return out
+
+
+def _parse_pubsub(
+    data: Any, *, settings: Settings, accept: frozenset[str] | None, event_id: str | None
+) -> Parsed:
+    message = unwrap_pubsub(_json(data, what=CE_PUBSUB_PUBLISHED))
+    event_id = message.message_id or event_id
+    stands_for = classify_pubsub(message)
+    if accept is not None and stands_for not in accept:
+        out = Parsed(kind="pubsub", event_id=event_id)
+        out.drop(DropReason.NOT_ACCEPTED, f"Pub/Sub message carrying {stands_for}")
+        return out
+    if stands_for == CE_SNAPSHOT_PUSHED:
+        body = as_object(require_json(message), what="message.data")
+        if "action" in body:
+            return parse_artifact_registry(body, settings, event_id)
+        return parse_snapshot_pushed(body, settings, event_id)
+    if stands_for == CE_AUDIT_WRITTEN:
+        entry = as_object(require_json(message), what="message.data")
+        return parse_gke_audit(entry, {}, settings, event_id)
+    if stands_for == CE_WAKE_REQUESTED:
+        return parse_wake(require_json(message), settings, event_id, Source.PUBSUB)
+    if stands_for == CE_SET_CHANGED:
+        return parse_set_changed(require_json(message), settings, event_id)
+    return parse_tick(message.data, event_id, Source.SCHEDULER)

@@ -1,0 +1,50 @@
+"""Bodies POSTed to the HTTP `ingest` target -> triggers (format detected from the body).
+
+`POST /registry` takes whatever a registry webhook sends: the Distribution
+envelope, Harbor's Default JSON, Harbor's CloudEvents JSON (structured mode)
+or an ECR EventBridge envelope. The Content-Type is only a hint (Harbor and
+EventBridge both say `application/json`), so the body's shape decides.
+`POST /kubernetes/audit` takes an audit `EventList`; `POST /pubsub` a Pub/Sub
+push envelope.
+"""
+
+from __future__ import annotations
+
+from shared.adapters.cloudevent import ACCEPT_REGISTRY, parse_parts, parse_structured
+from shared.adapters.kube import parse_audit_eventlist
+from shared.adapters.registry import (
+    parse_distribution,
+    parse_ecr,
+    parse_harbor_default,
+    parse_registry_json,
+)
+from shared.adapters.result import Parsed, clip, loads, show
+from shared.config import Settings
+from shared.constants import CE_PUBSUB_PUBLISHED
+from shared.errors import MalformedEvent
+
+__all__ = ["parse_audit_eventlist", "parse_pubsub_push", "parse_registry_webhook"]
+
+
+def parse_registry_webhook(body: bytes, content_type: str | None, settings: Settings) -> Parsed:
+    envelope = parse_registry_json(body)
+    if "events" in envelope:
+        return parse_distribution(envelope, settings)
+    if "specversion" in envelope:
+        return parse_structured(envelope, settings=settings, accept=ACCEPT_REGISTRY)
+    if "detail-type" in envelope:
+        return parse_ecr(envelope, settings)
+    if "event_data" in envelope and "type" in envelope:
+        return parse_harbor_default(envelope, settings)
+    raise MalformedEvent(
+        f"unrecognised registry notification (Content-Type {show(content_type)!r}, "
+        f"keys {clip(', '.join(sorted(map(str, envelope))))})"
+    )
+
+
+def parse_pubsub_push(
+    body: bytes, settings: Settings, accept: frozenset[str] | None = None
+) -> Parsed:
+    """A Pub/Sub push subscription's wrapped body (no Eventarc in between)."""
+    envelope = loads(body, what="Pub/Sub push")
+    return parse_parts(CE_PUBSUB_PUBLISHED, {}, envelope, settings=settings, accept=accept)

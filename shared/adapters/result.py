@@ -1,0 +1,161 @@
+"""What an adapter returns: the triggers it kept and, for logs, why it dropped the rest.
+
+Adapters are pure: bytes or a decoded envelope in, a :class:`Parsed` out, no
+network and no client. An input that cannot matter is not an error: it is a
+:class:`Drop` with a reason, so the target can acknowledge it and say why in
+one log line. Only input that cannot be read at all raises (`MalformedEvent`,
+`InvalidName`, both permanent: acknowledged, never retried).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from shared.errors import MalformedEvent
+from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+
+# Untrusted text quoted in a drop detail is cut: a log line is not a place for a payload.
+DETAIL_MAX = 200
+
+
+class DropReason(StrEnum):
+    """Why an event (or one item of a batch) produced no trigger."""
+
+    NOT_ACCEPTED = "type-not-accepted"  # this target does not take the event type (SPEC §11)
+    UNKNOWN_TYPE = "unknown-type"
+    NOT_PUSH = "not-a-push"  # pull, mount, delete, scan, ...
+    PUSH_FAILED = "push-failed"  # ECR result FAILURE
+    BLOB = "blob-push"  # a layer or config blob: never a tag
+    UNTAGGED = "untagged"  # push by digest (index children, attestations)
+    TAG = "tag-not-hibernate"
+    NO_REGISTRY_BASE = "registry-base-unset"
+    OUTSIDE_BASE = "repository-outside-base"
+    NOT_A_VM = "not-an-agent-vm"
+    NAMESPACE = "namespace-not-allowed"
+    STAGE = "audit-stage"  # RequestReceived / ResponseStarted / Panic
+    READ = "read-verb"
+    VERB = "unknown-verb"
+    REQUEST_FAILED = "request-failed"  # non-2xx audit status, non-OK gRPC status
+    RESOURCE = "other-resource"
+    SUBRESOURCE = "other-subresource"
+    NOT_COCOONSET_POD = "pod-not-owned-by-a-cocoonset"
+    NO_NAME = "no-object-name"
+    SERVICE = "other-service"
+    DUPLICATE = "duplicate"  # same trigger twice in one batch
+    INVALID_NAME = "invalid-name"
+    MALFORMED = "malformed"
+
+
+class Drop(NamedTuple):
+    reason: DropReason
+    detail: str
+    event_id: str | None = None
+
+
+def _dedupe_key(trigger: Trigger) -> tuple[object, ...]:
+    # A batch often carries several writes to one set (patch, then status
+    # update); one reconcile per set is enough since it re-reads live state.
+    if isinstance(trigger, SetChanged | WakeRequested):
+        return (type(trigger).__name__, trigger.ref)
+    if isinstance(trigger, SnapshotPushed):
+        return ("SnapshotPushed", trigger.repository, trigger.tag, trigger.digest)
+    assert isinstance(trigger, SweepTick)
+    return ("SweepTick", trigger.dry_run)
+
+
+@dataclass(slots=True)
+class Parsed:
+    """Triggers kept (deduplicated, in arrival order) and drops with their reasons.
+
+    Iterating a `Parsed` iterates its triggers, so callers that only want the
+    triggers can treat it as the list.
+    """
+
+    triggers: list[Trigger] = field(default_factory=list)
+    dropped: list[Drop] = field(default_factory=list)
+    event_id: str | None = None
+    kind: str = ""  # the detected format, for logs ("distribution", "k8s-audit", ...)
+
+    def __iter__(self) -> Iterator[Trigger]:
+        return iter(self.triggers)
+
+    def __len__(self) -> int:
+        return len(self.triggers)
+
+    def add(self, trigger: Trigger) -> None:
+        key = _dedupe_key(trigger)
+        if any(_dedupe_key(t) == key for t in self.triggers):
+            self.drop(DropReason.DUPLICATE, str(key[1:]), trigger.event_id)
+            return
+        self.triggers.append(trigger)
+
+    def drop(self, reason: DropReason, detail: object = "", event_id: str | None = None) -> None:
+        text = detail if isinstance(detail, str) else repr(detail)
+        self.dropped.append(Drop(reason, clip(text), event_id or self.event_id))
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= DETAIL_MAX else text[:DETAIL_MAX] + "…"
+
+
+def show(value: object) -> str:
+    """Untrusted JSON value as a clipped string for a log detail; never raises."""
+    if isinstance(value, str):
+        return clip(value)
+    try:
+        return clip(str(value))
+    except ValueError:  # int too large to print (sys.set_int_max_str_digits)
+        return f"<{type(value).__name__}>"
+
+
+# --- reading untrusted JSON ---------------------------------------------------
+
+
+def loads(body: bytes | str, *, what: str) -> Any:
+    """JSON from the wire; anything unreadable is a MalformedEvent."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+        raise MalformedEvent(f"{what}: not JSON ({show(err)})") from None
+
+
+def as_object(value: object, *, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MalformedEvent(f"{what}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def as_list(value: object, *, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise MalformedEvent(f"{what}: expected a JSON array, got {type(value).__name__}")
+    return value
+
+
+def opt_object(parent: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    return as_object(value, what=key)
+
+
+def opt_str(parent: Mapping[str, Any], key: str) -> str | None:
+    """A string field that may be absent; empty counts as absent (ECR's untagged `""`)."""
+    value = parent.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise MalformedEvent(f"{key}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def event_id_of(parent: Mapping[str, Any], *keys: str) -> str | None:
+    """The first id-like field present, as a clipped string (a log correlation id only)."""
+    for key in keys:
+        value = parent.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+            return show(value)
+    return None

@@ -1,0 +1,320 @@
+"""What kube-apiserver would say about a CocoonSet, in plain Python.
+
+:func:`validate_cocoonset` mirrors the CRD: the structural schema (types,
+enums, patterns, lengths, bounds, required fields, list-map keys) is walked
+from the schema `shared.crd` generates from the models, so a rule exists in
+exactly one place; the two `x-kubernetes-validations` CEL rules are restated
+here as Python (no CEL at run time: this is imported by the functions, and a
+CEL interpreter is neither light nor needed for two rules). The agreement test
+holds the restatement to the reference CRD's CEL under cel-python.
+
+Semantics followed from the API server, so the answers agree with it:
+
+- `null` is absent (the server prunes nulls of non-nullable fields);
+- unknown fields are not errors (the server prunes them);
+- patterns are Go regexps searched in the value (`$` is end of text);
+- `format: date-time` is RFC 3339 (the other formats here are integer widths,
+  which the server does not check);
+- a CEL rule reading `oldSelf` runs only on update, i.e. with `old`;
+- messages are rendered as `field.Error` renders them
+  (`spec.agent.replicas: Invalid value: -1: spec.agent.replicas in body should
+  be greater than or equal to 0`).
+
+Not mirrored: validation ratcheting on update (an unchanged invalid field is
+reported here though the server would let it pass), and the server's
+defaulting (no rule here depends on a default: each rule treats an absent
+field as its default would be treated).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared import constants as k
+from shared.crd import cocoonset_schema
+from shared.models import MSG_CLASS_IMMUTABLE, MSG_RELEASE_MAIN_ONLY
+from shared.names import is_dns1123_label, is_dns1123_subdomain
+
+# k8s.io/apimachinery/pkg/util/validation's messages for object names.
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+    "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
+    "[a-z0-9])?)*')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+# `format: date-time` (metav1.Time): RFC 3339 with a zone, optional fractional seconds.
+_RFC3339 = re.compile(r"\A\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One error as kube-apiserver reports it: the field path and what is wrong."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+def validate_cocoonset(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
+) -> list[Violation]:
+    """Every reason the API server would refuse `obj` (an update of `old` when given).
+
+    `obj` is the object as sent (a parsed manifest, a dumped model). An empty
+    list means the server would accept it.
+    """
+    if not isinstance(obj, Mapping):
+        return [_type_error("", obj, "object")]
+    out: list[Violation] = []
+    for key, want in (("apiVersion", k.API_VERSION), ("kind", k.KIND)):
+        value = obj.get(key)
+        if value is not None and value != want:
+            out.append(
+                Violation(
+                    key, f"Unsupported value: {_quote(value)}: supported values: {_quote(want)}"
+                )
+            )
+    out.extend(_check_metadata(obj.get("metadata")))
+    out.extend(_check_node(_schema(), obj, ""))
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        old_spec = old.get("spec") if isinstance(old, Mapping) else None
+        out.extend(_check_spec_rules(spec, old_spec if isinstance(old_spec, Mapping) else None))
+    return out
+
+
+# --- the CEL rules, restated -----------------------------------------------------------
+
+
+def release_is_main_only(spec: Mapping[str, Any]) -> bool:
+    """`hibernatePolicy=release requires agent.replicas=0 and no toolboxes`."""
+    if spec.get("hibernatePolicy") != "release":
+        return True
+    agent = spec.get("agent")
+    replicas = agent.get("replicas") if isinstance(agent, Mapping) else None
+    return replicas in (None, 0) and not spec.get("toolboxes")
+
+
+def class_kept(spec: Mapping[str, Any], old_spec: Mapping[str, Any]) -> bool:
+    """`snapshotCompatibilityClass is immutable once set` (empty counts as set)."""
+    before = old_spec.get("snapshotCompatibilityClass")
+    return before is None or spec.get("snapshotCompatibilityClass") == before
+
+
+def _check_spec_rules(
+    spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None
+) -> Iterator[Violation]:
+    # CEL violations render as field.Invalid(path, <schema type>, message).
+    if not release_is_main_only(spec):
+        yield Violation("spec", f'Invalid value: "object": {MSG_RELEASE_MAIN_ONLY}')
+    if old_spec is not None and not class_kept(spec, old_spec):
+        yield Violation("spec", f'Invalid value: "object": {MSG_CLASS_IMMUTABLE}')
+
+
+# --- metadata (the server's ObjectMeta validation, the part a manifest can get wrong) ---
+
+
+def _check_metadata(meta: object) -> Iterator[Violation]:
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        yield _type_error("metadata", meta, "object")
+        return
+    name = meta.get("name")
+    if name is None:
+        if not meta.get("generateName"):
+            yield Violation("metadata.name", "Required value: name or generateName is required")
+    elif not isinstance(name, str) or not is_dns1123_subdomain(name):
+        yield Violation("metadata.name", f"Invalid value: {_quote(name)}: {_SUBDOMAIN_MSG}")
+    namespace = meta.get("namespace")
+    if namespace is not None and (
+        not isinstance(namespace, str) or not is_dns1123_label(namespace)
+    ):
+        yield Violation("metadata.namespace", f"Invalid value: {_quote(namespace)}: {_LABEL_MSG}")
+
+
+# --- the structural schema walk --------------------------------------------------------
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    schema = cocoonset_schema()
+    # metadata is ObjectMeta: checked above, not by the (opaque) schema.
+    schema["properties"].pop("metadata", None)
+    return schema
+
+
+def _check_node(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Violation]:
+    if "anyOf" in schema:  # int-or-string, the only anyOf a structural schema has here
+        if _is_int(value) or isinstance(value, str):
+            yield from _check_scalar(schema, value, path)
+        else:
+            yield _type_error(path, value, "integer or string")
+        return
+    kind = schema.get("type")
+    if kind == "object":
+        if not isinstance(value, Mapping):
+            yield _type_error(path, value, "object")
+            return
+        yield from _check_object(schema, value, path)
+    elif kind == "array":
+        if not isinstance(value, list):
+            yield _type_error(path, value, "array")
+            return
+        for i, item in enumerate(value):
+            if item is not None:
+                yield from _check_node(schema["items"], item, f"{path}[{i}]")
+        yield from _check_list_map(schema, value, path)
+    elif kind == "string" and not isinstance(value, str):
+        yield _type_error(path, value, "string")
+    elif kind == "integer" and not _is_int(value):
+        yield _type_error(path, value, "integer")
+    elif kind == "boolean" and not isinstance(value, bool):
+        yield _type_error(path, value, "boolean")
+    else:
+        yield from _check_scalar(schema, value, path)
+
+
+def _check_object(
+    schema: Mapping[str, Any], value: Mapping[Any, Any], path: str
+) -> Iterator[Violation]:
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    for key in schema.get("required", ()):
+        if value.get(key) is None:
+            yield Violation(_child(path, key), "Required value")
+    for key, sub in properties.items():
+        if value.get(key) is not None:
+            yield from _check_node(sub, value[key], _child(path, key))
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        for key, item in value.items():
+            if item is not None:
+                yield from _check_node(extra, item, f"{path}[{key}]")
+
+
+def _check_list_map(schema: Mapping[str, Any], items: list[Any], path: str) -> Iterator[Violation]:
+    if schema.get("x-kubernetes-list-type") != "map":
+        return
+    keys: list[str] = schema.get("x-kubernetes-list-map-keys", [])
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            continue
+        identity = {key: item.get(key) for key in keys}
+        token = json.dumps(identity, sort_keys=True, default=str)
+        if token in seen:
+            yield Violation(f"{path}[{i}]", f"Duplicate value: {token}")
+        seen.add(token)
+
+
+def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Violation]:
+    # kube-openapi's wording: "<path> in body should ...", rendered as Invalid.
+    where = path or "<root>"
+    if "enum" in schema and value not in schema["enum"]:
+        supported = ", ".join(_quote(v) for v in schema["enum"])
+        yield Violation(path, f"Unsupported value: {_quote(value)}: supported values: {supported}")
+        return
+    if isinstance(value, str):
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            yield Violation(path, f"Too long: may not be longer than {schema['maxLength']}")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            yield _invalid(
+                path, value, f"{where} in body should be at least {schema['minLength']} chars long"
+            )
+        if schema.get("format") == "date-time" and not _RFC3339.match(value):
+            yield _invalid(
+                path, value, f"{where} in body must be of type date-time: {_quote(value)}"
+            )
+        if "pattern" in schema and not go_regex_search(schema["pattern"], value):
+            yield _invalid(path, value, f"{where} in body should match '{schema['pattern']}'")
+    elif _is_int(value):
+        number = value
+        if "minimum" in schema and number < schema["minimum"]:
+            yield _invalid(
+                path,
+                value,
+                f"{where} in body should be greater than or equal to {schema['minimum']}",
+            )
+        if "maximum" in schema and number > schema["maximum"]:
+            yield _invalid(
+                path, value, f"{where} in body should be less than or equal to {schema['maximum']}"
+            )
+
+
+def go_regex_search(pattern: str, value: str) -> bool:
+    """Go's `regexp.MatchString`: a search, where `$` is the end of the text.
+
+    Python's `$` also matches before a trailing newline, so `"abc\\n"` would
+    pass a `^[a-z]+$` here that the API server rejects.
+    """
+    return _go_regex(pattern).search(value) is not None
+
+
+@functools.cache
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    # The CRD's patterns end in an unescaped `$` and use it nowhere else.
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
+def _is_int(value: object) -> bool:
+    # JSON has numbers, not ints: the server takes 2.0 as an integer; bool is not one.
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _type_error(path: str, value: object, want: str) -> Violation:
+    got = _json_type(value)
+    where = path or "<root>"
+    return Violation(
+        path, f'Invalid value: "{got}": {where} in body must be of type {want}: "{got}"'
+    )
+
+
+def _invalid(path: str, value: object, detail: str) -> Violation:
+    return Violation(path, f"Invalid value: {_quote(value)}: {detail}")
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number" if isinstance(value, float) and not value.is_integer() else "integer"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return "null" if value is None else type(value).__name__
+
+
+def _quote(value: object) -> str:
+    """Go's `%q` for strings, `%v` for the rest (how field.Error prints a value)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key

@@ -1,0 +1,231 @@
+"""`cocoon-hibernation validate` and `crd`, driven as a user drives them.
+
+Through click's CliRunner for the tables, and once as a real subprocess of the
+installed console script (what `uv run cocoon-hibernation` runs) over every
+shipped example.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from cli.main import main
+from shared.crd import cocoonset_crd
+from tests.conftest import REPO_ROOT
+
+CLASS_RE = "'^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'"
+NAME_RE = "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"
+RELEASE = (
+    'spec: Invalid value: "object": '
+    "hibernatePolicy=release requires agent.replicas=0 and no toolboxes"
+)
+
+# examples/invalid/<name>.yaml -> the exact stdout lines after "FILE: "
+INVALID_EXAMPLES = {
+    "release-with-replicas": [f"default/release-with-replicas: {RELEASE}"],
+    "release-with-toolboxes": [f"team-a/release-with-toolboxes: {RELEASE}"],
+    "bad-snapshot-class": [
+        "default/bad-snapshot-class: spec.snapshotCompatibilityClass: Invalid value: "
+        '"intel/sapphire-rapids": spec.snapshotCompatibilityClass in body should match '
+        f"{CLASS_RE}"
+    ],
+    "snapshot-class-too-long": [
+        "default/snapshot-class-too-long: spec.snapshotCompatibilityClass: "
+        "Too long: may not be longer than 63"
+    ],
+    "bad-toolbox-name": [
+        'default/bad-toolbox-name: spec.toolboxes[0].name: Invalid value: "Web_Browser": '
+        f"spec.toolboxes[0].name in body should match {NAME_RE}"
+    ],
+    "port-out-of-range": [
+        "default/port-out-of-range: spec.agent.probePort: Invalid value: 70000: "
+        "spec.agent.probePort in body should be less than or equal to 65535",
+        "default/port-out-of-range: spec.toolboxes[0].vncPort: Invalid value: -1: "
+        "spec.toolboxes[0].vncPort in body should be greater than or equal to 0",
+    ],
+    "bad-enum": [
+        'default/bad-enum: spec.hibernatePolicy: Unsupported value: "delete": '
+        'supported values: "retain", "release"'
+    ],
+}
+VALID_EXAMPLES = ["examples/valid/release-set.yaml", "examples/valid/retain-set.yaml"]
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    # Paths in the output are as given on the command line: run from the repo root.
+    monkeypatch.chdir(REPO_ROOT)
+    return CliRunner()
+
+
+def test_every_invalid_example_is_covered() -> None:
+    shipped = {p.stem for p in (REPO_ROOT / "examples" / "invalid").glob("*.yaml")}
+    assert shipped == set(INVALID_EXAMPLES)
+
+
+def test_valid_examples_pass(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["validate", *VALID_EXAMPLES])
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == "checked 2 CocoonSets in 2 files (1 other document skipped)\n"
+
+
+@pytest.mark.parametrize("name", sorted(INVALID_EXAMPLES))
+def test_each_invalid_example_fails_with_its_message(runner: CliRunner, name: str) -> None:
+    path = f"examples/invalid/{name}.yaml"
+    result = runner.invoke(main, ["validate", path])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [f"{path}: {line}" for line in INVALID_EXAMPLES[name]]
+    assert result.stderr == "checked 1 CocoonSet in 1 file\n"
+
+
+def test_json_list_and_multi_document_input(runner: CliRunner, tmp_path: Path) -> None:
+    bad = {
+        "apiVersion": "cocoonset.cocoonstack.io/v1",
+        "kind": "CocoonSet",
+        "metadata": {"name": "j", "namespace": "n"},
+        "spec": {"agent": {"image": "i", "replicas": -1}},
+    }
+    as_json = tmp_path / "list.json"
+    as_json.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [bad]}))
+    multi = tmp_path / "multi.yaml"
+    multi.write_text(
+        "---\n"
+        + yaml.safe_dump({**bad, "spec": {"agent": {"image": "i"}}})
+        + "---\n---\n"  # an empty document is no document
+        + yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+    )
+    result = runner.invoke(main, ["validate", str(as_json), str(multi)])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        f"{as_json}: n/j: spec.agent.replicas: Invalid value: -1: "
+        "spec.agent.replicas in body should be greater than or equal to 0"
+    ]
+    assert result.stderr == "checked 2 CocoonSets in 2 files (1 other document skipped)\n"
+
+
+def test_stdin(runner: CliRunner) -> None:
+    text = (REPO_ROOT / "examples/invalid/bad-enum.yaml").read_text()
+    result = runner.invoke(main, ["validate", "-"], input=text)
+    assert result.exit_code == 1
+    assert result.stdout.startswith("-: default/bad-enum: spec.hibernatePolicy: Unsupported value")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        pytest.param("missing.yaml", None, "missing.yaml: no such file", id="missing"),
+        pytest.param(
+            "broken.yaml",
+            "kind: CocoonSet\nspec: [unclosed\n",
+            "broken.yaml: invalid YAML: line 3, column 1: "
+            "expected ',' or ']', but got '<stream end>'",
+            id="bad-yaml",
+        ),
+        pytest.param(
+            "broken.json",
+            '{"kind": "CocoonSet",}',
+            "broken.json: invalid JSON: line 1, column 22: Expecting property name enclosed in "
+            "double quotes",
+            id="bad-json",
+        ),
+        pytest.param(
+            "binary.yaml", b"\xff\xfe\x00", "binary.yaml: not UTF-8 text (byte 0)", id="binary"
+        ),
+    ],
+)
+def test_unreadable_input_is_one_line_and_exit_2(
+    runner: CliRunner, tmp_path: Path, name: str, content: str | bytes | None, error: str
+) -> None:
+    path = tmp_path / name
+    if isinstance(content, str):
+        path.write_text(content)
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    ok = REPO_ROOT / VALID_EXAMPLES[0]
+    result = runner.invoke(main, ["validate", str(path), str(ok)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    # The readable file is still checked; the broken one is a single line.
+    assert result.stderr.splitlines() == [
+        f"error: {tmp_path}/{error}",
+        "checked 1 CocoonSet in 1 file",
+    ]
+
+
+def test_no_files_is_a_usage_error(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["validate"])
+    assert result.exit_code == 2
+    assert "Missing argument 'FILE…'" in result.stderr
+
+
+def test_crd_prints_the_generated_crd(runner: CliRunner) -> None:
+    as_yaml = runner.invoke(main, ["crd"])
+    as_json = runner.invoke(main, ["crd", "-o", "json"])
+    assert as_yaml.exit_code == as_json.exit_code == 0
+    assert yaml.safe_load(as_yaml.stdout) == cocoonset_crd()
+    assert json.loads(as_json.stdout) == cocoonset_crd()
+
+
+def test_help_lists_commands_without_importing_them() -> None:
+    # A fresh interpreter: `--help` must not load a command module (or pydantic,
+    # which every command that reads CocoonSets pulls in), so it stays fast.
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from cli.main import main\n"
+        "r = CliRunner().invoke(main, ['--help'])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('cli.cmd_') or m == 'pydantic')\n"
+        "print(r.exit_code, loaded)\n"
+        "print(r.output)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.startswith("0 []\n")
+    assert "validate  Check CocoonSet manifests as kube-apiserver would." in out
+    assert "crd       Print the CocoonSet CRD generated from the models." in out
+
+
+def _console_script() -> str:
+    beside = Path(sys.executable).parent / "cocoon-hibernation"
+    found = str(beside) if beside.exists() else shutil.which("cocoon-hibernation")
+    if found is None:
+        pytest.skip("the console script is not installed (run `uv sync`)")
+    return found
+
+
+def test_the_console_script_over_all_examples() -> None:
+    invalid = [f"examples/invalid/{name}.yaml" for name in sorted(INVALID_EXAMPLES)]
+    proc = subprocess.run(
+        [_console_script(), "validate", *VALID_EXAMPLES, *invalid],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    expected = [
+        f"examples/invalid/{name}.yaml: {line}"
+        for name in sorted(INVALID_EXAMPLES)
+        for line in INVALID_EXAMPLES[name]
+    ]
+    assert proc.stdout.splitlines() == expected
+    assert proc.stderr == "checked 9 CocoonSets in 9 files (1 other document skipped)\n"
+
+    valid = subprocess.run(
+        [_console_script(), "validate", *VALID_EXAMPLES],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (valid.returncode, valid.stdout) == (0, "")
