@@ -128,6 +128,18 @@ def summary_lines(result: DemoResult) -> list[str]:
         out.append("  registry: a's :hibernate tag is gone (the wake dropped it)")
     if not result.ok:
         out.append(f"  FAILED at: {result.failed_step}")
-        for key, value in result.last_state.items():
-            out.append(f"  last {key}: {value}")
+        state = result.last_state
+        out.append("  last state seen:")
+        for name, row in (state.get("sets") or {}).items():
+            out.append(
+                f"    {name}: phase {row['phase']}, suspend={str(row['suspend']).lower()}, "
+                f"pod {row['pod']}{' on ' + row['node'] if row['node'] else ''}, "
+                f"hint {row['hint'] or '-'}"
+            )
+        if state.get("seats"):
+            out.append("    seats: " + ", ".join(f"{n} {v}" for n, v in state["seats"].items()))
+        for event in state.get("events") or []:
+            out.append(f"    event: {event}")
+        for err in state.get("simulator_errors") or []:
+            out.append(f"    simulator error: {err}")
     return out
