@@ -27,6 +27,7 @@ class SetView:
     node: str
     restore: str  # the main pod's lifecycle-state-message (vk's warm/cold note)
     unschedulable: str  # the scheduler's message while unschedulable
+    restore_marked: bool = False  # the main pod carries restore-from-hibernate
 
     def describe_pod(self) -> str:
         return self.pod if not self.node else f"{self.pod} on {self.node}"
@@ -47,6 +48,13 @@ class View:
     sets: dict[str, SetView] = field(default_factory=dict)
     seats: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (used, total)
     events: list[EventView] = field(default_factory=list)
+
+
+def _restore_marked(pod: Mapping[str, Any] | None) -> bool:
+    if pod is None:
+        return False
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    return bool(ann.get(k.ANN_RESTORE) == k.TRUE)
 
 
 def _main_state(pod: Mapping[str, Any] | None) -> tuple[str, str, str, str]:
@@ -108,6 +116,7 @@ def build_view(
             node=node,
             restore=restore,
             unschedulable=unsched,
+            restore_marked=_restore_marked(mains.get((ns, name))),
         )
     view.seats = {n: (used.get(n, 0), total) for n, total in sorted(nodes.items())}
     for e in events:
@@ -135,12 +144,14 @@ def transitions(before: View | None, after: View) -> list[str]:
         if o is None:
             out.append(f"{name}: created ({s.policy}), phase {s.phase}")
             continue
-        if o.phase != s.phase:
-            out.append(f"{name}: phase {o.phase} -> {s.phase}")
         if o.suspend != s.suspend:
             out.append(f"{name}: spec.suspend={str(s.suspend).lower()}")
+        if o.phase != s.phase:
+            out.append(f"{name}: phase {o.phase} -> {s.phase}")
         if (o.pod, o.node) != (s.pod, s.node):
             text = f"{name}: pod {o.describe_pod()} -> {s.describe_pod()}"
+            if o.pod == "-" and s.restore_marked:
+                text += " [restore-from-hibernate]"
             if s.pod == "unschedulable" and s.unschedulable:
                 text += f" ({s.unschedulable})"
             out.append(text)

@@ -119,13 +119,18 @@ class Scenario:
         self.narration.line(at, text)
 
     def refresh(self) -> View:
-        view, lines = self.observer.poll()
-        for line in lines:
-            self._say(line)
+        # What vk-cocoon did first: it happened before the API showed its result.
         while self._pending_sim:
             ev = self._pending_sim.pop(0)
             if ev.kind == "hibernated":
-                self._say(f"{ev.name}: vk-cocoon pushed :hibernate ({ev.detail[:19]}...)")
+                set_name = ev.name.rsplit("-", 1)[0]
+                self._say(
+                    f"{set_name}: vk-cocoon pushed {ev.name}'s snapshot to the registry "
+                    f"as :hibernate ({ev.detail[:19]}...)"
+                )
+        view, lines = self.observer.poll()
+        for line in lines:
+            self._say(line)
         self.narration.view(view)
         return view
 
