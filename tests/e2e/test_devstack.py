@@ -43,7 +43,7 @@ NS = "e2e"
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     config = StackConfig(
-        nodes=[NodeSpec("node-1", seats=1), NodeSpec("node-2", seats=1)],
+        nodes=[NodeSpec("node-1", seats=3), NodeSpec("node-2", seats=3)],
         tick_seconds=1.0,
         sim_interval=0.05,
         log_format="text",
