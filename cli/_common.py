@@ -23,15 +23,22 @@ def is_tty() -> bool:
 
 
 @contextmanager
-def progress(message: str) -> Iterator[Callable[[str], None]]:
-    """A spinner on a TTY (updated through the yielded callback), plain lines otherwise."""
+def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], None]]:
+    """A spinner on a TTY (updated through the yielded callback).
+
+    Without a TTY: plain lines on stderr when `plain` (long-running commands,
+    whose log should show where the time went), else nothing, so a failing
+    short command prints exactly one line.
+    """
     if is_tty():
         console = Console(stderr=True)
         with console.status(message) as status:
             yield lambda text: status.update(f"{message}: {text}")
-    else:
+    elif plain:
         click.echo(f"{message}...", err=True)
         yield lambda text: click.echo(f"  {text}", err=True)
+    else:
+        yield lambda _text: None
 
 
 F = TypeVar("F", bound=Callable[..., Any])

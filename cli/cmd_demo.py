@@ -62,7 +62,7 @@ def command(
     stack = Stack(config)
     ok = False
     try:
-        with progress("starting the local stack") as step:
+        with progress("starting the local stack", plain=True) as step:
             stack.on_progress = step
             stack.__enter__()
         click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")

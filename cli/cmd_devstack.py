@@ -100,7 +100,7 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
         keep_workdir=workdir is not None,
     )
     try:
-        with progress("starting the local stack") as step:
+        with progress("starting the local stack", plain=True) as step:
             stack = Stack(config, on_progress=step)
             stack.__enter__()
         try:

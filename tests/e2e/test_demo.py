@@ -67,7 +67,7 @@ def test_demo_runs_every_step_and_ends_clean(tmp_path: Path) -> None:
     assert happened("0/2 nodes are available: 2 Insufficient seats.")
     # A hibernates: snapshot pushed before the release, then its pod goes and the seat frees.
     assert happened("a: phase Running -> Suspending")
-    assert happened("vk-cocoon pushed :hibernate")
+    assert happened("a: vk-cocoon pushed a-0's snapshot to the registry as :hibernate")
     assert happened("a: phase Suspending -> Suspended")
     assert happened("a: hibernated-on-node set to node-1")
     # B takes node-1.

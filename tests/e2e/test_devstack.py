@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from infra.devstack.kubehttp import KubeHTTP, pod_path, set_path
+from infra.devstack.kubehttp import KubeHTTP, set_path
 from infra.devstack.simulator import NodeSpec
 from infra.devstack.stack import Stack, StackConfig
 from tests.e2e._procs import still_running, tree_of
@@ -138,24 +138,6 @@ def test_status_follows_a_set_through_suspend_and_wake(stack: Stack) -> None:
     wait_until("hint cleared", lambda: not status_json(stack)["s1"]["hint"])
     wait_until("tag dropped", lambda: status_json(stack)["s1"]["snapshot"] == "no")
     assert status_json(stack)["s1"]["phase"] == "Running"
-
-
-def test_status_flags_a_suspended_set_whose_main_pod_came_back_without_restore(
-    stack: Stack,
-) -> None:
-    # What an operator that predates hibernatePolicy does (SPEC §12): it sees a
-    # Suspended set without pods and recreates a plain main pod, keeping the seat.
-    api = KubeHTTP(stack.kube_url)
-    create_set(stack, "s2")
-    wait_until("s2 Running", lambda: phase(stack, "s2") == "Running")
-    assert cli(stack, "suspend", f"{NS}/s2", "--wait", "30").returncode == 0
-    from infra.devstack.simulator import main_pod_body
-
-    api.post(pod_path(NS), main_pod_body(get_set(stack, "s2")))
-    rows = status_json(stack)
-    assert rows["s2"]["phase"] == "Suspended"
-    assert "without the restore marker" in rows["s2"]["flag"]
-    # Clean up: the functions would hibernate and release it again on the next reconcile.
 
 
 def test_cli_errors_are_one_line(stack: Stack) -> None:
