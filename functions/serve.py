@@ -23,7 +23,6 @@ import functions_framework
 # The server `functions-framework` itself runs (gunicorn, threaded): the same in-process
 # behaviour as the per-target deployments. Private module, pinned with functions-framework 3.10.
 from functions_framework._http import create_server
-from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
@@ -52,21 +51,28 @@ def create_app(source: Path | None = None) -> Any:
     """A Flask app (so functions-framework's server runs it) routing to the four targets."""
     src = str(source or default_source())
     mounts: dict[str, WSGIApp] = {
-        f"/{target}": functions_framework.create_app(target=target, source=src)  # type: ignore[no-untyped-call]  # functions-framework is unannotated
+        target: functions_framework.create_app(target=target, source=src)  # type: ignore[no-untyped-call]  # functions-framework is unannotated
         for target in CLOUDEVENT_TARGETS
     }
     ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
 
-    def root(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
+    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "") or "/"
         if path == HEALTH_PATH:
             return _plain("200 OK", b"ok", start_response)
         if path in INGEST_PATHS:
             return ingest_app(environ, start_response)
-        return _plain("404 Not Found", b"not found", start_response)
+        head, _, rest = path.lstrip("/").partition("/")
+        app = mounts.get(head)
+        if app is None:
+            return _plain("404 Not Found", b"not found", start_response)
+        # Mount the target's app at /<target>: it sees "/" (its own root), never a redirect.
+        environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + "/" + head
+        environ["PATH_INFO"] = "/" + rest
+        return app(environ, start_response)
 
     router = flask.Flask("cocoon-hibernation")
-    router.wsgi_app = DispatcherMiddleware(root, mounts)  # type: ignore[method-assign]  # WSGI middleware replaces Flask's own dispatch by design
+    router.wsgi_app = route  # type: ignore[method-assign]  # our routing replaces Flask's by design
     return router
 
 
