@@ -63,7 +63,8 @@ def test_registry_webhook_with_token_and_irrelevant_event_is_acknowledged(client
         json=body,
         headers={"Authorization": f"Bearer {ENV['COCOON_INGEST_TOKEN']}"},
     )
-    assert resp.status_code == 200
+    # Any 2xx: the registry counts it delivered and moves on (a non-2xx stalls it forever).
+    assert 200 <= resp.status_code < 300
 
 
 @pytest.mark.parametrize("target", ["release", "wake", "sweep"])
