@@ -62,7 +62,7 @@ def kube(
         from infra.kubeapi import serve_forever  # noqa: PLC0415
     except ImportError as err:
         fail(f"the embedded Kubernetes API is not available: {err} (run `uv sync --all-extras`)")
-    serve_forever(port, str(kubeconfig), audit_webhook, audit_token)
+    serve_forever(port, kubeconfig, audit_webhook, audit_token)
 
 
 @command.command(name="up")
