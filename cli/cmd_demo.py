@@ -53,8 +53,21 @@ from infra.devstack.stack import Stack, StackConfig
     help="Also write the result (steps, transitions, counts) as JSON here.",
 )
 @click.option("--plain", is_flag=True, help="Plain lines even on a terminal.")
+@click.option(
+    "--pace",
+    type=click.FloatRange(0),
+    default=None,
+    help="Seconds to pause after each step  [default: 1.5 on a terminal, else 0].",
+)
 def command(
-    *, keep: bool, tick: float, step_timeout: float, poll: float, report: Path | None, plain: bool
+    *,
+    keep: bool,
+    tick: float,
+    step_timeout: float,
+    poll: float,
+    report: Path | None,
+    plain: bool,
+    pace: float | None,
 ) -> None:
     """Run the slot-release story end to end on a local stack and narrate it."""
     restore = install_signal_handlers()
@@ -67,8 +80,11 @@ def command(
             stack.__enter__()
         click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
         sys.stdout.flush()
-        narration = RichNarration() if is_tty() and not plain else PlainNarration()
-        scenario = Scenario(stack, narration, step_timeout=step_timeout, poll=poll)
+        live = is_tty() and not plain
+        narration = RichNarration() if live else PlainNarration()
+        if pace is None:
+            pace = 1.5 if live else 0.0
+        scenario = Scenario(stack, narration, step_timeout=step_timeout, poll=poll, pace=pace)
         if stack.simulator is not None:
             stack.simulator.on_event = scenario.on_sim_event
         try:

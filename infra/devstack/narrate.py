@@ -122,8 +122,14 @@ def summary_lines(result: DemoResult) -> list[str]:
         parts = ", ".join(f"{k} {v}" for k, v in result.api_requests.items())
         out.append(f"  Kubernetes API requests: {parts}")
     if result.registry_requests:
-        parts = ", ".join(f"{k} {v}" for k, v in result.registry_requests.items())
-        out.append(f"  registry requests: {parts}")
+        counts = dict(result.registry_requests)
+        total = counts.pop("total", sum(counts.values()))
+        groups: dict[str, list[str]] = {}
+        for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+            who, _, method = key.rpartition(" ")
+            groups.setdefault(who or key, []).append(f"{method} {n}" if who else str(n))
+        parts = "; ".join(f"{who}: {', '.join(items)}" for who, items in groups.items())
+        out.append(f"  registry requests: {total} ({parts})")
     if result.tag_present_at_end is False:
         out.append("  registry: a's :hibernate tag is gone (the wake dropped it)")
     if not result.ok:
