@@ -73,52 +73,72 @@ def command(
     restore = install_signal_handlers()
     config = StackConfig(tick_seconds=tick, sim_interval=poll, log_format="json")
     stack = Stack(config)
-    ok = False
     try:
-        with progress("starting the local stack", plain=True) as step:
-            stack.on_progress = step
-            stack.__enter__()
-        click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
-        sys.stdout.flush()
-        live = is_tty() and not plain
-        narration = RichNarration() if live else PlainNarration()
-        if pace is None:
-            pace = 1.5 if live else 0.0
-        scenario = Scenario(stack, narration, step_timeout=step_timeout, poll=poll, pace=pace)
-        if stack.simulator is not None:
-            stack.simulator.on_event = scenario.on_sim_event
-        try:
-            result = scenario.run()
-        finally:
-            narration.close()
-        for line in summary_lines(result):
-            click.echo(line)
-        if report is not None:
-            report.write_text(json.dumps(result.to_json(), indent=2))
-        ok = result.ok
-        if keep:
-            kubeconfig = stack.kubeconfig
-            click.echo("")
-            click.echo(f"the stack stays up (Ctrl-C to stop); everything lives in {stack.workdir}")
-            click.echo(f"  kubectl --kubeconfig {kubeconfig} get cocoonsets -A")
-            click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
-            click.echo(f"  cocoon-hibernation status --kubeconfig {kubeconfig}")
-            click.echo(f"  cocoon-hibernation suspend demo/a --kubeconfig {kubeconfig}")
-            click.echo(f"  (or: source {stack.workdir / 'env.sh'} for the functions' environment)")
-            sys.stdout.flush()
-            while True:
-                stack.check_alive()
-                time.sleep(0.5)
+        ok = _run(
+            stack,
+            keep=keep,
+            step_timeout=step_timeout,
+            poll=poll,
+            report=report,
+            plain=plain,
+            pace=pace,
+        )
     except (Interrupted, KeyboardInterrupt):
         click.echo("interrupted: stopping the local stack", err=True)
         stack.stop()
-        restore()
         sys.exit(130)
     except StackError as err:
         stack.stop()
-        restore()
         fail(str(err))
     finally:
         stack.stop()
         restore()
     sys.exit(0 if ok else 1)
+
+
+def _run(
+    stack: Stack,
+    *,
+    keep: bool,
+    step_timeout: float,
+    poll: float,
+    report: Path | None,
+    plain: bool,
+    pace: float | None,
+) -> bool:
+    with progress("starting the local stack", plain=True) as step:
+        stack.on_progress = step
+        stack.__enter__()
+    click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
+    sys.stdout.flush()
+    live = is_tty() and not plain
+    narration = RichNarration() if live else PlainNarration()
+    if pace is None:
+        pace = 1.5 if live else 0.0
+    scenario = Scenario(stack, narration, step_timeout=step_timeout, poll=poll, pace=pace)
+    if stack.simulator is not None:
+        stack.simulator.on_event = scenario.on_sim_event
+    try:
+        result = scenario.run()
+    finally:
+        narration.close()
+    for line in summary_lines(result):
+        click.echo(line)
+    if report is not None:
+        report.write_text(json.dumps(result.to_json(), indent=2))
+    if keep:
+        kubeconfig = stack.kubeconfig
+        click.echo("")
+        click.echo(f"the stack stays up (Ctrl-C to stop); everything lives in {stack.workdir}")
+        click.echo(f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ...")
+        click.echo("  kubectl get cocoonsets -A")
+        click.echo("  kubectl get pods -A -o wide")
+        click.echo("  cocoon-hibernation status")
+        click.echo("  cocoon-hibernation suspend demo/a --wait 30")
+        click.echo("  cocoon-hibernation wake demo/a --wait 30")
+        click.echo(f"  (without env.sh: kubectl --kubeconfig {kubeconfig} get cocoonsets -A)")
+        sys.stdout.flush()
+        while True:
+            stack.check_alive()
+            time.sleep(0.5)
+    return result.ok

@@ -44,7 +44,7 @@ from cloudevents.http import CloudEvent, to_binary
 from infra.devstack.kubehttp import KubeHTTP
 from infra.devstack.processes import ManagedProcess, StackError, free_port
 from infra.devstack.simulator import NodeSpec, SimEvent, Simulator
-from infra.registry import DistributionServer
+from infra.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from shared import constants as k
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -230,7 +230,10 @@ class Stack:
         self.on_progress("starting the Distribution registry")
         registry = _CountedRegistry(notify_url=f"{ingest}/registry", notify_token=self.token)
         self.registry = registry
-        registry.start()
+        try:
+            registry.start()
+        except (RegistryBinaryMissing, RegistryStartError) as err:
+            raise StackError(str(err)) from err
 
         kube.wait_http(
             f"{self.kube_url}/version",
@@ -288,8 +291,10 @@ class Stack:
             self._tick_thread.join(timeout=5)
         if self.simulator is not None:
             self.simulator.stop()
+            self.simulator = None
         # Functions first (they talk to the API and the registry), the API last.
-        for proc in sorted(self.processes, key=lambda p: p.name == "kube"):
+        processes, self.processes = self.processes, []
+        for proc in sorted(processes, key=lambda p: p.name == "kube"):
             proc.stop()
         if self.registry is not None:
             with contextlib.suppress(Exception):
@@ -297,6 +302,7 @@ class Stack:
             self.registry = None
         if self.api is not None:
             self.api.close()
+            self.api = None
         if self._made_workdir and not self.config.keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
         self.started = False
