@@ -43,7 +43,7 @@ def command(*, target: str, kubeconfig: Path | None, wait_seconds: float) -> Non
             phase = cs.phase.value if cs.phase else "-"
             deadline = time.monotonic() + wait_seconds
             while wait_seconds and phase != "Suspended" and time.monotonic() < deadline:
-                time.sleep(0.5)
+                time.sleep(0.25)
                 current = client.get_set(ref)
                 phase = current.phase.value if current and current.phase else "-"
                 step(f"phase {phase}")

@@ -50,7 +50,7 @@ def command(*, target: str, kubeconfig: Path | None, wait_seconds: float) -> Non
             phase = cs.phase.value if cs is not None and cs.phase else "-"
             deadline = time.monotonic() + wait_seconds
             while wait_seconds and phase != "Running" and time.monotonic() < deadline:
-                time.sleep(0.5)
+                time.sleep(0.25)
                 cs = client.get_set(ref)
                 phase = cs.phase.value if cs is not None and cs.phase else "-"
                 step(f"phase {phase}")
