@@ -207,3 +207,34 @@ def test_vk_hibernates_when_asked_and_the_observed_generation_is_stale() -> None
 def test_vk_finalizes_a_terminating_pod() -> None:
     actions = decide_vk([a_pod(node="node-1", terminating=True)], [a_set()], {})
     assert actions == [FinalizeDelete("demo", "a-0", "uid-a-0")]
+
+
+def _sim() -> Any:
+    from infra.devstack.kubehttp import KubeHTTP
+    from infra.devstack.simulator import Simulator
+
+    # The API client is never called by the bookkeeping under test.
+    return Simulator(api=KubeHTTP("http://127.0.0.1:9"), registry_url="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("flagged", "warm_after"),
+    [
+        pytest.param(True, True, id="seat-release-keeps-the-warm-copy"),
+        pytest.param(False, False, id="plain-delete-drops-it"),
+    ],
+)
+def test_node_local_snapshot_survives_only_a_flagged_delete(
+    flagged: bool, warm_after: bool
+) -> None:
+    sim = _sim()
+    sim.node_snapshots = {"node-1": {"vk-demo-a-0"}}
+    ann = {k.ANN_VM_ID: "vm-1", k.ANN_LIFECYCLE_STATE: "hibernated"}
+    if flagged:
+        ann[k.ANN_KEEP_SNAPSHOT] = k.TRUE
+    sim._remember([a_pod(node="node-1", annotations=ann)])
+    sim._remember([])  # the pod is gone
+    restore = a_pod(node="node-1", annotations=RESTORE)
+    (boot,) = decide_vk([restore], [a_set()], sim.node_snapshots)
+    assert isinstance(boot, BootVM)
+    assert boot.how == (WARM if warm_after else COLD)
