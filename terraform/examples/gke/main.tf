@@ -1,0 +1,25 @@
+# Example root module: cocoon-hibernation for one GKE cluster and one Artifact
+# Registry repository. Stage the source first:
+#
+#   ./infra/scripts/build-source.sh
+#   terraform -chdir=terraform/examples/gke init
+#   terraform -chdir=terraform/examples/gke apply
+#   ./infra/scripts/attach-dead-letters.sh terraform/examples/gke
+
+module "cocoon_hibernation" {
+  source = "../../modules/cocoon-hibernation"
+
+  project_id  = var.project_id
+  region      = var.region
+  name_prefix = var.name_prefix
+
+  # Written by infra/scripts/build-source.sh (relative to this directory).
+  source_dir = "${path.module}/../../../build/function-source"
+
+  gke_cluster       = var.gke_cluster
+  artifact_registry = var.artifact_registry
+  namespaces        = var.namespaces
+
+  alert_notification_channels = var.alert_notification_channels
+  labels                      = { "env" = var.environment }
+}

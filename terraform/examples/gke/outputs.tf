@@ -1,0 +1,39 @@
+output "function_uris" {
+  description = "URL of each function."
+  value       = module.cocoon_hibernation.function_uris
+}
+
+output "runtime_service_accounts" {
+  description = "Put these emails in infra/k8s/rbac.yaml (kind: User subjects)."
+  value       = module.cocoon_hibernation.runtime_service_accounts
+}
+
+output "wake_requests_topic" {
+  description = "Publish {\"namespace\":\"NS\",\"name\":\"SET\"} here to wake a set."
+  value       = module.cocoon_hibernation.wake_requests_topic
+}
+
+output "sweep_topic" {
+  description = "The scheduler's sweep topic."
+  value       = module.cocoon_hibernation.sweep_topic
+}
+
+output "events_topic" {
+  description = "Lifecycle CloudEvents topic."
+  value       = module.cocoon_hibernation.events_topic
+}
+
+output "dead_letter_topics" {
+  description = "Dead-letter topic per function."
+  value       = module.cocoon_hibernation.dead_letter_topics
+}
+
+output "dead_letter_attachments" {
+  description = "Read by infra/scripts/attach-dead-letters.sh."
+  value       = module.cocoon_hibernation.dead_letter_attachments
+}
+
+output "ingest_token_secret" {
+  description = "Secret holding ingest's bearer token."
+  value       = module.cocoon_hibernation.ingest_token_secret
+}

@@ -1,0 +1,112 @@
+# cocoon-hibernation on Google Cloud: four Cloud Run functions (2nd gen) built
+# from one source archive, fed by Eventarc (Artifact Registry's `gcr` topic,
+# GKE audit logs, a wake-request topic, a scheduled sweep topic).
+#
+# Invariants this module keeps (tests/deploy checks them statically):
+# - every function runs as its own service account, and every trigger as its
+#   own identity that may invoke only its function;
+# - no primitive role, no allUsers/allAuthenticatedUsers anywhere;
+# - every event trigger retries (RETRY_POLICY_RETRY): the functions ack what
+#   cannot succeed and fail only what a retry can fix (SPEC §10).
+
+locals {
+  functions = toset(["release", "wake", "sweep", "ingest"])
+
+  # Cloud Run service name == function name (gen2), used by IAM and Eventarc.
+  function_names = { for f in local.functions : f => "${var.name_prefix}-${f}" }
+
+  # Artifact Registry Docker host + path: the snapshot of VM v is BASE/v:hibernate.
+  registry_base = "${var.artifact_registry.location}-docker.pkg.dev/${var.project_id}/${var.artifact_registry.repository_id}"
+
+  kube_server = coalesce(var.kube_server_override, "https://${data.google_container_cluster.this.endpoint}")
+
+  labels = merge(var.labels, { "app" = "cocoon-hibernation" })
+
+  # Every audit method is routed to both release and wake (SPEC §11: both accept
+  # audit CloudEvents; each takes the steps that are its own).
+  audit_routes = {
+    for pair in setproduct(["release", "wake"], var.audit_methods) :
+    "${pair[0]}:${pair[1]}" => { function = pair[0], method = pair[1] }
+  }
+
+  apis = toset([
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "container.googleapis.com",
+    "eventarc.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "secretmanager.googleapis.com",
+  ])
+}
+
+data "google_project" "this" {
+  project_id = var.project_id
+}
+
+resource "google_project_service" "apis" {
+  for_each = var.enable_apis ? local.apis : toset([])
+
+  project = var.project_id
+  service = each.value
+  # Other workloads in the project may use these APIs too.
+  disable_on_destroy = false
+}
+
+data "google_container_cluster" "this" {
+  project  = var.project_id
+  name     = var.gke_cluster.name
+  location = var.gke_cluster.location
+}
+
+data "google_artifact_registry_repository" "snapshots" {
+  project       = var.project_id
+  location      = var.artifact_registry.location
+  repository_id = var.artifact_registry.repository_id
+}
+
+# --- source ------------------------------------------------------------------
+
+resource "google_storage_bucket" "source" {
+  #checkov:skip=CKV_GCP_62:Access logs of a bucket holding only build inputs add cost without a reader; Cloud Audit Logs already record who changes it.
+  project                     = var.project_id
+  name                        = "${var.project_id}-${var.name_prefix}-fn-source"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = false
+  labels                      = local.labels
+
+  versioning {
+    enabled = true
+  }
+
+  # Archives are content-addressed and only the current one is used: old
+  # noncurrent versions are kept a while for rollback, then removed.
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = 30
+    }
+    action {
+      type = "Delete"
+    }
+  }
+}
+
+data "archive_file" "source" {
+  type        = "zip"
+  source_dir  = var.source_dir
+  output_path = "${path.root}/.terraform/tmp/${var.name_prefix}-function-source.zip"
+  excludes    = ["**/__pycache__/**", "**/*.pyc"]
+}
+
+resource "google_storage_bucket_object" "source" {
+  # The content hash in the name makes a code change redeploy the functions.
+  name   = "cocoon-hibernation-${data.archive_file.source.output_md5}.zip"
+  bucket = google_storage_bucket.source.name
+  source = data.archive_file.source.output_path
+}

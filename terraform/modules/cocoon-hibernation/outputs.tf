@@ -1,0 +1,62 @@
+output "function_uris" {
+  description = "HTTPS URL of each function (Cloud Run service URL)."
+  value       = { for k, f in google_cloudfunctions2_function.fn : k => f.service_config[0].uri }
+}
+
+output "ingest_url" {
+  description = "ingest's URL; senders POST to <url>/registry or <url>/kubernetes/audit with an ID token (Cloud Run IAM) and the bearer token from ingest_token_secret."
+  value       = google_cloudfunctions2_function.fn["ingest"].service_config[0].uri
+}
+
+output "runtime_service_accounts" {
+  description = "Runtime service account email per function: the `kind: User` subjects of infra/k8s/rbac.yaml."
+  value       = { for k, sa in google_service_account.runtime : k => sa.email }
+}
+
+output "wake_requests_topic" {
+  description = "Publish {\"namespace\":\"NS\",\"name\":\"SET\"} here to wake a released set."
+  value       = google_pubsub_topic.wake_requests.id
+}
+
+output "sweep_topic" {
+  description = "Topic the scheduler ticks; publish {\"dryRun\": true} for a report-only sweep."
+  value       = google_pubsub_topic.sweep.id
+}
+
+output "events_topic" {
+  description = "Lifecycle CloudEvents topic (COCOON_EVENTS_TOPIC), or null when disabled."
+  value       = var.publish_lifecycle_events ? google_pubsub_topic.events[0].id : null
+}
+
+output "dead_letter_topics" {
+  description = "Dead-letter topic per CloudEvent function."
+  value       = { for k, t in google_pubsub_topic.dead_letter : k => t.id }
+}
+
+output "dead_letter_attachments" {
+  description = "Input of infra/scripts/attach-dead-letters.sh: every Eventarc trigger (full name) with the dead-letter topic its subscription should use."
+  value = merge(
+    {
+      for k, f in google_cloudfunctions2_function.fn : f.event_trigger[0].trigger => {
+        dead_letter_topic     = google_pubsub_topic.dead_letter[k].id
+        max_delivery_attempts = var.dead_letter_max_delivery_attempts
+      } if length(f.event_trigger) > 0
+    },
+    {
+      for k, t in google_eventarc_trigger.audit : t.id => {
+        dead_letter_topic     = google_pubsub_topic.dead_letter[local.audit_routes[k].function].id
+        max_delivery_attempts = var.dead_letter_max_delivery_attempts
+      }
+    },
+  )
+}
+
+output "ingest_token_secret" {
+  description = "Secret Manager secret holding ingest's bearer token (the value itself is never output)."
+  value       = google_secret_manager_secret.ingest_token.id
+}
+
+output "ingest_push_audience" {
+  description = "Audience for a Pub/Sub push subscription's oidc_token to <ingest_url>/pubsub (COCOON_PUSH_AUDIENCE; Cloud Run accepts it too)."
+  value       = local.env_ingest.COCOON_PUSH_AUDIENCE
+}

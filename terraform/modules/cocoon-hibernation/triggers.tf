@@ -1,0 +1,50 @@
+# GKE audit logs -> release and wake. A CF2 function has exactly one
+# event_trigger (theirs is a Pub/Sub topic), so each audited method gets an
+# extra Eventarc trigger aimed at the function's Cloud Run service
+# (EVENT-FORMATS §6.4, option B). Eventarc triggers created directly retry
+# by default (Pub/Sub backoff 10 s..600 s for 24 h); `retry_policy` on this
+# resource only accepts max_attempts = 1 (= no retry), so it is left unset.
+#
+# Eventarc creates and owns each trigger's Pub/Sub subscription; neither the
+# API nor the provider lets a dead-letter policy be declared on it
+# (hashicorp/terraform-provider-google#17697). The dead-letter topics are
+# declared in pubsub.tf and attached after apply by
+# infra/scripts/attach-dead-letters.sh; events that still expire are what the
+# scheduled sweep exists for (SPEC §7).
+
+resource "google_eventarc_trigger" "audit" {
+  for_each = local.audit_routes
+
+  project = var.project_id
+  # Audit-log triggers may be global; GKE clusters may be zonal, and a global
+  # trigger receives entries from every location.
+  location        = "global"
+  name            = "${var.name_prefix}-${each.value.function}-${replace(regex("\\.v1\\.(.+)$", each.value.method)[0], ".", "-")}"
+  service_account = google_service_account.trigger[each.value.function].email
+  labels          = local.labels
+
+  matching_criteria {
+    attribute = "type"
+    value     = "google.cloud.audit.log.v1.written"
+  }
+  matching_criteria {
+    attribute = "serviceName"
+    value     = "k8s.io"
+  }
+  matching_criteria {
+    attribute = "methodName"
+    value     = each.value.method
+  }
+
+  destination {
+    cloud_run_service {
+      service = google_cloudfunctions2_function.fn[each.value.function].service_config[0].service
+      region  = var.region
+    }
+  }
+
+  depends_on = [
+    google_project_iam_member.event_receiver,
+    google_cloud_run_service_iam_member.trigger_invoker,
+  ]
+}

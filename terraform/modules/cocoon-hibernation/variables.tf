@@ -1,0 +1,277 @@
+# Inputs of the cocoon-hibernation module. Every variable validates what it can
+# at plan time, so a typo fails `terraform plan`, not a function cold start.
+
+variable "project_id" {
+  description = "Google Cloud project that hosts the functions, topics and the Artifact Registry repository."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a Google Cloud project ID (6-30 lowercase letters, digits, hyphens)."
+  }
+}
+
+variable "region" {
+  description = "Region of the functions, the Pub/Sub-based triggers, the scheduler job and the source bucket."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]$", var.region))
+    error_message = "region must be a Google Cloud region such as europe-west1."
+  }
+}
+
+variable "name_prefix" {
+  description = "Prefix of every resource name. Functions become <prefix>-release, <prefix>-wake, <prefix>-sweep and <prefix>-ingest; service accounts <prefix>-<fn> and <prefix>-<fn>-trg, so it is kept short."
+  type        = string
+  default     = "cocoon"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,11}[a-z0-9]$", var.name_prefix))
+    error_message = "name_prefix must be 3-13 characters: lowercase letters, digits and hyphens, starting with a letter (service account IDs are limited to 30 characters)."
+  }
+}
+
+variable "labels" {
+  description = "Labels added to every labelled resource."
+  type        = map(string)
+  default     = {}
+}
+
+variable "enable_apis" {
+  description = "Enable the Google APIs the module needs. Set false when the project's APIs are managed elsewhere. APIs are never disabled on destroy."
+  type        = bool
+  default     = true
+}
+
+# --- source ----------------------------------------------------------------
+
+variable "source_dir" {
+  description = "Directory staged by infra/scripts/build-source.sh (main.py, shared/, functions/, requirements.txt). Run the script before every apply."
+  type        = string
+}
+
+# --- GKE ---------------------------------------------------------------------
+
+variable "gke_cluster" {
+  description = "The GKE cluster the functions manage: name and location (zone or region). Its endpoint and CA are read with a data source."
+  type = object({
+    name     = string
+    location = string
+  })
+
+  validation {
+    condition     = can(regex("^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", var.gke_cluster.name))
+    error_message = "gke_cluster.name must be a GKE cluster name (lowercase letters, digits, hyphens; at most 40 characters)."
+  }
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9](-[a-z])?$", var.gke_cluster.location))
+    error_message = "gke_cluster.location must be a region (europe-west1) or a zone (europe-west1-b)."
+  }
+}
+
+variable "kube_server_override" {
+  description = "Cluster API URL to use instead of https://<cluster endpoint>, e.g. the DNS-based control-plane endpoint. Null uses the data source's endpoint."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kube_server_override == null || can(regex("^https://[^\\s/]+(/.*)?$", var.kube_server_override))
+    error_message = "kube_server_override must be an https:// URL (the functions refuse plain HTTP to the API server)."
+  }
+}
+
+variable "vpc_connector" {
+  description = "Serverless VPC Access connector (projects/P/locations/R/connectors/C) for clusters with a private endpoint. Null sends traffic to the public endpoint directly."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.vpc_connector == null || can(regex("^projects/[^/]+/locations/[^/]+/connectors/[^/]+$", var.vpc_connector))
+    error_message = "vpc_connector must look like projects/P/locations/R/connectors/C."
+  }
+}
+
+variable "namespaces" {
+  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces; the RBAC in infra/k8s is cluster-wide either way."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for ns in var.namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", ns))])
+    error_message = "namespaces must be DNS-1123 labels."
+  }
+}
+
+variable "audit_methods" {
+  description = "GKE audit-log methodNames routed to release and wake (one Eventarc trigger per method and function). Writes to CocoonSets (reversed CRD group io.cocoonstack.cocoonset) and to pods. Reads are Data Access logs and deliberately absent."
+  type        = list(string)
+  default = [
+    "io.cocoonstack.cocoonset.v1.cocoonsets.update",
+    "io.cocoonstack.cocoonset.v1.cocoonsets.patch",
+    # The operator reports hibernation progress in status; release's gate and
+    # wake's phase checks react to it.
+    "io.cocoonstack.cocoonset.v1.cocoonsets.status.update",
+    "io.cocoonstack.cocoonset.v1.cocoonsets.status.patch",
+    "io.k8s.core.v1.pods.update",
+    "io.k8s.core.v1.pods.patch",
+    "io.k8s.core.v1.pods.delete",
+  ]
+
+  validation {
+    condition = length(var.audit_methods) > 0 && alltrue([
+      for m in var.audit_methods :
+      can(regex("^(io\\.cocoonstack\\.cocoonset\\.v1\\.cocoonsets(\\.status)?|io\\.k8s\\.core\\.v1\\.pods)\\.(create|update|patch|delete)$", m))
+    ])
+    error_message = "audit_methods must be write methods on cocoonsets (io.cocoonstack.cocoonset.v1.cocoonsets[.status].VERB) or pods (io.k8s.core.v1.pods.VERB)."
+  }
+}
+
+# --- registry ----------------------------------------------------------------
+
+variable "artifact_registry" {
+  description = "The Docker-format Artifact Registry repository (in project_id) that holds the <vm>:hibernate snapshots. The registry base becomes LOCATION-docker.pkg.dev/PROJECT/REPOSITORY."
+  type = object({
+    location      = string
+    repository_id = string
+  })
+
+  validation {
+    condition     = can(regex("^[a-z]+(-[a-z]+[0-9])?$", var.artifact_registry.location))
+    error_message = "artifact_registry.location must be a region (asia-east1) or multi-region (asia, europe, us)."
+  }
+  validation {
+    condition     = can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.artifact_registry.repository_id))
+    error_message = "artifact_registry.repository_id must be a repository ID (lowercase letters, digits, hyphens)."
+  }
+}
+
+# --- behaviour ---------------------------------------------------------------
+
+variable "sweep_schedule" {
+  description = "unix-cron schedule of the idle sweep / safety net (Cloud Scheduler). Every minute by default: it is what makes the system converge when events are lost."
+  type        = string
+  default     = "* * * * *"
+
+  validation {
+    condition     = length(split(" ", trimspace(var.sweep_schedule))) == 5
+    error_message = "sweep_schedule must be a 5-field unix-cron expression."
+  }
+}
+
+variable "sweep_time_zone" {
+  description = "Time zone of sweep_schedule (tz database name)."
+  type        = string
+  default     = "Etc/UTC"
+}
+
+variable "wake_deadline" {
+  description = "COCOON_WAKE_DEADLINE: age of a wake that earns a WakeTimedOut warning (e.g. 10m, 1h)."
+  type        = string
+  default     = "10m"
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.wake_deadline))
+    error_message = "wake_deadline must be a duration like 90s, 10m or 1h30m."
+  }
+}
+
+variable "sweep_max_suspends" {
+  description = "COCOON_SWEEP_MAX_SUSPENDS: idle suspends per sweep run (keeps one run from stampeding the registry)."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.sweep_max_suspends >= 0 && floor(var.sweep_max_suspends) == var.sweep_max_suspends
+    error_message = "sweep_max_suspends must be a whole number >= 0."
+  }
+}
+
+variable "publish_lifecycle_events" {
+  description = "Create a topic for the lifecycle CloudEvents (released, waking, woken, ...) and set COCOON_EVENTS_TOPIC."
+  type        = bool
+  default     = true
+}
+
+variable "max_instances" {
+  description = "Upper bound on instances per function (a burst of audit events must not exhaust the API server)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.max_instances >= 1 && var.max_instances <= 100
+    error_message = "max_instances must be between 1 and 100."
+  }
+}
+
+variable "dead_letter_retention" {
+  description = "How long undeliverable events are kept on the dead-letter topics and their inspection subscriptions (Pub/Sub duration, at most 31 days)."
+  type        = string
+  default     = "604800s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.dead_letter_retention)) && try(tonumber(trimsuffix(var.dead_letter_retention, "s")) >= 600 && tonumber(trimsuffix(var.dead_letter_retention, "s")) <= 2678400, false)
+    error_message = "dead_letter_retention must be between 600s and 2678400s (31 days), written in seconds like 604800s."
+  }
+}
+
+variable "dead_letter_max_delivery_attempts" {
+  description = "Delivery attempts before an event goes to its dead-letter topic (applied by infra/scripts/attach-dead-letters.sh, see the module README)."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.dead_letter_max_delivery_attempts >= 5 && var.dead_letter_max_delivery_attempts <= 100
+    error_message = "dead_letter_max_delivery_attempts must be between 5 and 100 (the Pub/Sub limits)."
+  }
+}
+
+# --- ingest ------------------------------------------------------------------
+
+variable "ingest_ingress" {
+  description = <<-EOT
+    Ingress of the HTTP `ingest` function. Default ALLOW_INTERNAL_ONLY: only
+    traffic from the project's VPC (and Pub/Sub push) reaches it.
+    ALLOW_INTERNAL_AND_GCLB adds an external HTTPS load balancer in front;
+    ALLOW_ALL lets any network reach it. Whatever the ingress, the caller must
+    ALSO pass Cloud Run IAM (an ID token of a principal in
+    ingest_invoker_members) and then the app's bearer token: this module never
+    grants allUsers. Registries that cannot mint Google ID tokens
+    (Distribution, Harbor) use the in-cluster `cocoon-hibernation serve`
+    deployment (infra/k8s/knative) instead.
+  EOT
+  type        = string
+  default     = "ALLOW_INTERNAL_ONLY"
+
+  validation {
+    condition     = contains(["ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL"], var.ingest_ingress)
+    error_message = "ingest_ingress must be ALLOW_INTERNAL_ONLY, ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL."
+  }
+}
+
+variable "ingest_invoker_members" {
+  description = "Principals allowed to invoke `ingest` through Cloud Run IAM, e.g. serviceAccount:relay@P.iam.gserviceaccount.com (a relay or a Pub/Sub push identity). Public members are rejected: the webhook must never be unauthenticated at the IAM layer."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition = alltrue([
+      for m in var.ingest_invoker_members :
+      can(regex("^(serviceAccount|user|group|domain|principal|principalSet):.+$", m))
+    ])
+    error_message = "ingest_invoker_members must be IAM principals like serviceAccount:..., user:..., group:...; allUsers and allAuthenticatedUsers are not allowed."
+  }
+}
+
+# --- alerting ----------------------------------------------------------------
+
+variable "alert_notification_channels" {
+  description = "Monitoring notification channel IDs (projects/P/notificationChannels/N) for the wake-unschedulable alert. Empty = the incident is only visible in the console."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.alert_notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "alert_notification_channels must be full channel IDs: projects/P/notificationChannels/N."
+  }
+}

@@ -1,0 +1,97 @@
+"""Core and events.k8s.io Events (one storage, two shapes) and coordination Leases."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kubernetes import client
+
+from tests.conformance.helpers import expect_error
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def test_core_event_is_visible_through_events_k8s_io_with_renamed_fields(
+    k8s_api: client.ApiClient,
+) -> None:
+    core = client.CoreV1Api(k8s_api)
+    core.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "x.1"},
+            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "involvedObject": {"kind": "CocoonSet", "name": "x", "namespace": "default"},
+            "reason": "Hibernated",
+            "message": "snapshot pushed",
+            "type": "Normal",
+            "source": {"component": "cocoon-hibernation"},
+            "count": 1,
+        },
+    )
+    ev = client.EventsV1Api(k8s_api).read_namespaced_event("x.1", "default")
+    assert ev.regarding.name == "x"
+    assert ev.note == "snapshot pushed"
+    assert ev.reason == "Hibernated"
+    assert ev.deprecated_count == 1
+    assert ev.deprecated_source.component == "cocoon-hibernation"
+
+
+def test_events_v1_event_is_visible_through_core_api(k8s_api: client.ApiClient) -> None:
+    client.EventsV1Api(k8s_api).create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "y.1"},
+            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "reportingController": "cocoonstack.io/hibernation",
+            "reportingInstance": "fn-1",
+            "action": "Release",
+            "reason": "Released",
+            "type": "Normal",
+            "note": "seat freed",
+            "regarding": {"kind": "CocoonSet", "name": "y", "namespace": "default"},
+        },
+    )
+    core_events = client.CoreV1Api(k8s_api).list_namespaced_event(
+        "default", field_selector="involvedObject.name=y"
+    )
+    assert [(e.reason, e.message, e.reporting_component) for e in core_events.items] == [
+        ("Released", "seat freed", "cocoonstack.io/hibernation")
+    ]
+
+
+def test_events_v1_requires_event_time_and_reporting_fields(k8s_api: client.ApiClient) -> None:
+    st = expect_error(
+        422,
+        client.EventsV1Api(k8s_api).create_namespaced_event,
+        "default",
+        {
+            "metadata": {"name": "bad"},
+            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "reason": "R",
+            "type": "Normal",
+            "regarding": {"kind": "Pod", "name": "p"},
+        },
+    )
+    fields = {c["field"] for c in st["details"]["causes"]}
+    assert {"reportingController", "reportingInstance", "action"} <= fields
+
+
+def test_lease_acquire_and_renew_with_optimistic_concurrency(k8s_api: client.ApiClient) -> None:
+    coord = client.CoordinationV1Api(k8s_api)
+    lease = coord.create_namespaced_lease(
+        "default",
+        {
+            "metadata": {"name": "sweep"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+        },
+    )
+    lease.spec.holder_identity = "b"
+    renewed = coord.replace_namespaced_lease("sweep", "default", lease)
+    assert renewed.spec.holder_identity == "b"
+    lease.spec.holder_identity = "c"  # still carries the old resourceVersion
+    st = expect_error(409, coord.replace_namespaced_lease, "sweep", "default", lease)
+    assert st["message"].startswith(
+        'Operation cannot be fulfilled on leases.coordination.k8s.io "sweep"'
+    )

@@ -1,0 +1,653 @@
+"""The Terraform deployment, checked statically against the code it deploys.
+
+No terraform binary and no cloud: python-hcl2 parses the files, and the checks
+tie them to the product (main.py's targets, `Settings.from_env`, the CloudEvent
+types the adapters accept, the audit methods a GKE adapter maps) and to the
+security invariants (no primitive roles, no public invoker, least-privilege
+grants, every event trigger retries).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared import constants as c
+from shared.config import KubeAuth, RegistryAuth, Settings
+from tests.conftest import REPO_ROOT
+from tests.deploy._hcl import (
+    EXAMPLE_DIR,
+    MODULE_DIR,
+    TF_ROOT,
+    TfDir,
+    blocks,
+    hcl_regexes,
+    load_dir,
+    merged_locals,
+    names,
+    norm,
+    parse_file,
+    walk,
+)
+
+ALL_TF = sorted(TF_ROOT.rglob("*.tf"))
+FUNCTIONS = ("release", "wake", "sweep", "ingest")
+CLOUDEVENT_FUNCTIONS = ("release", "wake", "sweep")
+WRITE_VERBS = {"create", "update", "patch", "delete"}
+
+
+@pytest.fixture(scope="module")
+def module() -> TfDir:
+    return load_dir(MODULE_DIR)
+
+
+@pytest.fixture(scope="module")
+def example() -> TfDir:
+    return load_dir(EXAMPLE_DIR)
+
+
+def _specs(module: TfDir) -> dict[str, dict[str, Any]]:
+    specs = module.locals["function_specs"]
+    assert isinstance(specs, dict)
+    return specs
+
+
+def _fn(module: TfDir) -> dict[str, Any]:
+    fn = module.resource("google_cloudfunctions2_function", "fn")
+    # The tests below read the per-function values from local.function_specs;
+    # that only holds while the resource iterates over it.
+    assert fn["for_each"] == "${local.function_specs}"
+    return fn
+
+
+def _literal(value: Any) -> str:
+    """The value of a literal string; a Terraform expression fails the test."""
+    assert isinstance(value, str) and "${" not in value, f"expected a literal, got {value!r}"
+    return value
+
+
+# --- parsing -------------------------------------------------------------------
+
+
+def test_terraform_tree_exists() -> None:
+    assert (MODULE_DIR / "versions.tf").is_file()
+    assert (EXAMPLE_DIR / "main.tf").is_file()
+    assert (EXAMPLE_DIR / "terraform.tfvars.example").is_file()
+
+
+@pytest.mark.parametrize("path", ALL_TF, ids=lambda p: str(p.relative_to(TF_ROOT)))
+def test_every_tf_file_parses(path: Path) -> None:
+    doc = parse_file(path)
+    assert doc, f"{path} parsed to nothing"
+
+
+def test_providers_are_declared_with_bounded_versions(module: TfDir, example: TfDir) -> None:
+    for tf in (module, example):
+        declared: dict[str, dict[str, Any]] = {}
+        for block in tf.terraform:
+            for rp in block.get("required_providers", []):
+                declared.update(rp)
+        used = {t.split("_", 1)[0] for (t, _) in (*tf.resources, *tf.data)}
+        if tf is example:
+            used |= {"google", "archive", "random"}  # through the module
+        for provider in used:
+            assert provider in declared, f"{tf.path.name}: provider {provider} not in versions.tf"
+            version = declared[provider]["version"]
+            assert ">=" in version and "<" in version.replace("<=", "<"), (
+                f"{provider} needs a lower and an upper bound, got {version!r}"
+            )
+            assert declared[provider]["source"] == f"hashicorp/{provider}"
+
+
+# --- targets -----------------------------------------------------------------------
+
+
+def _main_targets() -> dict[str, str]:
+    """Decorated functions of main.py -> signature ('cloud_event' or 'http')."""
+    tree = ast.parse((REPO_ROOT / "main.py").read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            if (
+                isinstance(dec, ast.Attribute)
+                and isinstance(dec.value, ast.Name)
+                and dec.value.id == "functions_framework"
+                and dec.attr in {"cloud_event", "http"}
+            ):
+                found[node.name] = dec.attr
+    return found
+
+
+def test_every_entry_point_is_a_decorated_target_of_main(module: TfDir) -> None:
+    fn = _fn(module)
+    assert blocks(fn, "build_config")[0]["entry_point"] == "${each.value.entry_point}"
+    targets = _main_targets()
+    specs = _specs(module)
+    assert set(specs) == set(FUNCTIONS)
+    for name, spec in specs.items():
+        entry = _literal(spec["entry_point"])
+        assert entry in targets, f"{name}: entry_point {entry!r} is not a decorated target"
+        # An event trigger needs a CloudEvent target; the webhook an HTTP one.
+        has_trigger = spec["trigger_topic"] is not None
+        assert targets[entry] == ("cloud_event" if has_trigger else "http"), name
+
+
+def test_runtime_is_python312_from_one_archive(module: TfDir) -> None:
+    build = blocks(_fn(module), "build_config")[0]
+    assert build["runtime"] == "python312"
+    storage = blocks(blocks(build, "source")[0], "storage_source")[0]
+    assert storage["object"] == "${google_storage_bucket_object.source.name}"
+    archive = module.data[("archive_file", "source")]
+    assert archive["source_dir"] == "${var.source_dir}"
+    obj = module.resource("google_storage_bucket_object", "source")
+    # Content-addressed: a code change is a new object, hence a redeploy.
+    assert "output_md5" in obj["name"] or "output_sha" in obj["name"]
+
+
+def test_source_bucket_is_private_versioned_and_uniform(module: TfDir) -> None:
+    bucket = module.resource("google_storage_bucket", "source")
+    assert bucket["uniform_bucket_level_access"] is True
+    assert bucket["public_access_prevention"] == "enforced"
+    assert blocks(bucket, "versioning")[0]["enabled"] is True
+
+
+# --- environment vs shared/config.py -------------------------------------------------
+
+# Values standing in for Terraform expressions, by variable: what the
+# expression evaluates to in a real plan, in the shape config.py validates.
+PLACEHOLDERS = {
+    "COCOON_KUBE_SERVER": "https://203.0.113.10",
+    "COCOON_KUBE_CA": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t",
+    "COCOON_REGISTRY_BASE": "europe-west1-docker.pkg.dev/acme-prod/snapshots",
+    "COCOON_NAMESPACES": "agents,batch",
+    "COCOON_EVENTS_TOPIC": "projects/acme-prod/topics/cocoon-events",
+    "COCOON_WAKE_DEADLINE": "10m",
+    "COCOON_SWEEP_MAX_SUSPENDS": "50",
+    "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
+    "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
+}
+
+
+def _concrete(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    if text.startswith("${") and text.endswith("}") and text.count("${") == 1:
+        assert key in PLACEHOLDERS, f"{key} is an expression: add a placeholder for it"
+        return PLACEHOLDERS[key]
+    # A literal, possibly with interpolations: keep the literal parts.
+    return re.sub(r"\$\{[^}]*\}", "x", text)
+
+
+def _deployed_env(module: TfDir, function: str) -> dict[str, str]:
+    spec = _specs(module)[function]
+    env = {k: _concrete(k, v) for k, v in merged_locals(spec["env"], module).items()}
+    service = blocks(_fn(module), "service_config")[0]
+    assert service["environment_variables"] == "${each.value.env}"
+    for secret in blocks(service, "secret_environment_variables"):
+        applies = secret_applies_to(service, function)
+        if applies:
+            env[secret["key"]] = PLACEHOLDERS[secret["key"]]
+    return env
+
+
+def secret_applies_to(service: dict[str, Any], function: str) -> bool:
+    for dyn in service.get("dynamic", []):
+        body = dyn.get("secret_environment_variables")
+        if body is not None:
+            cond = body["for_each"]
+            match = re.search(r"each\.key==(\w+)\?", norm(cond))
+            assert match, f"secret env for_each must name its function: {cond}"
+            return match.group(1) == function
+    return False
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_environment_satisfies_settings_from_env(module: TfDir, function: str) -> None:
+    env = _deployed_env(module, function)
+    settings = Settings.from_env(env)
+    assert settings.kube_auth is KubeAuth.GOOGLE
+    assert settings.kube_server and settings.kube_server.startswith("https://")
+    assert settings.registry_auth is RegistryAuth.GOOGLE
+    assert not settings.registry_insecure
+    assert env["COCOON_LOG_FORMAT"] == "json"
+    # KUBECONFIG would override the Google identity on Cloud Run.
+    assert "KUBECONFIG" not in env
+    settings.require_registry()  # release and wake refuse to start without it
+    if function == "ingest":
+        assert settings.ingest_token, "ingest needs COCOON_INGEST_TOKEN"
+    else:
+        assert "COCOON_INGEST_TOKEN" not in env, f"{function} must not see the ingest token"
+
+
+def test_kube_server_is_https_whatever_the_override(module: TfDir) -> None:
+    expr = module.locals["kube_server"]
+    assert "https://${data.google_container_cluster.this.endpoint}" in norm(expr)
+    (pattern,) = hcl_regexes(module.variables["kube_server_override"]["validation"][0]["condition"])
+    assert pattern.match("https://cp.example.internal")
+    assert not pattern.match("http://10.0.0.2")
+
+
+def test_ingest_token_comes_from_secret_manager_latest(module: TfDir) -> None:
+    service = blocks(_fn(module), "service_config")[0]
+    (secret,) = blocks(service, "secret_environment_variables")
+    assert secret["key"] == "COCOON_INGEST_TOKEN"
+    assert secret["version"] == "latest"
+    assert "google_secret_manager_secret.ingest_token" in json.dumps(service)
+    # Never a plain environment variable.
+    for function in FUNCTIONS:
+        assert "COCOON_INGEST_TOKEN" not in merged_locals(_specs(module)[function]["env"], module)
+
+
+def test_build_source_is_the_documented_order(module: TfDir, example: TfDir) -> None:
+    src = example.modules["cocoon_hibernation"]
+    assert src["source"] == "../../modules/cocoon-hibernation"
+    assert src["source_dir"].endswith("/build/function-source")
+    assert "build-source.sh" in (EXAMPLE_DIR / "main.tf").read_text(encoding="utf-8")
+
+
+# --- triggers ----------------------------------------------------------------------
+
+
+def _accepts() -> dict[str, frozenset[str]]:
+    """CloudEvent types each target accepts: the adapters' own sets when present."""
+    try:
+        from shared.adapters import cloudevent as ce
+    except ImportError:  # the adapters land on another branch; SPEC §11 meanwhile
+        changes = frozenset({c.CE_SET_CHANGED, c.CE_AUDIT_WRITTEN})
+        return {
+            "release": frozenset({c.CE_SNAPSHOT_PUSHED, c.CE_PUBSUB_PUBLISHED}) | changes,
+            "wake": frozenset({c.CE_WAKE_REQUESTED, c.CE_PUBSUB_PUBLISHED}) | changes,
+            "sweep": frozenset({c.CE_PUBSUB_PUBLISHED, c.CE_SWEEP_REQUESTED}),
+        }
+    return {"release": ce.ACCEPT_RELEASE, "wake": ce.ACCEPT_WAKE, "sweep": ce.ACCEPT_SWEEP}
+
+
+def test_function_triggers_are_pubsub_with_retry(module: TfDir) -> None:
+    fn = _fn(module)
+    (trigger,) = blocks(fn, "event_trigger")
+    assert trigger["event_type"] == c.CE_PUBSUB_PUBLISHED
+    assert trigger["retry_policy"] == "RETRY_POLICY_RETRY"
+    assert trigger["service_account_email"] == "${google_service_account.trigger[each.key].email}"
+    for name in CLOUDEVENT_FUNCTIONS:
+        assert c.CE_PUBSUB_PUBLISHED in _accepts()[name]
+
+
+def test_each_function_listens_to_its_own_topic(module: TfDir) -> None:
+    specs = _specs(module)
+    assert specs["release"]["trigger_topic"] == "${data.google_pubsub_topic.gcr.id}"
+    assert module.data[("google_pubsub_topic", "gcr")]["name"] == "gcr"
+    assert specs["wake"]["trigger_topic"] == "${google_pubsub_topic.wake_requests.id}"
+    assert specs["sweep"]["trigger_topic"] == "${google_pubsub_topic.sweep.id}"
+    assert specs["ingest"]["trigger_topic"] is None
+    # gcr must not be created (409 where Artifact Registry made it).
+    assert ("google_pubsub_topic", "gcr") not in module.resources
+
+
+def test_scheduler_ticks_the_sweep_topic_with_canonical_data(module: TfDir) -> None:
+    job = module.resource("google_cloud_scheduler_job", "sweep")
+    assert job["schedule"] == "${var.sweep_schedule}"
+    assert module.variables["sweep_schedule"]["default"] == "* * * * *"
+    (target,) = blocks(job, "pubsub_target")
+    assert target["topic_name"] == "${google_pubsub_topic.sweep.id}"
+    assert norm(target["data"]) in {
+        "${base64encode(jsonencode({dryRun=false}))}",
+        "${base64encode(jsonencode({dryRun:false}))}",
+    }
+
+
+def _audit_methods(module: TfDir) -> list[str]:
+    methods = module.variables["audit_methods"]["default"]
+    assert isinstance(methods, list) and methods
+    return methods
+
+
+def _parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
+    try:
+        from shared.adapters.kube import parse_gke_method
+    except ImportError:  # same rule as the adapter (EVENT-FORMATS §6.2)
+        prefixes = {"io.k8s.core.": "", ".".join(reversed(c.GROUP.split("."))) + ".": c.GROUP}
+        for prefix, group in prefixes.items():
+            if method.startswith(prefix):
+                parts = method[len(prefix) :].split(".")
+                if len(parts) == 3:
+                    return group, parts[1], None, parts[2]
+                if len(parts) == 4:
+                    return group, parts[1], parts[2], parts[3]
+        return None
+    return parse_gke_method(method)
+
+
+def test_audit_triggers_match_what_the_adapter_maps(module: TfDir) -> None:
+    for method in _audit_methods(module):
+        parsed = _parse_gke_method(method)
+        assert parsed is not None, f"{method}: the GKE audit adapter would drop it"
+        group, resource, sub, verb = parsed
+        assert (group, resource) in {(c.GROUP, c.PLURAL), ("", "pods")}, method
+        assert sub in {None, "status"}, method
+        assert verb in WRITE_VERBS, f"{method}: reads are Data Access logs, not routed"
+        assert method.split(".")[-4 if sub else -3] == c.VERSION or method.startswith("io.k8s.")
+    cocoonset_prefix = ".".join(reversed(c.GROUP.split("."))) + f".{c.VERSION}.{c.PLURAL}."
+    methods = set(_audit_methods(module))
+    # Both the spec change (suspend flip) and the pod lifecycle must be seen.
+    assert {cocoonset_prefix + "update", cocoonset_prefix + "patch"} <= methods
+    assert {"io.k8s.core.v1.pods.patch", "io.k8s.core.v1.pods.delete"} <= methods
+
+
+def test_audit_method_validation_rejects_other_groups(module: TfDir) -> None:
+    (pattern,) = hcl_regexes(module.variables["audit_methods"]["validation"][0]["condition"])
+    for method in _audit_methods(module):
+        assert pattern.match(method), method
+    for wrong in (
+        "io.cocoonstack.cocoonset.v1.cocoonsets.get",
+        "io.k8s.apps.v1.deployments.patch",
+        "cocoonset.cocoonstack.io.v1.cocoonsets.patch",  # unreversed group
+        "io.k8s.core.v1.pods.exec.create",
+    ):
+        assert not pattern.match(wrong), wrong
+
+
+def test_eventarc_audit_triggers_fan_in_to_release_and_wake(module: TfDir) -> None:
+    trig = module.resource("google_eventarc_trigger", "audit")
+    assert trig["for_each"] == "${local.audit_routes}"
+    assert "setproduct([release,wake],var.audit_methods)" in norm(module.locals["audit_routes"])
+    criteria = {m["attribute"]: m["value"] for m in trig["matching_criteria"]}
+    assert criteria["type"] == c.CE_AUDIT_WRITTEN
+    assert criteria["serviceName"] == "k8s.io"
+    assert criteria["methodName"] == "${each.value.method}"
+    for name in ("release", "wake"):
+        assert c.CE_AUDIT_WRITTEN in _accepts()[name]
+    run = blocks(blocks(trig, "destination")[0], "cloud_run_service")[0]
+    assert "google_cloudfunctions2_function.fn[each.value.function]" in run["service"]
+    assert trig["service_account"] == "${google_service_account.trigger[each.value.function].email}"
+    # Eventarc triggers retry unless max_attempts = 1 says otherwise.
+    assert "retry_policy" not in trig
+
+
+def test_every_event_type_in_the_tree_is_accepted(module: TfDir) -> None:
+    accepted = {c.CE_PUBSUB_PUBLISHED, c.CE_AUDIT_WRITTEN}
+    for path in ALL_TF:
+        for keys, value in walk(parse_file(path)):
+            if keys and keys[-1] == "event_type":
+                assert value in accepted, f"{path}: {value}"
+    for trig in module.of_type("google_eventarc_trigger").values():
+        for m in trig["matching_criteria"]:
+            if m["attribute"] == "type":
+                assert m["value"] in accepted
+
+
+# --- dead letters ------------------------------------------------------------------
+
+
+def test_topics_have_bounded_retention(module: TfDir) -> None:
+    for name, topic in module.of_type("google_pubsub_topic").items():
+        retention = topic.get("message_retention_duration")
+        assert retention, f"topic {name} has no message_retention_duration"
+        if "${" not in retention:
+            assert int(retention.rstrip("s")) <= 31 * 86400, name
+    dlq = module.resource("google_pubsub_topic", "dead_letter")
+    assert dlq["for_each"] == "${local.trigger_functions}"
+    assert dlq["message_retention_duration"] == "${var.dead_letter_retention}"
+    var = module.variables["dead_letter_retention"]
+    assert "2678400" in var["validation"][0]["condition"]  # 31 days, the Pub/Sub maximum
+    sub = module.resource("google_pubsub_subscription", "dead_letter")
+    assert sub["message_retention_duration"] == "${var.dead_letter_retention}"
+
+
+def test_dead_letters_are_attachable_after_apply(module: TfDir) -> None:
+    # Eventarc owns its subscriptions: the script attaches the topics.
+    script = REPO_ROOT / "infra" / "scripts" / "attach-dead-letters.sh"
+    assert script.is_file()
+    assert "dead_letter_attachments" in module.outputs
+    text = script.read_text(encoding="utf-8")
+    assert "--dead-letter-topic" in text and "dead_letter_attachments" in text
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    publisher = module.resource("google_pubsub_topic_iam_member", "dead_letter_publisher")
+    assert "gcp-sa-pubsub.iam.gserviceaccount.com" in publisher["member"]
+
+
+# --- IAM ---------------------------------------------------------------------------
+
+PRIMITIVE = re.compile(r"roles/(owner|editor|viewer)\b")
+PUBLIC = re.compile(r"\b(allUsers|allAuthenticatedUsers)\b")
+
+
+@pytest.mark.parametrize("path", ALL_TF, ids=lambda p: str(p.relative_to(TF_ROOT)))
+def test_no_primitive_roles(path: Path) -> None:
+    for keys, value in walk(parse_file(path)):
+        if isinstance(value, str):
+            assert not PRIMITIVE.search(value), f"{path}: {'.'.join(keys)} = {value}"
+
+
+def _iam_resources(tf: TfDir) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        k: v for k, v in tf.resources.items() if re.search(r"_iam_(member|binding|policy)$", k[0])
+    }
+
+
+def test_no_public_member_in_any_configuration(module: TfDir) -> None:
+    iam = _iam_resources(module)
+    assert iam
+    for (rtype, name), body in iam.items():
+        assert not rtype.endswith(("_iam_binding", "_iam_policy")), (
+            f"{rtype}.{name}: authoritative IAM would remove grants others made"
+        )
+        member = body["member"]
+        assert not PUBLIC.search(member), f"{rtype}.{name}"
+        if member == "${each.value}":
+            # Only the validated invoker list feeds a member from input.
+            assert body["for_each"] == "${toset(var.ingest_invoker_members)}", name
+        else:
+            assert member.startswith("serviceAccount:"), f"{rtype}.{name}: {member}"
+    (pattern,) = hcl_regexes(
+        module.variables["ingest_invoker_members"]["validation"][0]["condition"]
+    )
+    assert pattern.match("serviceAccount:relay@acme-prod.iam.gserviceaccount.com")
+    for public in ("allUsers", "allAuthenticatedUsers", "allUsers:x"):
+        assert not pattern.match(public), public
+
+
+@pytest.mark.parametrize("path", ALL_TF, ids=lambda p: str(p.relative_to(TF_ROOT)))
+def test_no_public_member_literal_anywhere(path: Path) -> None:
+    for keys, value in walk(parse_file(path)):
+        if isinstance(value, str) and keys[-1] in {"member", "members", "default", "value"}:
+            assert not PUBLIC.search(value), f"{path}: {'.'.join(keys)}"
+
+
+def test_project_wide_grants_are_the_unavoidable_ones(module: TfDir) -> None:
+    roles = {b["role"] for b in module.of_type("google_project_iam_member").values()}
+    # clusterViewer = container.clusters.get (Kubernetes verbs come from RBAC);
+    # eventReceiver has no narrower scope than the project.
+    assert roles == {"roles/container.clusterViewer", "roles/eventarc.eventReceiver"}
+    viewer = module.resource("google_project_iam_member", "cluster_viewer")
+    assert viewer["for_each"] == "${local.functions}"
+    receiver = module.resource("google_project_iam_member", "event_receiver")
+    assert receiver["member"].startswith("serviceAccount:${google_service_account.trigger[")
+
+
+def test_one_runtime_identity_per_function_and_one_per_trigger(module: TfDir) -> None:
+    runtime = module.resource("google_service_account", "runtime")
+    trigger = module.resource("google_service_account", "trigger")
+    assert runtime["for_each"] == "${local.functions}"
+    assert trigger["for_each"] == "${local.trigger_functions}"
+    assert names(module.locals["functions"]) == set(FUNCTIONS)
+    service = blocks(_fn(module), "service_config")[0]
+    assert service["service_account_email"] == "${google_service_account.runtime[each.key].email}"
+    invoker = module.resource("google_cloud_run_service_iam_member", "trigger_invoker")
+    assert invoker["role"] == "roles/run.invoker"
+    assert invoker["service"] == "${google_cloudfunctions2_function.fn[each.key].name}"
+    assert invoker["member"] == "serviceAccount:${google_service_account.trigger[each.key].email}"
+
+
+def test_registry_grants_are_repository_scoped_and_minimal(module: TfDir) -> None:
+    reader = module.resource("google_artifact_registry_repository_iam_member", "release_reader")
+    assert reader["role"] == "roles/artifactregistry.reader"
+    assert "runtime[release]" in norm(reader["member"])
+    deleter = module.resource("google_artifact_registry_repository_iam_member", "tag_deleter")
+    assert deleter["role"] == "roles/artifactregistry.repoAdmin"
+    deleters = names(module.locals["deleter_functions"])
+    # SPEC §4: the release path never deletes a tag.
+    assert "release" not in deleters and "wake" in deleters
+    for body in (reader, deleter):
+        assert body["repository"].startswith("${data.google_artifact_registry_repository.")
+    assert not any(
+        "artifactregistry" in b["role"]
+        for b in module.of_type("google_project_iam_member").values()
+    )
+
+
+def test_secret_access_is_ingest_only_on_its_secret(module: TfDir) -> None:
+    grants = [
+        (k, b) for k, b in _iam_resources(module).items() if "secretAccessor" in b.get("role", "")
+    ]
+    assert len(grants) == 1
+    (rtype, _), body = grants[0]
+    assert rtype == "google_secret_manager_secret_iam_member"
+    assert body["secret_id"] == "${google_secret_manager_secret.ingest_token.secret_id}"
+    assert norm(body["member"]) == "serviceAccount:${google_service_account.runtime[ingest].email}"
+
+
+def test_ingress_is_internal_by_default(module: TfDir) -> None:
+    service = blocks(_fn(module), "service_config")[0]
+    assert norm(service["ingress_settings"]) == norm(
+        '${each.key == "ingest" ? var.ingest_ingress : "ALLOW_INTERNAL_ONLY"}'
+    )
+    var = module.variables["ingest_ingress"]
+    assert var["default"] == "ALLOW_INTERNAL_ONLY"
+    assert "allUsers" in var["description"]  # the description says it is never granted
+
+
+# --- metrics and alerting ------------------------------------------------------------
+
+
+def test_log_metrics_are_the_operator_counters(module: TfDir) -> None:
+    metrics = module.locals["log_metrics"]
+    assert set(metrics) == {c.METRIC_PODS_DELETED, c.METRIC_WAKE, c.METRIC_WAKE_UNSCHEDULABLE}
+    assert set(metrics[c.METRIC_WAKE]["labels"]) == {"namespace", "cocoonset", "placement"}
+    for name in (c.METRIC_PODS_DELETED, c.METRIC_WAKE_UNSCHEDULABLE):
+        assert set(metrics[name]["labels"]) == {"namespace", "cocoonset"}
+    metric = module.resource("google_logging_metric", "counter")
+    assert metric["for_each"] == "${local.log_metrics}"
+    assert "jsonPayload.metric" in metric["filter"]
+    assert "EXTRACT(jsonPayload.labels.${l})" in metric["label_extractors"]
+    descriptor = blocks(metric, "metric_descriptor")[0]
+    assert descriptor["metric_kind"] == "DELTA" and descriptor["value_type"] == "INT64"
+
+
+def test_alert_on_wake_unschedulable(module: TfDir) -> None:
+    alert = module.resource("google_monitoring_alert_policy", "wake_unschedulable")
+    cond = blocks(blocks(alert, "conditions")[0], "condition_threshold")[0]
+    assert c.METRIC_WAKE_UNSCHEDULABLE in cond["filter"]
+    assert cond["comparison"] == "COMPARISON_GT"
+    assert alert["notification_channels"] == "${var.alert_notification_channels}"
+
+
+# --- variables, outputs, example -----------------------------------------------------------
+
+# Free-form or boolean inputs: nothing to validate beyond their type.
+UNVALIDATED = {
+    "labels",
+    "enable_apis",
+    "source_dir",
+    "sweep_time_zone",
+    "publish_lifecycle_events",
+}
+
+
+def test_variables_are_described_typed_and_validated(module: TfDir) -> None:
+    for name, var in module.variables.items():
+        assert var.get("description"), f"variable {name} has no description"
+        assert var.get("type"), f"variable {name} has no type"
+        if name not in UNVALIDATED:
+            assert var.get("validation"), f"variable {name} has no validation block"
+
+
+def test_outputs_expose_urls_topics_and_identities(module: TfDir, example: TfDir) -> None:
+    for name in (
+        "function_uris",
+        "wake_requests_topic",
+        "sweep_topic",
+        "events_topic",
+        "dead_letter_topics",
+        "runtime_service_accounts",
+    ):
+        assert name in module.outputs, name
+        assert name in example.outputs, name
+    for tf in (module, example):
+        for name, out in tf.outputs.items():
+            assert out.get("description"), f"output {name} has no description"
+            assert "random_password" not in json.dumps(out), f"output {name} leaks the token"
+
+
+def test_tfvars_example_sets_every_required_variable(example: TfDir) -> None:
+    tfvars = parse_file(EXAMPLE_DIR / "terraform.tfvars.example")
+    required = {n for n, v in example.variables.items() if "default" not in v}
+    assert required <= set(tfvars), required - set(tfvars)
+    assert set(tfvars) <= set(example.variables)
+    module_vars = load_dir(MODULE_DIR).variables
+    # The example forwards to the module: its values must pass the module's validations.
+    for name in ("project_id", "region", "name_prefix"):
+        for pattern in hcl_regexes(module_vars[name]["validation"][0]["condition"]):
+            assert pattern.match(tfvars[name]), name
+
+
+# --- the source archive ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fn") / "function-source"
+    subprocess.run(
+        ["bash", str(REPO_ROOT / "infra" / "scripts" / "build-source.sh"), str(out)],
+        check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    return out
+
+
+def test_staged_source_holds_the_product_only(staged: Path) -> None:
+    top = {p.name for p in staged.iterdir()}
+    assert top == {"main.py", "shared", "functions", "requirements.txt"}
+    assert not list(staged.rglob("__pycache__"))
+    reqs = (staged / "requirements.txt").read_text(encoding="utf-8").lower()
+    names = {re.split(r"[=<>; \[]", line, maxsplit=1)[0] for line in reqs.splitlines() if line}
+    assert {"functions-framework", "cloudevents", "kubernetes", "pydantic"} <= names
+    # The local extra and the dev tools are not deployed.
+    assert not names & {"cel-python", "pytest", "mypy", "python-hcl2", "checkov"}
+    assert "cocoon-hibernation" not in names  # --no-emit-project
+
+
+def test_staged_source_imports_on_its_own(staged: Path) -> None:
+    """main.py loads from the stage alone: no module from the repo's infra/ or cli/."""
+    probe = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]);"
+        "import main;"
+        "own = {n: getattr(m, '__file__', '') or '' for n, m in sys.modules.items()"
+        " if n.split('.')[0] in ('main', 'shared', 'functions', 'infra', 'cli')};"
+        "print(json.dumps(own))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(staged)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=staged,
+        timeout=120,
+    )
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"main", "functions"} <= {n.split(".")[0] for n in loaded}
+    for name, file in loaded.items():
+        assert not name.startswith(("infra", "cli")), f"the functions import {name}"
+        if file:
+            assert Path(file).resolve().is_relative_to(staged.resolve()), f"{name} from {file}"
