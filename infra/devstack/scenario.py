@@ -27,7 +27,8 @@ import requests
 from infra.devstack.kubehttp import KubeHTTP, set_path
 from infra.devstack.observe import Observer, View
 from infra.devstack.simulator import SimEvent
-from infra.devstack.stack import Stack
+from infra.devstack.functionlog import FunctionLogs
+from infra.devstack.stack import TARGETS, Stack
 from shared import constants as k
 from shared.names import vm_name
 
@@ -103,6 +104,9 @@ class Scenario:
         self.api = KubeHTTP(stack.kube_url)
         nodes = {n.name: n.seats for n in stack.config.nodes}
         self.observer = Observer(self.api, NAMESPACE, nodes)
+        self.function_logs = FunctionLogs(
+            {t: stack.workdir / "logs" / f"{t}.log" for t in TARGETS}, NAMESPACE
+        )
         self.t0 = time.monotonic()
         self.result = DemoResult(ok=False)
         self.registry_checks = 0
@@ -130,6 +134,9 @@ class Scenario:
                     f"{set_name}: vk-cocoon pushed {ev.name}'s snapshot to the registry "
                     f"as :hibernate ({ev.detail[:19]}...)"
                 )
+        # Then what the functions did (their own log lines), then what the API now shows.
+        for line in self.function_logs.poll():
+            self._say(line)
         view, lines = self.observer.poll()
         for line in lines:
             self._say(line)
