@@ -41,6 +41,12 @@ _WHY = {
     "WakeRequested": "wake request",
     "SweepTick": "sweep tick",
 }
+# Where the trigger came from, when that says more than its kind.
+_SOURCE = {
+    "distribution": "registry notification",
+    "k8s-audit": "audit webhook",
+    "scheduler": "sweep tick",
+}
 
 
 def _outcomes(outcome: Any) -> Iterable[Mapping[str, Any]]:
@@ -60,7 +66,8 @@ def _short(ref: str, namespace: str) -> str:
 def describe(record: Mapping[str, Any], namespace: str) -> list[str]:
     """Narration lines for one log record of a target (pure)."""
     target = str(record.get("target") or "?")
-    why = _WHY.get(str(record.get("trigger") or ""), str(record.get("trigger") or "event"))
+    trigger = str(record.get("trigger") or "")
+    why = _SOURCE.get(str(record.get("source") or "")) or _WHY.get(trigger, trigger or "event")
     message = str(record.get("message") or "")
     if message.startswith("trigger failed"):
         ref = str(record.get("cocoonset") or record.get("vm") or "")
@@ -102,8 +109,8 @@ class FunctionLogs:
             lines = text.split("\n")
             if lines and lines[-1]:
                 self._partial[name] = lines[-1]  # an unfinished line: keep it for later
-            for line in lines[:-1]:
-                line = line.strip()
+            for raw in lines[:-1]:
+                line = raw.strip()
                 if not line.startswith("{"):
                     continue
                 try:

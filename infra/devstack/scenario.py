@@ -24,10 +24,10 @@ from typing import Any
 
 import requests
 
+from infra.devstack.functionlog import FunctionLogs
 from infra.devstack.kubehttp import KubeHTTP, set_path
 from infra.devstack.observe import Observer, View
 from infra.devstack.simulator import SimEvent
-from infra.devstack.functionlog import FunctionLogs
 from infra.devstack.stack import TARGETS, Stack
 from shared import constants as k
 from shared.names import vm_name

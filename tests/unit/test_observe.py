@@ -80,3 +80,38 @@ def test_seats_and_hint_changes_are_reported() -> None:
     assert "a: pod running on node-1 -> -" in lines
     assert "a: hibernated-on-node set to node-1" in lines
     assert "node-1: seats 0/1 taken" in lines
+
+
+def test_function_log_lines_narrate_only_what_changed_something() -> None:
+    from infra.devstack.functionlog import describe
+
+    handled = {
+        "message": "trigger handled",
+        "target": "ingest",
+        "trigger": "SnapshotPushed",
+        "source": "distribution",
+        "outcome": [
+            {
+                "cocoonset": "demo/a",
+                "result": "done",
+                "steps": ["ProbeRegistry", "Stash", "FlagAndDelete", "SetPhase"],
+            },
+            {"cocoonset": "demo-a/x", "result": "not-found", "steps": []},
+        ],
+    }
+    assert describe(handled, "demo") == [
+        "a: ingest function (registry notification) did Stash, FlagAndDelete, SetPhase"
+    ]
+    idle = {**handled, "outcome": {"cocoonset": "demo/a", "steps": ["Wait"]}}
+    assert describe(idle, "demo") == []
+    failed = {
+        "message": "trigger failed; redelivery expected",
+        "target": "wake",
+        "trigger": "WakeRequested",
+        "source": "canonical",
+        "cocoonset": "demo/a",
+        "reason": "registry unavailable",
+    }
+    assert describe(failed, "demo") == [
+        "a: wake (wake request) will be retried: registry unavailable"
+    ]
