@@ -130,13 +130,14 @@ def _run(
         kubeconfig = stack.kubeconfig
         click.echo("")
         click.echo(f"the stack stays up (Ctrl-C to stop); everything lives in {stack.workdir}")
+        click.echo(f"  kubeconfig: {kubeconfig}")
+        click.echo(f"  kubectl --kubeconfig {kubeconfig} get cocoonsets -A")
+        click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
         click.echo(f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ...")
-        click.echo("  kubectl get cocoonsets -A")
-        click.echo("  kubectl get pods -A -o wide")
         click.echo("  cocoon-hibernation status")
         click.echo("  cocoon-hibernation suspend demo/a --wait 30")
         click.echo("  cocoon-hibernation wake demo/a --wait 30")
-        click.echo(f"  (without env.sh: kubectl --kubeconfig {kubeconfig} get cocoonsets -A)")
+        click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
         sys.stdout.flush()
         while True:
             stack.check_alive()
