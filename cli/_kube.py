@@ -8,17 +8,22 @@ the cluster and the registry exactly as they do.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from shared.clients.kube import KubeClient
 
 from shared.clients.registry import RegistryClient, get_client
-from shared.config import Settings
+from shared import log
+from shared.config import LogFormat, Settings
 from shared.errors import CocoonError
 
 
 def cli_settings(kubeconfig: Path | None) -> Settings:
+    """The environment's settings; the library's log lines go to stderr as text."""
+    # stdout carries the command's answer (a table, JSON); logs must not mix into it.
+    log.configure(LogFormat.TEXT, stream=sys.stderr)
     env = dict(os.environ)
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)

@@ -370,6 +370,11 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
         status["agents"] = agents
     if (set_obj.get("status") or {}).get("observedGeneration") != generation:
         status["observedGeneration"] = generation
+    ready = 1 if main is not None and _ready(main) else 0
+    if (set_obj.get("status") or {}).get("readyAgents") != ready:
+        status["readyAgents"] = ready
+    if (set_obj.get("status") or {}).get("desiredAgents") != 1:
+        status["desiredAgents"] = 1  # the main agent; release sets have no sub-agents
     if status:
         out.append(WriteSetStatus(ns, name, rv, status))
     return out
