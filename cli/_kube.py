@@ -12,10 +12,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.clients.kube import KubeClient
-
-from shared.clients.registry import RegistryClient, get_client
 from shared import log
+from shared.clients.kube import KubeClient
+from shared.clients.registry import RegistryClient, get_client
 from shared.config import LogFormat, Settings
 from shared.errors import CocoonError
 
