@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import click
-from shared.reconcile import request_wake
 
 from cli._common import fail, kube_options, progress
 from cli._kube import cli_settings, kube_client, registry_client
 from shared.errors import CocoonError
 from shared.names import SetRef
+from shared.reconcile import request_wake
 
 
 @click.command(name="wake")
