@@ -76,7 +76,7 @@ def _plot(results: dict[str, Any], out_dir: Path) -> list[str]:
     if samples:
         fig, ax = plt.subplots(figsize=(10, 0.6 * len(samples) + 1.5))
         names = list(samples)
-        ax.boxplot([samples[n] for n in names], vert=False, showfliers=True)
+        ax.boxplot([samples[n] for n in names], orientation="horizontal", showfliers=True)
         ax.set_yticks(range(1, len(names) + 1), names, fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("milliseconds (log scale)")

@@ -3,16 +3,156 @@
 `run` executes triggers. It returns normally when every trigger was handled
 or was permanently irrelevant (acknowledge: 2xx), and raises when a transient
 failure left work undone (functions-framework answers 500 and the platform
-redelivers with backoff).
+redelivers with backoff):
+
+- PermanentError (a set that vanished, an invalid name, a 422) → logged, acknowledged;
+- TransientError (API 5xx/429/timeouts, registry errors, persisting conflicts)
+  and ConfigError (no registry, bad credentials) → logged, re-raised.
+
+Every trigger is attempted even when an earlier one failed (reconciles are
+idempotent, so the redelivery repeating the successful ones is harmless), and
+each gets exactly one structured log line with its outcome.
+
+Clients are built lazily, once per process, on the first trigger that needs
+them: an event dropped by the adapters never imports `kubernetes`.
 """
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Sequence
+from typing import Any
 
+from shared import log
+from shared.clients import kube as kube_clients
+from shared.clients import registry as registry_clients
 from shared.config import Settings
-from shared.triggers import Trigger
+from shared.errors import ConfigError, PermanentError, TransientError
+from shared.names import SetRef, parse_vm_name
+from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
+from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+
+# (Both client modules import only the standard library at module level; the
+# heavy libraries load on a client's first request.)
+
+
+class _Cache:
+    lock = threading.Lock()
+    settings: Settings | None = None
+
+
+def settings() -> Settings:
+    """The process's settings, read from the environment once (ConfigError names the variable)."""
+    with _Cache.lock:
+        if _Cache.settings is None:
+            loaded = Settings.from_env()
+            log.configure(loaded.log_format)
+            _Cache.settings = loaded
+        return _Cache.settings
+
+
+def kube_client(s: Settings) -> KubeApi:
+    return kube_clients.get_client(s)
+
+
+def registry_client(s: Settings) -> SnapshotRegistry | None:
+    """None when no registry is configured: release and wake then refuse (ConfigError)."""
+    if s.registry_base is None:
+        return None
+    return registry_clients.get_client(s)
+
+
+def reset() -> None:
+    """Forget the cached settings and clients (tests; a configuration reload)."""
+    with _Cache.lock:
+        _Cache.settings = None
+    kube_clients.reset_clients()
+    registry_clients.reset_clients()
+
+
+def _describe(trigger: Trigger) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "trigger": type(trigger).__name__,
+        "source": trigger.source.value,
+        "event_id": trigger.event_id,
+    }
+    if isinstance(trigger, SnapshotPushed):
+        fields.update(vm=trigger.vm_name, repository=trigger.repository, tag=trigger.tag)
+    elif isinstance(trigger, SetChanged | WakeRequested):
+        fields["cocoonset"] = str(trigger.ref)
+    else:
+        fields["dry_run"] = trigger.dry_run
+    return fields
+
+
+def _summary(out: Outcome) -> dict[str, Any]:
+    return {
+        "cocoonset": str(out.ref),
+        "result": out.result,
+        "reason": out.reason,
+        "steps": list(out.steps),
+    }
+
+
+def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str, Any]]:
+    """Every set the VM name may belong to (SPEC §1): reconciling a wrong one is a no-op."""
+    refs: list[SetRef] = []
+    for cand in parse_vm_name(trigger.vm_name):
+        if s.namespace_allowed(cand.namespace) and cand.ref not in refs:
+            refs.append(cand.ref)
+    if not refs:
+        raise PermanentError(f"VM name {trigger.vm_name!r} names no set in an allowed namespace")
+    kube, registry = kube_client(s), registry_client(s)
+    results: list[dict[str, Any]] = []
+    first_error: Exception | None = None
+    for ref in refs:
+        try:
+            out = reconcile_set(ref, kube=kube, registry=registry, settings=s)
+        except (TransientError, ConfigError) as e:
+            first_error = first_error or e
+            results.append({"cocoonset": str(ref), "result": "error", "reason": str(e)})
+            continue
+        if out.result != "not-found":
+            results.append(_summary(out))
+    if first_error is not None:
+        raise first_error
+    return results
+
+
+def _handle(trigger: Trigger, s: Settings) -> Any:
+    if isinstance(trigger, SnapshotPushed):
+        return _reconcile_candidates(trigger, s)
+    if isinstance(trigger, SetChanged | WakeRequested):
+        if not s.namespace_allowed(trigger.ref.namespace):
+            raise PermanentError(f"namespace {trigger.ref.namespace} is not in COCOON_NAMESPACES")
+        kube, registry = kube_client(s), registry_client(s)
+        entry = request_wake if isinstance(trigger, WakeRequested) else reconcile_set
+        return _summary(entry(trigger.ref, kube=kube, registry=registry, settings=s))
+    if isinstance(trigger, SweepTick):
+        # Imported by name: the sweep is another function's code and loads only for ticks.
+        try:
+            sweep = importlib.import_module("functions.sweep")
+        except ImportError as e:
+            raise NotImplementedError("the sweep is not built yet") from e
+        return sweep.run_sweep(settings=s, dry_run=trigger.dry_run)
+    raise PermanentError(f"unknown trigger {trigger!r}")  # pragma: no cover
 
 
 def run(triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None:
-    raise NotImplementedError("the reconciler lands with the release/wake work")
+    """Handle every trigger; raise the first retryable failure after trying them all."""
+    failure: Exception | None = None
+    for trigger in triggers:
+        fields = {"target": target, **_describe(trigger)}
+        try:
+            outcome = _handle(trigger, settings)
+        except PermanentError as e:
+            log.info("trigger acknowledged", **fields, outcome="ignored", reason=str(e))
+        except (TransientError, ConfigError) as e:
+            kind = "config" if isinstance(e, ConfigError) else "transient"
+            log.error("trigger failed; redelivery expected", **fields, outcome=kind, reason=str(e))
+            failure = failure or e
+        else:
+            log.info("trigger handled", **fields, outcome=outcome)
+    if failure is not None:
+        raise failure

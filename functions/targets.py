@@ -1,16 +1,46 @@
-"""The CloudEvent targets: CloudEvent -> triggers -> runtime."""
+"""The CloudEvent targets: CloudEvent -> triggers -> runtime.
+
+Each target is defined by the event types it accepts (SPEC §11); the adapters
+drop everything else with a reason *before* any client is built, so an
+irrelevant or malformed event costs no API or registry call and is
+acknowledged (a 2xx: redelivering it cannot help).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from functions import runtime
+from shared import log
+from shared.adapters import ACCEPT_RELEASE, ACCEPT_WAKE, parse_cloudevent
+from shared.errors import PermanentError
+
+
+def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
+    settings = runtime.settings()  # a ConfigError here is a 500: fix the deployment
+    try:
+        parsed = parse_cloudevent(event, settings=settings, accept=accept)
+    except PermanentError as e:
+        log.info("event acknowledged", target=target, outcome="malformed", reason=str(e))
+        return
+    for drop in parsed.dropped:
+        log.info(
+            "event dropped",
+            target=target,
+            outcome="dropped",
+            reason=drop.reason.value,
+            detail=drop.detail,
+            event_id=drop.event_id,
+        )
+    runtime.run(parsed.triggers, settings=settings, target=target)
+
 
 def release(event: Any) -> None:
-    raise NotImplementedError
+    _run(event, target="release", accept=ACCEPT_RELEASE)
 
 
 def wake(event: Any) -> None:
-    raise NotImplementedError
+    _run(event, target="wake", accept=ACCEPT_WAKE)
 
 
 def sweep(event: Any) -> None:

@@ -1,0 +1,169 @@
+"""Figures for the wake (SPEC §5): request counts and warm latency.
+
+- API requests for a wake start (a wake request on a released, suspended set:
+  unsuspend, Waking, create) and for a completion (the restored VM is live:
+  drop the tag, clear the hint, count, event, phase);
+- registry requests for each;
+- warm latency, wake request delivered → main pod created, p50/p99.
+
+Run: `uv run python -m benchmarks.bench_wake` (`--quick` for 20 runs).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from benchmarks._util import fig as figure
+from benchmarks._util import percentile
+from benchmarks.bench_release import NS, Stack, function_client, post_event, quiet_logs, stack
+from shared import constants as k
+from shared.names import SetRef, vm_name
+
+
+def released(st: Stack, name: str) -> None:
+    st.create_set(
+        name,
+        suspend=True,
+        phase="Suspended",
+        annotations={
+            k.ANN_HIBERNATED_ON_NODE: "node-a",
+            k.ANN_DELETE_VM_NAMES: vm_name(NS, name, 0),
+        },
+    )
+    st.push(vm_name(NS, name, 0))
+
+
+def report_live(st: Stack, name: str) -> None:
+    pod = f"{name}-0"
+    st.core.patch_namespaced_pod(
+        pod,
+        NS,
+        {"metadata": {"annotations": {k.ANN_VM_ID: "vm-1"}}},
+        _content_type="application/merge-patch+json",
+    )
+    st.core.create_namespaced_pod_binding(
+        pod,
+        NS,
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+        },
+        _preload_content=False,
+    )
+    st.core.patch_namespaced_pod_status(
+        pod,
+        NS,
+        {
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [
+                    {
+                        "name": k.MAIN_CONTAINER,
+                        "ready": True,
+                        "image": k.PLACEHOLDER_IMAGE,
+                        "imageID": "",
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                    }
+                ],
+            }
+        },
+        _content_type="application/merge-patch+json",
+    )
+
+
+def _listing(reqs: list[dict[str, Any]]) -> str:
+    return "; ".join(
+        f"{i + 1}. {r['method']} {r['path'].replace(f'/namespaces/{NS}', '/ns/' + NS)}"
+        f" -> {r['status']}"
+        for i, r in enumerate(reqs)
+    )
+
+
+def run(*, quick: bool) -> dict[str, Any]:
+    from shared.reconcile import reconcile_set, request_wake
+
+    runs = 20 if quick else 200
+    figures: dict[str, Any] = {}
+    samples: dict[str, list[float]] = {}
+    with stack() as st, quiet_logs():
+        ref = SetRef(NS, "counted")
+        released(st, "counted")
+        st.reset_requests()
+        reg0 = st.snapshots.requests_made
+        out = request_wake(ref, kube=st.client, registry=st.snapshots, settings=st.settings)
+        assert out.created_main, out
+        start_reqs = st.api_requests()
+        figures["wake_start_api_requests"] = figure(
+            len(start_reqs),
+            "requests",
+            "wake request on a released, suspended set. Minimum 6: GET set, PATCH "
+            "spec.suspend=false (the desired state first), LIST pods, PATCH status Waking "
+            "(CAS; durable before the create), PATCH set wake-started stamp (the sweep's "
+            "deadline clock; metadata cannot "
+            "ride on a status write), POST pod. 5 when the set is already unsuspended. "
+            f"Measured: {_listing(start_reqs)}",
+        )
+        figures["wake_start_registry_requests"] = figure(
+            st.snapshots.requests_made - reg0, "requests", "one HEAD <vm0>:hibernate (the probe)"
+        )
+
+        report_live(st, "counted")
+        st.reset_requests()
+        reg0 = st.snapshots.requests_made
+        out = reconcile_set(ref, kube=st.client, registry=st.snapshots, settings=st.settings)
+        done_reqs = st.api_requests()
+        figures["wake_completion_api_requests"] = figure(
+            len(done_reqs),
+            "requests",
+            "the restored VM is live. Minimum 5: GET set, LIST pods, PATCH set (clear the hint + "
+            "last-wake, CAS: the winner counts), POST event (WakeCompleted), PATCH status "
+            f"(Running). Measured: {_listing(done_reqs)}",
+        )
+        figures["wake_completion_registry_requests"] = figure(
+            st.snapshots.requests_made - reg0,
+            "requests",
+            "drop <vm0>:hibernate on Distribution: HEAD (resolve the digest), tags/list (never "
+            "delete a manifest another tag shares), DELETE by digest",
+        )
+
+        names = [f"w{i}" for i in range(runs + 1)]
+        for name in names:
+            released(st, name)
+        latencies: list[float] = []
+        with function_client(st, "wake") as wake:
+            for i, name in enumerate(names):
+                t0 = time.perf_counter()
+                status = post_event(wake, k.CE_WAKE_REQUESTED, {"namespace": NS, "name": name})
+                elapsed = (time.perf_counter() - t0) * 1000.0
+                assert status == 200, status
+                if i > 0:
+                    latencies.append(elapsed)
+        samples["wake_latency_ms"] = latencies
+        figures["wake_latency_p50"] = figure(
+            statistics.median(latencies),
+            "ms",
+            f"warm: wake-requested CloudEvent delivered to the wake target -> main pod created "
+            f"(unsuspend, probe, Waking, create); {len(latencies)} runs, embedded API + real "
+            "registry on 127.0.0.1",
+        )
+        figures["wake_latency_p99"] = figure(
+            percentile(latencies, 99), "ms", f"as above, p99 over {len(latencies)} runs"
+        )
+    return {"figures": figures, "samples": samples}
+
+
+def main() -> None:
+    result = run(quick="--quick" in sys.argv)
+    print(json.dumps(result["figures"], indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,479 @@
+"""The Kubernetes API, wrapped: the only module that imports `kubernetes`.
+
+Built once per process (`KubeClient.from_settings`) and imported lazily: the
+`kubernetes` package costs a few hundred milliseconds to import, and a cold
+start that only drops an irrelevant event must not pay for it.
+
+Every call:
+- has a bounded timeout (connect, read);
+- returns the project's pydantic models, parsed from the raw JSON (unknown
+  fields kept, so a read-modify-write never drops what others wrote);
+- raises only `shared.errors` types: 404 NotFound, 409 Conflict (or
+  AlreadyExists), 422 Invalid, 401/403 ConfigError, 429/5xx/410/timeouts/
+  connection errors TransientError, other 4xx PermanentError — always
+  `raise ... from` the library's exception, which never escapes;
+- is counted (`requests`), for the benchmarks' request figures.
+
+Patches are JSON merge patches (RFC 7386): a key set to None removes it, and
+a `metadata.resourceVersion` in the patch makes the API server compare and
+swap (409 when the object changed since it was read).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from shared import constants as k
+from shared.config import KubeAuth, Settings
+from shared.errors import (
+    AlreadyExists,
+    CocoonError,
+    ConfigError,
+    Conflict,
+    Invalid,
+    NotFound,
+    PermanentError,
+    TransientError,
+)
+from shared.models import CocoonSet, Pod
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+
+    from shared.names import SetRef
+
+MERGE_PATCH = "application/merge-patch+json"
+# (connect, read) seconds: an invocation must answer well inside a platform
+# timeout, and a hung API server must turn into a retry, not a stuck instance.
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 20.0)
+GOOGLE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+_EVENT_MESSAGE_MAX = 1024
+
+
+def _status_message(body: str | None) -> tuple[str, str]:
+    """(reason, message) of a Kubernetes `Status` body, tolerant of anything else."""
+    if not body:
+        return "", ""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return "", body[:200]
+    if not isinstance(status, dict):
+        return "", ""
+    return str(status.get("reason") or ""), str(status.get("message") or "")
+
+
+def translate(err: BaseException, what: str) -> CocoonError:
+    """A library exception as one of the project's typed errors (the caller raises it `from`)."""
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - lazy: cold start
+
+    if isinstance(err, ApiException):
+        code = int(err.status or 0)
+        reason, message = _status_message(err.body if isinstance(err.body, str) else None)
+        text = f"{what}: HTTP {code} {reason or err.reason or ''} {message}".strip()
+        if code == 404:
+            return NotFound(text)
+        if code == 409:
+            return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
+        if code == 422:
+            return Invalid(text)
+        if code in (401, 403):
+            return ConfigError(f"{text} (check the function's Kubernetes credentials and RBAC)")
+        if code in (0, 410, 429) or code >= 500:
+            return TransientError(text)
+        return PermanentError(text)
+    return TransientError(f"{what}: {type(err).__name__}: {err}")
+
+
+def _retryable_io_errors() -> tuple[type[BaseException], ...]:
+    import urllib3.exceptions  # noqa: PLC0415 - lazy: cold start
+
+    return (urllib3.exceptions.HTTPError, OSError, TimeoutError)
+
+
+class KubeClient:
+    """Typed access to CocoonSets, their pods and Events. Thread-safe."""
+
+    def __init__(self, api_client: ApiClient, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
+        from kubernetes import client  # noqa: PLC0415 - lazy: cold start
+
+        self._api = api_client
+        self._custom: CustomObjectsApi = client.CustomObjectsApi(api_client)
+        self._core: CoreV1Api = client.CoreV1Api(api_client)
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._instance = os.environ.get("K_REVISION") or socket.gethostname()
+
+    # --- construction -----------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, **kw: Any) -> KubeClient:
+        """From a kubeconfig file (`path`, else $KUBECONFIG / ~/.kube/config)."""
+        from kubernetes import config  # noqa: PLC0415 - lazy: cold start
+
+        try:
+            api = config.new_client_from_config(  # type: ignore[no-untyped-call]  # untyped upstream
+                config_file=path, persist_config=False
+            )
+        except (config.ConfigException, OSError, ValueError) as e:
+            raise ConfigError(f"cannot load kubeconfig {path or '(default)'}: {e}") from e
+        return cls(api, **kw)
+
+    @classmethod
+    def in_cluster(cls, **kw: Any) -> KubeClient:
+        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
+
+        conf = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]  # untyped upstream
+        except config.ConfigException as e:
+            raise ConfigError(
+                f"no KUBECONFIG and not running in a cluster ({e}); set KUBECONFIG "
+                "or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
+            ) from e
+        return cls(client.ApiClient(conf), **kw)
+
+    @classmethod
+    def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> KubeClient:
+        """GKE from Cloud Run: a Google access token, refreshed before it expires."""
+        import google.auth  # noqa: PLC0415 - lazy: cold start
+        import google.auth.exceptions  # noqa: PLC0415 - lazy: cold start
+        import google.auth.transport.requests  # noqa: PLC0415 - lazy: cold start
+        from kubernetes import client  # noqa: PLC0415 - lazy: cold start
+
+        try:
+            creds, _ = google.auth.default(scopes=list(GOOGLE_SCOPES))
+        except google.auth.exceptions.DefaultCredentialsError as e:
+            raise ConfigError(f"COCOON_KUBE_AUTH=google: no Google credentials ({e})") from e
+        conf = client.Configuration()
+        conf.host = server
+        if ca_b64:
+            try:
+                ca = base64.b64decode(ca_b64, validate=True)
+            except ValueError as e:
+                raise ConfigError("COCOON_KUBE_CA is not valid base64") from e
+            with tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False) as f:
+                f.write(ca)
+            conf.ssl_ca_cert = f.name
+        lock = threading.Lock()
+
+        def refresh(c: Any) -> None:
+            # `valid` is false shortly *before* expiry (google-auth's refresh
+            # threshold), so a token never expires mid-request.
+            with lock:
+                if not creds.valid:
+                    try:
+                        creds.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call]  # untyped upstream
+                    except google.auth.exceptions.GoogleAuthError as e:
+                        raise TransientError(f"refreshing the Google access token: {e}") from e
+                c.api_key["BearerToken"] = creds.token
+
+        conf.api_key["BearerToken"] = ""
+        conf.api_key_prefix["BearerToken"] = "Bearer"
+        # The generated stub types the hook attribute as None.
+        conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None upstream
+        return cls(client.ApiClient(conf), **kw)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KubeClient:
+        if settings.kube_auth is KubeAuth.GOOGLE:
+            if not settings.kube_server:
+                raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
+            return cls.from_google(settings.kube_server, settings.kube_ca)
+        if settings.kubeconfig:
+            return cls.from_kubeconfig(settings.kubeconfig)
+        return cls.in_cluster()
+
+    # --- plumbing ---------------------------------------------------------------
+
+    @property
+    def requests(self) -> int:
+        """API requests sent by this client so far."""
+        return self._requests
+
+    def reset_requests(self) -> None:
+        with self._lock:
+            self._requests = 0
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """Send one request; return the parsed JSON body; translate every failure."""
+        from kubernetes.client.exceptions import OpenApiException  # noqa: PLC0415 - lazy: cold start
+
+        with self._lock:
+            self._requests += 1
+        try:
+            resp = fn(*args, _request_timeout=self._timeout, _preload_content=False, **kw)
+            data = resp.data
+        except OpenApiException as e:
+            raise translate(e, what) from e
+        except _retryable_io_errors() as e:
+            raise TransientError(f"{what}: {type(e).__name__}: {e}") from e
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise TransientError(f"{what}: the API server answered non-JSON") from e
+
+    # --- CocoonSets -------------------------------------------------------------
+
+    def get_set(self, ref: SetRef) -> CocoonSet | None:
+        try:
+            body = self._call(
+                f"GET cocoonset {ref}",
+                self._custom.get_namespaced_custom_object,
+                k.GROUP,
+                k.VERSION,
+                ref.namespace,
+                k.PLURAL,
+                ref.name,
+            )
+        except NotFound:
+            return None
+        return CocoonSet.model_validate(body)
+
+    def list_sets(self, namespace: str | None, *, limit: int = 500) -> Iterator[list[CocoonSet]]:
+        """Pages of sets (one namespace, or all with None); memory stays one page."""
+        token: str | None = None
+        while True:
+            kw: dict[str, Any] = {"limit": limit}
+            if token:
+                kw["_continue"] = token
+            if namespace is None:
+                body = self._call(
+                    "LIST cocoonsets",
+                    self._custom.list_cluster_custom_object,
+                    k.GROUP,
+                    k.VERSION,
+                    k.PLURAL,
+                    **kw,
+                )
+            else:
+                body = self._call(
+                    f"LIST cocoonsets in {namespace}",
+                    self._custom.list_namespaced_custom_object,
+                    k.GROUP,
+                    k.VERSION,
+                    namespace,
+                    k.PLURAL,
+                    **kw,
+                )
+            items = body.get("items") or []
+            yield [CocoonSet.model_validate(item) for item in items]
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    @staticmethod
+    def _with_precondition(patch: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
+        if resource_version is None:
+            return patch
+        meta = dict(patch.get("metadata") or {})
+        meta["resourceVersion"] = resource_version
+        return {**patch, "metadata": meta}
+
+    def patch_set(
+        self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> CocoonSet:
+        body = self._call(
+            f"PATCH cocoonset {ref}",
+            self._custom.patch_namespaced_custom_object,
+            k.GROUP,
+            k.VERSION,
+            ref.namespace,
+            k.PLURAL,
+            ref.name,
+            self._with_precondition(patch, resource_version),
+            _content_type=MERGE_PATCH,
+        )
+        return CocoonSet.model_validate(body)
+
+    def patch_set_status(
+        self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> CocoonSet:
+        body = self._call(
+            f"PATCH cocoonset {ref}/status",
+            self._custom.patch_namespaced_custom_object_status,
+            k.GROUP,
+            k.VERSION,
+            ref.namespace,
+            k.PLURAL,
+            ref.name,
+            self._with_precondition(patch, resource_version),
+            _content_type=MERGE_PATCH,
+        )
+        return CocoonSet.model_validate(body)
+
+    # --- pods -------------------------------------------------------------------
+
+    def list_pods(self, ref: SetRef) -> list[Pod]:
+        body = self._call(
+            f"LIST pods of {ref}",
+            self._core.list_namespaced_pod,
+            ref.namespace,
+            label_selector=f"{k.LABEL_SET_NAME}={ref.name}",
+        )
+        return [Pod.model_validate(item) for item in body.get("items") or []]
+
+    def list_pods_matching(
+        self, namespace: str | None, label_selector: str, *, limit: int = 500
+    ) -> Iterator[list[Pod]]:
+        """Pages of pods matching a label selector (one namespace, or all with None)."""
+        token: str | None = None
+        while True:
+            kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
+            if token:
+                kw["_continue"] = token
+            if namespace is None:
+                body = self._call(
+                    f"LIST pods {label_selector}", self._core.list_pod_for_all_namespaces, **kw
+                )
+            else:
+                body = self._call(
+                    f"LIST pods {label_selector} in {namespace}",
+                    self._core.list_namespaced_pod,
+                    namespace,
+                    **kw,
+                )
+            yield [Pod.model_validate(item) for item in body.get("items") or []]
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        try:
+            body = self._call(
+                f"GET pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
+            )
+        except NotFound:
+            return None
+        return Pod.model_validate(body)
+
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> Pod:
+        name = (body.get("metadata") or {}).get("name", "")
+        out = self._call(
+            f"CREATE pod {namespace}/{name}", self._core.create_namespaced_pod, namespace, body
+        )
+        return Pod.model_validate(out)
+
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod:
+        out = self._call(
+            f"PATCH pod {namespace}/{name}",
+            self._core.patch_namespaced_pod,
+            name,
+            namespace,
+            patch,
+            _content_type=MERGE_PATCH,
+        )
+        return Pod.model_validate(out)
+
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
+    ) -> bool:
+        """Delete only the pod with this UID (and resourceVersion, when given).
+
+        A precondition that fails is a 409 Conflict (the name was reused, or the
+        pod changed since it was read). Returns False when the pod was already
+        gone (NotFound is success).
+        """
+        preconditions = {"uid": uid}
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
+        try:
+            self._call(
+                f"DELETE pod {namespace}/{name}",
+                self._core.delete_namespaced_pod,
+                name,
+                namespace,
+                body={"preconditions": preconditions},
+            )
+        except NotFound:
+            return False
+        return True
+
+    # --- events -----------------------------------------------------------------
+
+    def emit_event(
+        self,
+        cs: CocoonSet,
+        *,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        key: str | None = None,
+    ) -> bool:
+        """A core/v1 Event on the set (one request).
+
+        With `key`, the Event's name is derived from it: a repeat of the same
+        situation answers AlreadyExists and this returns False, so callers can
+        emit and count "once per situation" without keeping state.
+        """
+        ns = cs.namespace
+        if key is not None:
+            suffix = hashlib.sha256(f"{reason}/{key}".encode()).hexdigest()[:16]
+        else:
+            suffix = uuid.uuid4().hex[:16]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{cs.name}.{suffix}", "namespace": ns},
+            "involvedObject": {
+                "apiVersion": cs.api_version,
+                "kind": cs.kind,
+                "name": cs.name,
+                "namespace": ns,
+                "uid": cs.metadata.uid,
+                "resourceVersion": cs.metadata.resource_version,
+            },
+            "reason": reason,
+            "message": message[:_EVENT_MESSAGE_MAX],
+            "type": type,
+            "source": {"component": k.EVENT_COMPONENT},
+            "reportingComponent": k.EVENT_COMPONENT,
+            "reportingInstance": self._instance[:128],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self._call(
+                f"CREATE event {reason} on {ns}/{cs.name}",
+                self._core.create_namespaced_event,
+                ns,
+                body,
+            )
+        except AlreadyExists:
+            return False
+        return True
+
+
+_clients: dict[Settings, KubeClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client(settings: Settings) -> KubeClient:
+    """The process's client for `settings`: built once, reused by warm invocations."""
+    with _clients_lock:
+        client = _clients.get(settings)
+        if client is None:
+            client = KubeClient.from_settings(settings)
+            _clients[settings] = client
+        return client
+
+
+def reset_clients() -> None:
+    """Forget every cached client (tests; a settings reload)."""
+    with _clients_lock:
+        _clients.clear()

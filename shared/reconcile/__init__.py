@@ -1,0 +1,26 @@
+"""The level-triggered reconciler of released seats (SPEC §3-§5, §9).
+
+`decide` (pure) picks the next step; `reconcile_set` / `request_wake` perform
+steps until the set waits or is done. Everything the three CloudEvent
+functions and the sweep do to a set goes through here.
+"""
+
+from __future__ import annotations
+
+from shared.reconcile.decide import Observed, decide
+from shared.reconcile.executor import Outcome, reconcile_set, request_wake
+from shared.reconcile.mainpod import build_main_pod
+from shared.reconcile.ports import KubeApi, SnapshotRegistry
+from shared.reconcile.steps import Probe
+
+__all__ = [
+    "KubeApi",
+    "Observed",
+    "Outcome",
+    "Probe",
+    "SnapshotRegistry",
+    "build_main_pod",
+    "decide",
+    "reconcile_set",
+    "request_wake",
+]

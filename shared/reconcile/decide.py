@@ -1,0 +1,263 @@
+"""The release and wake state machines of SPEC §4 and §5 as pure decisions.
+
+`decide(observed)` looks at one set, its owned pods and the registry answers
+gathered so far and returns the single next step (see `steps.py`). It reads no
+clock, no network and no environment: the executor feeds it what it learned
+and asks again, so every row of the SPEC is a row of a unit table.
+
+Invariants kept here (the reasons are in SPEC §4/§5):
+- release deletes nothing until every managed, non-terminal pod reports
+  `hibernated` for the set's current generation AND the registry answered
+  the `:hibernate` manifest present; a registry error is never an answer;
+- the stash (VM names + hint) is written before the first delete;
+- a wake persists `Waking` before creating the main pod, never trusts a tag
+  on a `Running` set (the registry is only consulted when the main is
+  missing), and only drops the tag once the restored VM is live;
+- the wake is gated on phase and state (hint, restore marker), not on the
+  current policy value, so a policy edit while suspended cannot turn a
+  snapshot restore into a fresh boot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from shared import constants as k
+from shared.enums import CocoonSetPhase as Phase
+from shared.enums import LifecycleState
+from shared.models import CocoonSet, Pod
+from shared.names import vm_name
+from shared.reconcile.mainpod import build_main_pod
+from shared.reconcile.steps import (
+    CompleteWake,
+    CreateMain,
+    Done,
+    DropSnapshot,
+    FlagAndDelete,
+    NotOurs,
+    PersistWaking,
+    PodTarget,
+    Probe,
+    ProbeRegistry,
+    Refuse,
+    ReportNoCapacity,
+    RequestHibernation,
+    RereadMain,
+    Retry,
+    SetPhase,
+    Stash,
+    Step,
+    Wait,
+)
+
+NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything a decision may look at: a fresh read plus this invocation's findings."""
+
+    cs: CocoonSet
+    pods: tuple[Pod, ...]
+    # `<vm>:hibernate` HEAD answers gathered in this invocation (absent key = not asked yet).
+    probes: Mapping[str, Probe] = field(default_factory=dict)
+    # VMs whose `:hibernate` manifest this invocation already deleted.
+    dropped: frozenset[str] = frozenset()
+    # Main pods re-read from the API (uid -> really alive), for the ghost check of SPEC §5.
+    reread: Mapping[str, bool] = field(default_factory=dict)
+    registry_configured: bool = True
+    # This invocation cleared the hint: the wake is finishing even though the
+    # hint (the in-flight marker) is gone, so the phase still gets written.
+    completed_wake: bool = False
+
+
+def decide(o: Observed) -> Step:
+    cs = o.cs
+    if cs.metadata.deletion_timestamp is not None:
+        return NotOurs("the set is being deleted")
+    if cs.suspended:
+        if cs.is_release:
+            return decide_release(o)
+        return NotOurs(f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken")
+    return decide_wake(o)
+
+
+# --- release (SPEC §4) ----------------------------------------------------------------
+
+
+def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
+    """Why `pod` does not yet pass the annotation half of the gate (None = it does)."""
+    if not pod.vm_name:
+        return f"pod {pod.name} has no VM name yet"
+    if pod.lifecycle_state is not LifecycleState.HIBERNATED:
+        state = pod.annotations.get(k.ANN_LIFECYCLE_STATE, "") or "unknown"
+        return f"pod {pod.name} is {state}, not hibernated"
+    if pod.lifecycle_generation < cs.generation:
+        # A snapshot from an earlier suspend round: unsuspend never deletes tags,
+        # so the tag in the registry proves nothing about this round.
+        return (
+            f"pod {pod.name} hibernated for generation {pod.lifecycle_generation}, "
+            f"the set is at {cs.generation}"
+        )
+    return None
+
+
+def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
+    if cs.phase is not Phase.SUSPENDING:
+        return SetPhase(Phase.SUSPENDING, reason)
+    return Wait(reason)
+
+
+def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
+    """Status agents' VM names ∪ previously stashed ∪ live pods' VM names, sorted."""
+    names = {a.vm_name for a in cs.status.agents or () if a.vm_name}
+    names.update(n for n in cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "").split(","))
+    names.update(p.vm_name for p in pods)
+    names.discard("")
+    return ",".join(sorted(n.strip() for n in names if n.strip()))
+
+
+def decide_release(o: Observed) -> Step:
+    cs = o.cs
+    if not o.registry_configured:
+        return Refuse(NO_REGISTRY)
+    active = [p for p in o.pods if not p.terminating]
+
+    # 1. Request hibernation on every owned, non-terminating pod.
+    unflagged = tuple(
+        sorted(p.name for p in active if p.annotations.get(k.ANN_HIBERNATE) != k.TRUE)
+    )
+    if unflagged:
+        return RequestHibernation(unflagged)
+
+    # Terminal pods are kept for triage and pods already being deleted are
+    # leaving: when nothing else holds a seat, the release is complete.
+    deletable = [p for p in active if not p.terminal]
+    if not deletable:
+        if cs.phase is not Phase.SUSPENDED:
+            return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat")
+        return Done("released")
+
+    # 2. The gate, from this fresh read: annotations first (free), then the registry.
+    gated = [p for p in o.pods if p.managed and not p.terminal]
+    for pod in gated:
+        why = _hibernation_pending(cs, pod)
+        if why is not None:
+            return _stay_suspending(cs, why)
+    vms = sorted({p.vm_name for p in gated})
+    unknown = tuple(vm for vm in vms if vm not in o.probes)
+    if unknown:
+        return ProbeRegistry(unknown)
+    failed = [vm for vm in vms if o.probes[vm] is Probe.ERROR]
+    if failed:
+        return Retry(
+            f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", tuple(failed)
+        )
+    absent = [vm for vm in vms if o.probes[vm] is Probe.ABSENT]
+    if absent:
+        return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
+
+    # 3. Stash before the first delete (one write).
+    names = stash_names(cs, o.pods)
+    main = next((p for p in deletable if p.is_main), None)
+    hint = main.spec.node_name if main is not None and main.spec.node_name else None
+    have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
+    if (names and names != have_names) or (hint is not None and hint != cs.hint):
+        return Stash(names, hint)
+
+    # 4-6. Flag, delete (UID precondition), then the phase settles `Suspended`.
+    return FlagAndDelete(
+        tuple(
+            PodTarget(
+                name=p.name,
+                uid=p.metadata.uid or "",
+                resource_version=p.metadata.resource_version or "",
+                needs_flag=p.annotations.get(k.ANN_KEEP_SNAPSHOT) != k.TRUE,
+            )
+            for p in sorted(deletable, key=lambda p: p.name)
+        )
+    )
+
+
+# --- wake (SPEC §5) -------------------------------------------------------------------
+
+
+def main_pod(pods: tuple[Pod, ...]) -> Pod | None:
+    """The owned main pod that is not being deleted."""
+    return next((p for p in pods if p.is_main and not p.terminating), None)
+
+
+def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
+    """A restore whose `Waking` phase a stale status write overwrote."""
+    return (
+        main is not None
+        and main.annotations.get(k.ANN_RESTORE) == k.TRUE
+        and k.ANN_HIBERNATE not in main.annotations
+        and bool(cs.hint)
+    )
+
+
+def decide_wake(o: Observed) -> Step:
+    cs = o.cs
+    hint = cs.hint
+    phase = cs.phase
+    main = main_pod(o.pods)
+    waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake
+    engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
+    if not engaged:
+        return NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
+    # Evidence of a released seat, not the policy value: a release→retain edit
+    # while suspended still restores (the hint is state), while a retain set
+    # without that evidence is never touched.
+    if not (cs.is_release or hint or phase is Phase.WAKING):
+        return NotOurs("hibernatePolicy=retain and no released seat to restore")
+    if not o.registry_configured:
+        return Refuse(NO_REGISTRY)
+    vm0 = vm_name(cs.namespace, cs.name, 0)
+
+    if main is None:
+        probe = o.probes.get(vm0)
+        if probe is None:
+            return ProbeRegistry((vm0,))
+        if probe is Probe.ERROR:
+            # Fail closed: never fall through to a fresh boot over a snapshot.
+            return Retry(f"registry error checking {vm0}:{k.TAG_HIBERNATE}", (vm0,))
+        if probe is Probe.ABSENT:
+            return NotOurs(
+                "no snapshot: suspended before first boot (a fresh boot is the normal flow's)"
+            )
+        if phase is not Phase.WAKING:
+            return PersistWaking(stamp_started=True)
+        return CreateMain(build_main_pod(cs, hint=hint))
+
+    if waking:
+        if not main.live:
+            if phase is not Phase.WAKING:
+                stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
+                return PersistWaking(stamp_started=stamp)
+            message = main.unschedulable_message()
+            if message is not None:
+                return ReportNoCapacity(pod_uid=main.metadata.uid or "", message=message)
+            return Wait(f"restoring {main.name}: VM not live yet")
+        vm = main.vm_name or vm0
+        if vm not in o.dropped:
+            return DropSnapshot(vm)
+        if hint:
+            placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == hint else k.PLACEMENT_POOL
+            return CompleteWake(placement)
+        implied = Phase.RUNNING if main.ready else Phase.PENDING
+        if phase is not implied:
+            return SetPhase(implied, "the restored VM is live")
+        return Done("woken")
+
+    if phase in (Phase.SUSPENDED, Phase.SUSPENDING) and hint and not main.terminal:
+        uid = main.metadata.uid or ""
+        alive = o.reread.get(uid)
+        if alive is None:
+            return RereadMain(main.name, uid)
+        if alive:
+            return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")
+        return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
+
+    return NotOurs("nothing released to restore (retain placeholder or kept terminal pod)")

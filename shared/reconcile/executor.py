@@ -1,0 +1,486 @@
+"""The executor: perform one step, fold its result into the view, decide again.
+
+`reconcile_set` is level-triggered and safe for any set: it reads the set and
+its pods once, then loops decide → act until a terminal step (bounded). It
+uses the object each write returns as the new state instead of re-reading,
+so a complete release of a main-only set whose VM already hibernated costs
+GET set, LIST pods, PATCH set (stash), PATCH pod (flag), DELETE pod, PATCH
+status, POST event = 7 API requests and one registry HEAD.
+
+Concurrency (SPEC §9): every set write that depends on the read carries its
+resourceVersion; a 409 re-reads and re-decides (at most MAX_CONFLICTS times,
+then TransientError so the platform redelivers). Pod deletes carry a UID
+precondition; the main pod has a deterministic name (AlreadyExists = another
+invocation created it). "Once" effects — the pods-deleted count, the wake
+placement count, WakeCompleted — belong to whoever won the write.
+
+Ghost main pods (SPEC §5, "re-read it; gone or being deleted → wait") end the
+invocation with a TransientError: the platform redelivers with backoff, by
+which time the pod is gone and the next run restores. That keeps a function
+instance from sleeping on a timer it is billed for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from shared import constants as k
+from shared import log
+from shared.config import Settings
+from shared.enums import CocoonSetPhase as Phase
+from shared.errors import (
+    AlreadyExists,
+    CocoonError,
+    ConfigError,
+    Conflict,
+    NotFound,
+    PermanentError,
+    TransientError,
+)
+from shared.models import CocoonSet, Pod
+from shared.names import SetRef
+from shared.reconcile.decide import Observed, decide
+from shared.reconcile.ports import KubeApi, SnapshotRegistry
+from shared.reconcile.steps import (
+    TERMINAL,
+    CompleteWake,
+    CreateMain,
+    Done,
+    DropSnapshot,
+    FlagAndDelete,
+    NotOurs,
+    PersistWaking,
+    Probe,
+    ProbeRegistry,
+    Refuse,
+    ReportNoCapacity,
+    RequestHibernation,
+    RereadMain,
+    Retry,
+    SetPhase,
+    Stash,
+    Step,
+    Wait,
+)
+
+MAX_STEPS = 24
+MAX_CONFLICTS = 5
+
+StepHook = Callable[[Step], None]
+# Steps that only look; the terminal steps' names never count as effects either.
+_OBSERVING = frozenset(
+    {
+        "ProbeRegistry",
+        "RereadMain",
+        "Done",
+        "Wait",
+        "NotOurs",
+        "Retry",
+        "Refuse",
+        "ReportNoCapacity",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one reconcile ended (every invocation logs it)."""
+
+    ref: SetRef
+    result: str  # done | waiting | not-ours | not-found
+    reason: str
+    steps: tuple[str, ...] = ()
+    deleted_pods: int = 0
+    created_main: bool = False
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _step_name(step: Step) -> str:
+    return type(step).__name__
+
+
+@dataclass
+class _Run:
+    ref: SetRef
+    kube: KubeApi
+    registry: SnapshotRegistry | None
+    now: datetime
+    hook: StepHook | None = None
+    cs: CocoonSet | None = None
+    pods: tuple[Pod, ...] = ()
+    probes: dict[str, Probe] = field(default_factory=dict)
+    probe_errors: dict[str, CocoonError] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+    reread: dict[str, bool] = field(default_factory=dict)
+    steps: list[str] = field(default_factory=list)
+    deleted: int = 0
+    created: bool = False
+    conflicts: int = 0
+    completed_wake: bool = False
+
+    # --- state ------------------------------------------------------------------
+
+    def read(self, cs: CocoonSet | None = None) -> bool:
+        self.cs = cs if cs is not None else self.kube.get_set(self.ref)
+        if self.cs is None:
+            return False
+        self.pods = tuple(self.kube.list_pods(self.ref))
+        # What this invocation learned from the pods no longer holds after a re-read.
+        self.reread.clear()
+        return True
+
+    def _replace_pod(self, pod: Pod) -> None:
+        self.pods = (*(p for p in self.pods if p.name != pod.name), pod)
+
+    def _drop_pod(self, name: str) -> None:
+        self.pods = tuple(p for p in self.pods if p.name != name)
+
+    @property
+    def set(self) -> CocoonSet:
+        assert self.cs is not None
+        return self.cs
+
+    def observed(self) -> Observed:
+        return Observed(
+            cs=self.set,
+            pods=self.pods,
+            probes=dict(self.probes),
+            dropped=frozenset(self.dropped),
+            reread=dict(self.reread),
+            registry_configured=self.registry is not None,
+            completed_wake=self.completed_wake,
+        )
+
+    def outcome(self, result: str, reason: str) -> Outcome:
+        return Outcome(
+            ref=self.ref,
+            result=result,
+            reason=reason,
+            steps=tuple(self.steps),
+            deleted_pods=self.deleted,
+            created_main=self.created,
+        )
+
+    # --- the loop ---------------------------------------------------------------
+
+    def run(self, initial: CocoonSet | None = None) -> Outcome:
+        if not self.read(initial):
+            return self.outcome("not-found", "the set does not exist")
+        for _ in range(MAX_STEPS):
+            step = decide(self.observed())
+            self.steps.append(_step_name(step))
+            if isinstance(step, TERMINAL):
+                return self.finish(step)
+            if self.hook is not None:
+                self.hook(step)
+            try:
+                self.act(step)
+            except AlreadyExists:
+                # Only creates answer it, and CreateMain handles its own; anything
+                # else is unexpected here and must not pass for a lost CAS.
+                raise
+            except Conflict as e:
+                self.conflicts += 1
+                if self.conflicts > MAX_CONFLICTS:
+                    raise TransientError(
+                        f"{self.ref}: still conflicting after {MAX_CONFLICTS} re-reads"
+                    ) from e
+                log.debug("conflict: re-read and re-decide", set=str(self.ref), step=self.steps[-1])
+                if not self.read():
+                    return self.outcome("not-found", "the set was deleted")
+        raise TransientError(f"{self.ref}: no terminal step after {MAX_STEPS} steps")
+
+    def finish(self, step: Step) -> Outcome:
+        if self.deleted:
+            # This invocation freed the seat (it won the deletes): report it once.
+            self.event(
+                k.REASON_SEAT_RELEASED,
+                f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
+                f"to free the seat (hint node: {self.set.hint or 'none'})",
+            )
+        if isinstance(step, Retry):
+            for vm in step.failed_probes:
+                if vm in self.probe_errors:
+                    # The registry's own error type (an auth failure is a ConfigError).
+                    raise self.probe_errors[vm]
+            raise TransientError(f"{self.ref}: {step.reason}")
+        if isinstance(step, Refuse):
+            raise ConfigError(step.reason)
+        if isinstance(step, ReportNoCapacity):
+            self.report_no_capacity(step)
+            return self.outcome("waiting", f"no capacity: {step.message}")
+        if isinstance(step, Done):
+            return self.outcome("done", step.reason)
+        if isinstance(step, Wait):
+            return self.outcome("waiting", step.reason)
+        assert isinstance(step, NotOurs)
+        effects = [s for s in self.steps if s not in _OBSERVING]
+        if effects:
+            # This run moved the set (e.g. completed a wake) and the situation is
+            # now the normal flow's: report what was done, not "not ours".
+            return self.outcome("done", f"{', '.join(effects)}; now {step.reason}")
+        return self.outcome("not-ours", step.reason)
+
+    # --- effects ----------------------------------------------------------------
+
+    def act(self, step: Step) -> None:
+        ns = self.ref.namespace
+        if isinstance(step, ProbeRegistry):
+            self.probe(step)
+        elif isinstance(step, RequestHibernation):
+            for name in step.pods:
+                try:
+                    pod = self.kube.patch_pod(
+                        ns, name, {"metadata": {"annotations": {k.ANN_HIBERNATE: k.TRUE}}}
+                    )
+                except NotFound:
+                    self._drop_pod(name)
+                    continue
+                self._replace_pod(pod)
+        elif isinstance(step, SetPhase):
+            self.cs = self.kube.patch_set_status(
+                self.ref,
+                {"status": {"phase": step.phase.value}},
+                resource_version=self.set.metadata.resource_version,
+            )
+        elif isinstance(step, Stash):
+            annotations: dict[str, str] = {}
+            if step.delete_vm_names:
+                annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
+            if step.hint is not None:
+                annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
+            self.cs = self.kube.patch_set(
+                self.ref,
+                {"metadata": {"annotations": annotations}},
+                resource_version=self.set.metadata.resource_version,
+            )
+        elif isinstance(step, FlagAndDelete):
+            self.flag_and_delete(step)
+        elif isinstance(step, PersistWaking):
+            self.persist_waking(step)
+        elif isinstance(step, CreateMain):
+            try:
+                pod = self.kube.create_pod(ns, step.body)
+            except AlreadyExists:
+                # Another invocation created it: re-read so the next decision sees it.
+                pod_now = self.kube.get_pod(ns, str(step.body["metadata"]["name"]))
+                if pod_now is not None:
+                    self._replace_pod(pod_now)
+                return
+            self.created = True
+            self._replace_pod(pod)
+            log.info("created the restore-intent main pod", set=str(self.ref), pod=pod.name)
+        elif isinstance(step, DropSnapshot):
+            assert self.registry is not None
+            if self.registry.drop_snapshot(step.vm) is False:
+                # The manifest is shared with another tag: deleting it would take that
+                # tag too. The stale `:hibernate` is harmless (the next release's gate
+                # checks the generation), so the wake completes.
+                log.warning("kept a shared :hibernate manifest", set=str(self.ref), vm=step.vm)
+            self.dropped.add(step.vm)
+        elif isinstance(step, CompleteWake):
+            self.complete_wake(step)
+        elif isinstance(step, RereadMain):
+            fresh = self.kube.get_pod(ns, step.name)
+            alive = fresh is not None and not fresh.terminating
+            self.reread[step.uid] = alive
+            if fresh is not None and alive:
+                self._replace_pod(fresh)
+                self.reread[fresh.metadata.uid or ""] = True
+        else:  # pragma: no cover - decide() returns only the steps above
+            raise AssertionError(f"unknown step {step!r}")
+
+    def probe(self, step: ProbeRegistry) -> None:
+        assert self.registry is not None
+        for vm in step.vms:
+            try:
+                present = self.registry.snapshot_present(vm)
+            except (TransientError, ConfigError) as e:
+                # An error is an answer of its own; the decision turns it into a retry.
+                self.probes[vm] = Probe.ERROR
+                self.probe_errors[vm] = e
+                log.warning("registry probe failed", set=str(self.ref), vm=vm, error=str(e))
+                continue
+            self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
+
+    def flag_and_delete(self, step: FlagAndDelete) -> None:
+        ns = self.ref.namespace
+        for target in step.pods:
+            rv = target.resource_version
+            if target.needs_flag:
+                try:
+                    # Compare-and-swap on the pod the gate verified: a pod recreated
+                    # under the name, or changed since the read, refuses the flag.
+                    flagged = self.kube.patch_pod(
+                        ns,
+                        target.name,
+                        {
+                            "metadata": {
+                                "uid": target.uid,
+                                "resourceVersion": rv,
+                                "annotations": {k.ANN_KEEP_SNAPSHOT: k.TRUE},
+                            }
+                        },
+                    )
+                    rv = flagged.metadata.resource_version or rv
+                except NotFound:
+                    self._drop_pod(target.name)
+                    continue
+                except Conflict:
+                    # Not a failed flag: the pod is not the one we read. Re-read.
+                    raise
+                except CocoonError as e:
+                    # Best-effort: a lost flag costs a registry pull on wake, a
+                    # blocked delete would forfeit the seat.
+                    log.warning(
+                        "keep-snapshot flag failed; deleting anyway",
+                        set=str(self.ref),
+                        pod=target.name,
+                        error=str(e),
+                    )
+            # uid: never a newer pod that reused the name; resourceVersion: only the
+            # pod as verified (and flagged) — and only once: the first delete changes
+            # it (deletionTimestamp), so a concurrent duplicate gets 409, not a 2nd delete.
+            deleted = self.kube.delete_pod(ns, target.name, uid=target.uid, resource_version=rv)
+            self._drop_pod(target.name)
+            if deleted:
+                self.deleted += 1
+                log.count(k.METRIC_PODS_DELETED, namespace=ns, cocoonset=self.ref.name)
+
+    def persist_waking(self, step: PersistWaking) -> None:
+        self.cs = self.kube.patch_set_status(
+            self.ref,
+            {"status": {"phase": Phase.WAKING.value}},
+            resource_version=self.set.metadata.resource_version,
+        )
+        log.info("wake engaged: phase Waking", set=str(self.ref))
+        if step.stamp_started:
+            try:
+                # Only the winner of the phase CAS gets here; a merge patch of one
+                # key cannot clobber anything else, so no precondition is needed.
+                self.cs = self.kube.patch_set(
+                    self.ref,
+                    {"metadata": {"annotations": {k.ANN_WAKE_STARTED: _rfc3339(self.now)}}},
+                )
+            except (TransientError, NotFound) as e:
+                log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
+
+    def complete_wake(self, step: CompleteWake) -> None:
+        cs = self.set
+        hint = cs.hint
+        self.cs = self.kube.patch_set(
+            self.ref,
+            {
+                "metadata": {
+                    "annotations": {
+                        k.ANN_HIBERNATED_ON_NODE: None,
+                        k.ANN_WAKE_STARTED: None,
+                        k.ANN_LAST_WAKE: _rfc3339(self.now),
+                    }
+                }
+            },
+            resource_version=cs.metadata.resource_version,
+        )
+        self.completed_wake = True
+        # We won the compare-and-swap: this wake is ours to count, exactly once.
+        log.count(
+            k.METRIC_WAKE,
+            namespace=self.ref.namespace,
+            cocoonset=self.ref.name,
+            placement=step.placement,
+        )
+        self.event(
+            k.REASON_WAKE_COMPLETED,
+            f"Restored from the hibernation snapshot (placement: {step.placement}, "
+            f"hint node: {hint})",
+        )
+
+    def event(
+        self,
+        reason: str,
+        message: str,
+        *,
+        type: str = "Normal",
+        key: str | None = None,
+    ) -> bool:
+        """Emit an Event on the set; best-effort (it reports state, it is not state)."""
+        try:
+            return self.kube.emit_event(
+                self.set, reason=reason, message=message, type=type, key=key
+            )
+        except (TransientError, ConfigError, PermanentError) as e:
+            log.warning("could not emit event", set=str(self.ref), reason=reason, error=str(e))
+            return False
+
+    def report_no_capacity(self, step: ReportNoCapacity) -> None:
+        # The event name is derived from (pod, message): the API server answers
+        # AlreadyExists for a repeat, so re-entries neither spam nor recount.
+        created = self.event(
+            k.REASON_WAKE_NO_CAPACITY,
+            step.message or "the restored main pod is unschedulable",
+            type="Warning",
+            key=f"{step.pod_uid}/{step.message}",
+        )
+        if created:
+            log.count(
+                k.METRIC_WAKE_UNSCHEDULABLE, namespace=self.ref.namespace, cocoonset=self.ref.name
+            )
+
+
+def _now(now: datetime | None) -> datetime:
+    return now if now is not None else datetime.now(UTC)
+
+
+def reconcile_set(
+    ref: SetRef,
+    *,
+    kube: KubeApi,
+    registry: SnapshotRegistry | None,
+    settings: Settings | None = None,
+    now: datetime | None = None,
+    hook: StepHook | None = None,
+) -> Outcome:
+    """Take every next safe step of SPEC §4/§5 for one set (safe for any set).
+
+    `registry=None` means no registry is configured: a release or wake then
+    refuses with ConfigError instead of guessing. `hook` is called before each
+    effect (tests use it to engineer races deterministically).
+    """
+    del settings  # accepted for symmetry with the other entries; decisions need none of it
+    return _Run(ref=ref, kube=kube, registry=registry, now=_now(now), hook=hook).run()
+
+
+def request_wake(
+    ref: SetRef,
+    *,
+    kube: KubeApi,
+    registry: SnapshotRegistry | None,
+    settings: Settings | None = None,
+    now: datetime | None = None,
+    hook: StepHook | None = None,
+) -> Outcome:
+    """A user wants the set back: make `spec.suspend=false` durable, then run the wake."""
+    del settings
+    cs = kube.get_set(ref)
+    if cs is None:
+        return Outcome(ref=ref, result="not-found", reason="the set does not exist")
+    if not cs.is_release:
+        return Outcome(
+            ref=ref,
+            result="not-ours",
+            reason=f"hibernatePolicy={cs.spec.hibernate_policy.value}: wake requests are for "
+            "release-policy sets",
+        )
+    steps: tuple[str, ...] = ()
+    if cs.spec.suspend:
+        # Desired state, not a derived one: no precondition, so concurrent
+        # requests all succeed and agree.
+        cs = kube.patch_set(ref, {"spec": {"suspend": False}})
+        steps = ("Unsuspend",)
+    out = _Run(ref=ref, kube=kube, registry=registry, now=_now(now), hook=hook).run(cs)
+    return replace(out, steps=steps + out.steps)

@@ -1,0 +1,184 @@
+"""The next step of a reconcile, as a value (decide first, then act).
+
+A decision is a pure function of what was read (the set, its pods, the
+registry answers gathered so far) and returns exactly one of these. The
+executor performs it, updates its view of the world and asks again, so every
+step is small and the sequence of SPEC §4/§5 appears as a table of decisions.
+
+Terminal steps end the invocation: `Done`, `Wait`, `NotOurs`, `Retry`,
+`Refuse`, `ReportNoCapacity`. The others are effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from shared.enums import CocoonSetPhase
+
+
+class Probe(StrEnum):
+    """What the registry said about `<vm>:hibernate` (a HEAD)."""
+
+    PRESENT = "present"
+    ABSENT = "absent"
+    # An error is its own answer: never "absent", never "present" (SPEC §4, §5).
+    ERROR = "error"
+
+
+# --- terminal steps ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Nothing left to do: the set is where this flow wants it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Not yet (a VM still hibernating, a restore still booting); a later event moves on."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotOurs:
+    """Another flow owns this set's current situation (normal flow, in-place wake, retain)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Stop and fail the invocation so the platform redelivers (registry error, ghost pod)."""
+
+    reason: str
+    # The VMs whose registry probe failed: the executor re-raises that error
+    # (so an auth failure stays a ConfigError rather than a generic retry).
+    failed_probes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Misconfigured deployment (no registry): act on nothing, fail loudly."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportNoCapacity:
+    """The restored main pod cannot be scheduled: warn (once per situation) and keep waiting."""
+
+    pod_uid: str
+    message: str
+
+
+# --- effects ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRegistry:
+    """HEAD `<vm>:hibernate` for each VM; the answers feed the next decision."""
+
+    vms: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHibernation:
+    """SPEC §4.1: annotate these pods `hibernate: "true"`."""
+
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetPhase:
+    """Write `status.phase` (compare-and-swap on the set's resourceVersion)."""
+
+    phase: CocoonSetPhase
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stash:
+    """SPEC §4.3: one write with the VM-name union and the placement hint."""
+
+    delete_vm_names: str
+    hint: str | None  # None = leave the hint as it is (main has no node)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTarget:
+    """A pod exactly as the gate saw it: deletes are preconditioned on uid AND resourceVersion."""
+
+    name: str
+    uid: str
+    resource_version: str
+    needs_flag: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FlagAndDelete:
+    """SPEC §4.4-6: flag keep-snapshot (best-effort), delete with a UID precondition."""
+
+    pods: tuple[PodTarget, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistWaking:
+    """SPEC §5: make the restore durable (phase `Waking`) before creating anything."""
+
+    stamp_started: bool  # a new wake: record when it started (the sweep's deadline clock)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateMain:
+    """Create the restore-intent main pod (AlreadyExists = someone else did)."""
+
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DropSnapshot:
+    """The restored VM is live: delete its `:hibernate` manifest (NotFound is fine)."""
+
+    vm: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteWake:
+    """Clear the hint (compare-and-swap); only the winner counts the placement."""
+
+    placement: str
+
+
+@dataclass(frozen=True, slots=True)
+class RereadMain:
+    """The main pod may be a ghost of the deleted one: GET it from the API."""
+
+    name: str
+    uid: str
+
+
+Step = (
+    Done
+    | Wait
+    | NotOurs
+    | Retry
+    | Refuse
+    | ReportNoCapacity
+    | ProbeRegistry
+    | RequestHibernation
+    | SetPhase
+    | Stash
+    | FlagAndDelete
+    | PersistWaking
+    | CreateMain
+    | DropSnapshot
+    | CompleteWake
+    | RereadMain
+)
+
+TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity)

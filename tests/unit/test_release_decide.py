@@ -1,0 +1,255 @@
+"""SPEC §4 (release) as a table: observed state -> the next step. Pure, no I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared import constants as k
+from shared.enums import CocoonSetPhase as Phase
+from shared.reconcile.decide import NO_REGISTRY, Observed, decide
+from shared.reconcile.steps import (
+    Done,
+    FlagAndDelete,
+    NotOurs,
+    PodTarget,
+    Probe,
+    ProbeRegistry,
+    Refuse,
+    RequestHibernation,
+    Retry,
+    SetPhase,
+    Stash,
+    Step,
+    Wait,
+)
+from tests.fixtures.cocoon_objects import VM0, make_pod, make_set
+
+HIBERNATED = {"hibernate": True, "state": "hibernated", "generation": 2}
+PRESENT = {VM0: Probe.PRESENT}
+STASHED = {k.ANN_DELETE_VM_NAMES: VM0}
+
+
+def obs(
+    set_kw: dict[str, Any] | None = None,
+    pods: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> Observed:
+    return Observed(
+        cs=make_set(**(set_kw or {})),
+        pods=tuple(make_pod(**p) for p in (pods if pods is not None else [HIBERNATED])),
+        **extra,
+    )
+
+
+main_target = FlagAndDelete((PodTarget("agent-0", "pod-uid-1", "7", needs_flag=True),))
+
+CASES: list[tuple[str, Observed, Step]] = [
+    # --- who this is for
+    (
+        "retain-suspend-is-not-ours",
+        obs({"policy": "retain"}),
+        NotOurs("hibernatePolicy=retain: the seat stays taken"),
+    ),
+    (
+        "default-policy-is-retain",
+        obs({"policy": None}),
+        NotOurs("hibernatePolicy=retain: the seat stays taken"),
+    ),
+    (
+        "set-being-deleted",
+        Observed(
+            cs=make_set().model_copy(
+                update={
+                    "metadata": make_set().metadata.model_copy(update={"deletion_timestamp": "x"})
+                }
+            ),
+            pods=(),
+        ),
+        NotOurs("the set is being deleted"),
+    ),
+    ("no-registry-refuses", obs(registry_configured=False, probes=PRESENT), Refuse(NO_REGISTRY)),
+    (
+        "no-registry-refuses-even-without-pods",
+        obs(pods=[], registry_configured=False),
+        Refuse(NO_REGISTRY),
+    ),
+    # --- 1. request hibernation
+    ("request-hibernation", obs(pods=[{}]), RequestHibernation(("agent-0",))),
+    (
+        "terminating-pod-is-not-asked",
+        obs(pods=[{"terminating": True}]),
+        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+    ),
+    # --- 2. the gate
+    (
+        "hibernating-marks-suspending",
+        obs({"phase": "Running"}, [{"hibernate": True, "state": "hibernating", "generation": 2}]),
+        SetPhase(Phase.SUSPENDING, "pod agent-0 is hibernating, not hibernated"),
+    ),
+    (
+        "hibernating-stays-suspending",
+        obs(pods=[{"hibernate": True, "state": "hibernating", "generation": 2}]),
+        Wait("pod agent-0 is hibernating, not hibernated"),
+    ),
+    (
+        "no-vm-name-waits",
+        obs(pods=[{**HIBERNATED, "vm": None}]),
+        Wait("pod agent-0 has no VM name yet"),
+    ),
+    (
+        "stale-generation-waits",
+        obs(pods=[{**HIBERNATED, "generation": 1}]),
+        Wait("pod agent-0 hibernated for generation 1, the set is at 2"),
+    ),
+    (
+        "garbage-generation-reads-as-zero",
+        obs(
+            pods=[
+                {**HIBERNATED, "generation": None, "annotations": {k.ANN_LIFECYCLE_GENERATION: "x"}}
+            ]
+        ),
+        Wait("pod agent-0 hibernated for generation 0, the set is at 2"),
+    ),
+    ("newer-generation-passes", obs(pods=[{**HIBERNATED, "generation": 3}]), ProbeRegistry((VM0,))),
+    ("verified-annotations-probe-registry", obs(), ProbeRegistry((VM0,))),
+    (
+        "registry-error-is-an-error",
+        obs(probes={VM0: Probe.ERROR}),
+        Retry(f"registry error checking {VM0}:hibernate", (VM0,)),
+    ),
+    (
+        "snapshot-absent-waits",
+        obs(probes={VM0: Probe.ABSENT}),
+        Wait(f"snapshot {VM0}:hibernate not in the registry"),
+    ),
+    (
+        "snapshot-absent-marks-suspending",
+        obs({"phase": "Suspended"}, probes={VM0: Probe.ABSENT}),
+        SetPhase(Phase.SUSPENDING, f"snapshot {VM0}:hibernate not in the registry"),
+    ),
+    # --- 3. stash
+    ("verified-stashes-first", obs(probes=PRESENT), Stash(VM0, "node-a")),
+    (
+        "stash-is-a-sorted-union",
+        obs(
+            {
+                "annotations": {k.ANN_DELETE_VM_NAMES: "vk-team-a-agent-9,vk-old-a-0"},
+                "agents_status": [{"role": "main", "slot": 0, "vmName": "vk-team-a-agent-7"}],
+            },
+            probes=PRESENT,
+        ),
+        Stash(f"vk-old-a-0,{VM0},vk-team-a-agent-7,vk-team-a-agent-9", "node-a"),
+    ),
+    (
+        "unscheduled-main-leaves-the-hint",
+        obs(pods=[{**HIBERNATED, "node": None}], probes=PRESENT),
+        Stash(VM0, None),
+    ),
+    (
+        "hint-refreshed-when-node-differs",
+        obs({"annotations": STASHED, "hint": "node-old"}, probes=PRESENT),
+        Stash(VM0, "node-a"),
+    ),
+    # --- 4-6. flag, delete, settle
+    (
+        "stashed-flags-and-deletes",
+        obs({"annotations": STASHED, "hint": "node-a"}, probes=PRESENT),
+        main_target,
+    ),
+    (
+        "already-flagged-is-not-reflagged",
+        obs(
+            {"annotations": STASHED, "hint": "node-a"},
+            [{**HIBERNATED, "keep": True}],
+            probes=PRESENT,
+        ),
+        FlagAndDelete((PodTarget("agent-0", "pod-uid-1", "7", needs_flag=False),)),
+    ),
+    (
+        "terminal-pod-is-skipped-and-kept",
+        obs(
+            {"annotations": STASHED, "hint": "node-a"},
+            [
+                HIBERNATED,
+                {
+                    "name": "agent-1",
+                    "role": k.ROLE_SUB_AGENT,
+                    "slot": "1",
+                    "vm": "vk-team-a-agent-1",
+                    "hibernate": True,
+                    "phase": "Failed",
+                    "uid": "pod-uid-2",
+                },
+            ],
+            probes=PRESENT,
+        ),
+        # agent-1's VM joins the stash (teardown GC needs it), but it is not deleted.
+        Stash(f"{VM0},vk-team-a-agent-1", "node-a"),
+    ),
+    (
+        "failed-lifecycle-is-terminal",
+        obs(pods=[{"hibernate": True, "state": "failed"}]),
+        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+    ),
+    (
+        "no-pods-settles-suspended",
+        obs(pods=[]),
+        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+    ),
+    ("no-pods-already-suspended", obs({"phase": "Suspended"}, []), Done("released")),
+    (
+        "only-terminal-pods-settle",
+        obs(pods=[{"hibernate": True, "phase": "Failed"}]),
+        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("observed", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_release_decision(observed: Observed, expected: Step) -> None:
+    assert decide(observed) == expected
+
+
+def test_terminal_pod_kept_after_stash() -> None:
+    """Once stashed, only the live main is deleted; the failed sub-agent stays for triage."""
+    observed = obs(
+        {"annotations": {k.ANN_DELETE_VM_NAMES: f"{VM0},vk-team-a-agent-1"}, "hint": "node-a"},
+        [
+            HIBERNATED,
+            {
+                "name": "agent-1",
+                "role": k.ROLE_SUB_AGENT,
+                "slot": "1",
+                "vm": "vk-team-a-agent-1",
+                "hibernate": True,
+                "phase": "Failed",
+                "uid": "pod-uid-2",
+            },
+        ],
+        probes=PRESENT,
+    )
+    assert decide(observed) == main_target
+
+
+def test_registry_is_only_asked_after_every_annotation_passes() -> None:
+    """No HEAD while any pod is still hibernating: the gate's cheap half goes first."""
+    observed = obs(
+        pods=[
+            HIBERNATED,
+            {
+                "name": "agent-1",
+                "role": k.ROLE_SUB_AGENT,
+                "slot": "1",
+                "vm": "vk-team-a-agent-1",
+                "hibernate": True,
+                "state": "hibernating",
+                "generation": 2,
+                "uid": "u2",
+            },
+        ]
+    )
+    assert isinstance(decide(observed), Wait)

@@ -1,0 +1,105 @@
+"""The Kubernetes client wrapper lets no `kubernetes`/`urllib3` exception escape.
+
+Status -> error type is a table (SPEC §10: what is retried and what is
+acknowledged depends on it). Connection failures are exercised for real
+against a closed port on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from shared.clients.kube import KubeClient, translate
+from shared.errors import (
+    AlreadyExists,
+    CocoonError,
+    ConfigError,
+    Conflict,
+    Invalid,
+    NotFound,
+    PermanentError,
+    TransientError,
+)
+from shared.names import SetRef
+
+
+def _api_error(status: int, reason: str = "") -> ApiException:
+    err = ApiException(status=status, reason="x")
+    err.body = json.dumps({"kind": "Status", "reason": reason, "message": f"m{status}"})
+    return err
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "expected"),
+    [
+        (404, "NotFound", NotFound),
+        (409, "Conflict", Conflict),
+        (409, "AlreadyExists", AlreadyExists),
+        (422, "Invalid", Invalid),
+        (401, "Unauthorized", ConfigError),
+        (403, "Forbidden", ConfigError),
+        (400, "BadRequest", PermanentError),
+        (410, "Expired", TransientError),
+        (429, "TooManyRequests", TransientError),
+        (500, "InternalError", TransientError),
+        (503, "ServiceUnavailable", TransientError),
+        (0, "", TransientError),
+    ],
+    ids=str,
+)
+def test_status_maps_to_a_typed_error(status: int, reason: str, expected: type) -> None:
+    err = translate(_api_error(status, reason), "GET thing")
+    assert type(err) is expected
+    assert "GET thing" in str(err)
+
+
+def test_conflict_is_retryable_and_not_found_is_acknowledged() -> None:
+    assert isinstance(translate(_api_error(409, "Conflict"), "x"), TransientError)
+    assert isinstance(translate(_api_error(404, "NotFound"), "x"), PermanentError)
+
+
+def test_non_json_body_still_translates() -> None:
+    err = ApiException(status=502, reason="Bad Gateway")
+    err.body = "<html>bad gateway</html>"
+    assert isinstance(translate(err, "x"), TransientError)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_api_server_is_transient(tmp_path: Path) -> None:
+    port = _closed_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    client = KubeClient.from_kubeconfig(str(kubeconfig), timeout=(0.5, 0.5))
+    client._api.configuration.retries = 0  # one attempt: the point is the error type
+    with pytest.raises(TransientError) as info:
+        client.get_set(SetRef("team-a", "agent"))
+    # The library's exception is the cause, never the thing raised.
+    assert isinstance(info.value, CocoonError)
+    assert info.value.__cause__ is not None
+    assert client.requests == 1
+
+
+def test_bad_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        KubeClient.from_kubeconfig(str(tmp_path / "missing"))
