@@ -10,6 +10,7 @@ a wake in flight, and a retain set that is not ours.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from infra.devstack.kubehttp import KubeHTTP, pod_path, set_path
 from infra.devstack.simulator import main_pod_body
 from infra.registry import DistributionServer, push_image
 from shared import constants as k
+from shared import log
 from shared.clients.registry import reset_clients
+from shared.config import LogFormat
 
 NS = "team"
 PREFIX = "snapshots"
@@ -56,6 +59,14 @@ def _pod(api: KubeHTTP, cs: dict[str, Any], *, node: str, restore: bool = False)
         body["metadata"]["annotations"][k.ANN_RESTORE] = k.TRUE
     body["spec"]["nodeName"] = node
     api.post(pod_path(NS), body)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    # The command points the process's log at stderr as text (right for a CLI); the
+    # in-process runner shares that state with later tests, so put it back.
+    yield
+    log.configure(LogFormat.JSON, None)
 
 
 @pytest.fixture
