@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -175,3 +176,73 @@ def test_stack_stop_leaves_no_process(tmp_path: Path) -> None:
     while still_running(mine) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert still_running(mine) == []
+
+
+def test_devstack_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [CLI, "devstack", "up", "--tick", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "Ctrl-C stops everything" in line:
+                break
+        assert any("Ctrl-C stops everything" in line for line in seen), "".join(seen)
+        kubeconfig = next(
+            line.split("kubeconfig ")[1].rstrip(")\n") for line in seen if "(kubeconfig " in line
+        )
+        # What the printed instructions promise: kubectl works against it.
+        if shutil.which("kubectl"):
+            out = subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig, "get", "nodes", "-o", "name"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert out.stdout.split() == ["node/node-1", "node/node-2"], out.stderr
+        tree = tree_of([proc.pid])
+        assert len(tree) >= 7  # devstack itself, kube, four targets, the registry (+ workers)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 15
+        while still_running(tree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert still_running(tree) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_step_that_never_happens_fails_the_demo_naming_it(tmp_path: Path) -> None:
+    # The functions are told to ignore the demo's namespace, so A never releases.
+    from infra.devstack.narrate import PlainNarration, summary_lines
+    from infra.devstack.scenario import Scenario
+
+    config = StackConfig(
+        tick_seconds=0, sim_interval=0.05, extra_env={"COCOON_NAMESPACES": "elsewhere"}
+    )
+    out = (tmp_path / "narration.txt").open("w")
+    with Stack(config) as s:
+        scenario = Scenario(s, PlainNarration(out), step_timeout=3, poll=0.05)
+        result = scenario.run()
+    out.close()
+    assert result.ok is False
+    assert result.failed_step == "A suspends: snapshot pushed, pod deleted, seat released"
+    assert [st.ok for st in result.steps] == [True, True, True, False]
+    assert result.last_state["sets"]["a"]["suspend"] is True
+    assert result.last_state["sets"]["a"]["phase"] == "Running"
+    text = "\n".join(summary_lines(result))
+    assert "FAILED at: A suspends" in text
+    assert "a: phase Running, suspend=true, pod running on node-1" in text
