@@ -7,9 +7,14 @@ the narration never depends on timing details of the parts it watches.
 
 from __future__ import annotations
 
+import json
+import queue
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import requests
 
 from infra.devstack.kubehttp import JSON, KubeHTTP, pod_path, set_path
 from shared import constants as k
@@ -135,8 +140,12 @@ def build_view(
     return view
 
 
-def transitions(before: View | None, after: View) -> list[str]:
-    """One line per change a user would care about, in a stable order."""
+def transitions(before: View | None, after: View, *, phases: bool = True) -> list[str]:
+    """One line per change a user would care about, in a stable order.
+
+    `phases=False` leaves phase changes out (a watch reports them, every one of
+    them, where two polls could miss a short-lived phase).
+    """
     out: list[str] = []
     old_sets = before.sets if before else {}
     for name, s in after.sets.items():
@@ -146,7 +155,7 @@ def transitions(before: View | None, after: View) -> list[str]:
             continue
         if o.suspend != s.suspend:
             out.append(f"{name}: spec.suspend={str(s.suspend).lower()}")
-        if o.phase != s.phase:
+        if phases and o.phase != s.phase:
             out.append(f"{name}: phase {o.phase} -> {s.phase}")
         if (o.pod, o.node) != (s.pod, s.node):
             text = f"{name}: pod {o.describe_pod()} -> {s.describe_pod()}"
@@ -173,13 +182,94 @@ def transitions(before: View | None, after: View) -> list[str]:
     return out
 
 
+class PhaseWatch:
+    """Every phase each set of a namespace goes through, from a watch (none is missed).
+
+    A short-lived phase (``Suspending`` can last a tenth of a second) may fall
+    between two polls; a watch delivers every write in order. Reconnects with
+    the last resourceVersion; a 410 (history compacted) restarts from now.
+    """
+
+    def __init__(self, base_url: str, namespace: str) -> None:
+        self.url = f"{base_url.rstrip('/')}{set_path(namespace)}"
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.requests_made = 0
+        self._last: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._session = requests.Session()
+        self._thread = threading.Thread(target=self._run, name="phase-watch", daemon=True)
+
+    def start(self) -> PhaseWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._session.close()
+
+    def drain(self) -> list[str]:
+        out: list[str] = []
+        while True:
+            try:
+                out.append(self.lines.get_nowait())
+            except queue.Empty:
+                return out
+
+    def _run(self) -> None:
+        rv = ""
+        while not self._stop.is_set():
+            params = {"watch": "true", "timeoutSeconds": "60"}
+            if rv:
+                params["resourceVersion"] = rv
+            try:
+                self.requests_made += 1
+                with self._session.get(
+                    self.url, params=params, stream=True, timeout=(5, 90)
+                ) as resp:
+                    if resp.status_code != 200:
+                        rv = ""
+                        self._stop.wait(0.2)
+                        continue
+                    for raw in resp.iter_lines():
+                        if self._stop.is_set():
+                            return
+                        if raw:
+                            rv = self._handle(json.loads(raw), rv)
+            except (requests.RequestException, ValueError):
+                self._stop.wait(0.2)
+
+    def _handle(self, event: Mapping[str, Any], rv: str) -> str:
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if event.get("type") == "ERROR":
+            return ""  # e.g. 410 Gone: start over from the current state
+        name = str(meta.get("name") or "")
+        if event.get("type") in ("ADDED", "MODIFIED") and name:
+            phase = str((obj.get("status") or {}).get("phase") or "-")
+            old = self._last.get(name)
+            self._last[name] = phase
+            if old is not None and old != phase:
+                self.lines.put(f"{name}: phase {old} -> {phase}")
+        elif event.get("type") == "DELETED":
+            self._last.pop(name, None)
+        return str(meta.get("resourceVersion") or rv)
+
+
 class Observer:
     """Polls one namespace of the API; counts its own requests through its client."""
 
-    def __init__(self, api: KubeHTTP, namespace: str, nodes: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        api: KubeHTTP,
+        namespace: str,
+        nodes: Mapping[str, int],
+        *,
+        watch: PhaseWatch | None = None,
+    ) -> None:
         self.api = api
         self.namespace = namespace
         self.nodes = dict(nodes)
+        self.watch = watch
         self.view: View | None = None
 
     def poll(self) -> tuple[View, list[str]]:
@@ -190,6 +280,10 @@ class Observer:
         except Exception:  # noqa: BLE001 - events are narration only; an API without them is fine
             events = []
         view = build_view(sets, pods, events, self.nodes)
-        lines = transitions(self.view, view)
+        if self.watch is not None:
+            # Every phase the watch saw up to this list, then the rest of the diff.
+            lines = self.watch.drain() + transitions(self.view, view, phases=False)
+        else:
+            lines = transitions(self.view, view)
         self.view = view
         return view, lines

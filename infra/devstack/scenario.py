@@ -26,7 +26,7 @@ import requests
 
 from infra.devstack.functionlog import FunctionLogs
 from infra.devstack.kubehttp import KubeHTTP, set_path
-from infra.devstack.observe import Observer, View
+from infra.devstack.observe import Observer, PhaseWatch, View
 from infra.devstack.simulator import SimEvent
 from infra.devstack.stack import TARGETS, Stack
 from shared import constants as k
@@ -103,7 +103,8 @@ class Scenario:
         self.pace = pace  # a pause after each step, so a person can follow on a terminal
         self.api = KubeHTTP(stack.kube_url)
         nodes = {n.name: n.seats for n in stack.config.nodes}
-        self.observer = Observer(self.api, NAMESPACE, nodes)
+        self.phase_watch = PhaseWatch(stack.kube_url, NAMESPACE)
+        self.observer = Observer(self.api, NAMESPACE, nodes, watch=self.phase_watch)
         self.function_logs = FunctionLogs(
             {t: stack.workdir / "logs" / f"{t}.log" for t in TARGETS}, NAMESPACE
         )
@@ -288,6 +289,13 @@ class Scenario:
 
     def run(self) -> DemoResult:
         self.t0 = time.monotonic()
+        self.phase_watch.start()
+        try:
+            return self._run()
+        finally:
+            self.phase_watch.stop()
+
+    def _run(self) -> DemoResult:
         self.api.post(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
@@ -337,7 +345,8 @@ class Scenario:
     def _count_requests(self) -> None:
         sim = self.stack.simulator
         sim_n = sim.api.requests_made if sim is not None else 0
-        demo_n = self.api.requests_made + 1  # + the request-log read itself
+        # + the request-log read itself, + the watch connections.
+        demo_n = self.api.requests_made + 1 + self.phase_watch.requests_made
         try:
             total = len(self.stack.api_request_log())
         except (requests.RequestException, ValueError):

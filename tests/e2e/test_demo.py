@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,10 +61,15 @@ def test_demo_runs_every_step_and_ends_clean(tmp_path: Path) -> None:
     def happened(fragment: str) -> bool:
         return any(fragment in line for line in lines)
 
+    def matched(pattern: str) -> bool:
+        # Pod states come from polls: a state shorter than a poll may be skipped, so the
+        # pod lines are matched on where they end. Phases come from a watch: all of them.
+        return any(re.search(pattern, line) for line in lines)
+
     # A runs on node-1, C fills node-2, B waits for a seat.
-    assert happened("a: pod starting on node-1 -> running on node-1")
-    assert happened("c: pod starting on node-2 -> running on node-2")
-    assert happened("b: pod pending -> unschedulable") or happened("b: pod - -> unschedulable")
+    assert matched(r"^a: pod .* -> running on node-1$")
+    assert matched(r"^c: pod .* -> running on node-2$")
+    assert matched(r"^b: pod .* -> unschedulable")
     assert happened("0/2 nodes are available: 2 Insufficient seats.")
     # A hibernates: snapshot pushed before the release, then its pod goes and the seat frees.
     assert happened("a: phase Running -> Suspending")
@@ -71,9 +77,7 @@ def test_demo_runs_every_step_and_ends_clean(tmp_path: Path) -> None:
     assert happened("a: phase Suspending -> Suspended")
     assert happened("a: hibernated-on-node set to node-1")
     # B takes node-1.
-    assert happened("b: pod unschedulable -> starting on node-1") or happened(
-        "b: pod unschedulable -> running on node-1"
-    )
+    assert matched(r"^b: pod unschedulable -> (starting|running) on node-1$")
     # The wake queues: Waking, unschedulable, WakeNoCapacity with the scheduler's message.
     assert happened("a: phase Suspended -> Waking")
     assert happened("event Warning WakeNoCapacity")
