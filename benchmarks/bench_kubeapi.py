@@ -18,13 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    if not ordered:
-        return 0.0
-    idx = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[idx]
+from benchmarks._util import fig, percentile
 
 
 def _timed(fn: Callable[[], Any], n: int) -> tuple[list[float], float]:
@@ -44,12 +38,12 @@ def _server_share(
     """Server-side time of the requests since the last log reset (the request log's duration_ms)."""
     server = [float(r["duration_ms"]) for r in kube.requests()]
     samples[f"{label}_server_ms"] = server
-    for q, name in ((0.5, "p50"), (0.99, "p99")):
-        figures[f"{label}_server_{name}"] = {
-            "value": _pct(server, q),
-            "unit": "ms",
-            "note": f"{label.upper()} time inside the server (request log), {name}",
-        }
+    for q, name in ((50, "p50"), (99, "p99")):
+        figures[f"{label}_server_{name}"] = fig(
+            percentile(server, q),
+            "ms",
+            f"{label.upper()} time inside the server (request log), {name}",
+        )
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -105,8 +99,16 @@ def run(*, quick: bool) -> dict[str, Any]:
             "unit": "req/s",
             "note": f"sequential GET, {n_pods} pods stored",
         }
-        figures["get_p50"] = {"value": _pct(get_lat, 0.5), "unit": "ms", "note": "GET latency p50"}
-        figures["get_p99"] = {"value": _pct(get_lat, 0.99), "unit": "ms", "note": "GET latency p99"}
+        figures["get_p50"] = {
+            "value": percentile(get_lat, 50),
+            "unit": "ms",
+            "note": "GET latency p50",
+        }
+        figures["get_p99"] = {
+            "value": percentile(get_lat, 99),
+            "unit": "ms",
+            "note": "GET latency p99",
+        }
         _server_share(kube, "get", figures, samples)
         kube.reset_requests()
 
@@ -126,12 +128,12 @@ def run(*, quick: bool) -> dict[str, Any]:
             "note": "sequential strategic-merge PATCH of labels",
         }
         figures["patch_p50"] = {
-            "value": _pct(patch_lat, 0.5),
+            "value": percentile(patch_lat, 50),
             "unit": "ms",
             "note": "PATCH latency p50",
         }
         figures["patch_p99"] = {
-            "value": _pct(patch_lat, 0.99),
+            "value": percentile(patch_lat, 99),
             "unit": "ms",
             "note": "PATCH latency p99",
         }
@@ -161,6 +163,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                 if not token:
                     return total, pages
 
+        kube.reset_requests()
         for raw, label in ((False, "list"), (True, "list_raw")):
             lists: list[float] = []
             page_lat: list[float] = []
@@ -184,15 +187,16 @@ def run(*, quick: bool) -> dict[str, Any]:
                 "note": f"LIST throughput, {how}",
             }
             figures[f"{label}_page_p50"] = {
-                "value": _pct(page_lat, 0.5),
+                "value": percentile(page_lat, 50),
                 "unit": "ms",
                 "note": f"one 500-pod page, {how}, p50",
             }
             figures[f"{label}_page_p99"] = {
-                "value": _pct(page_lat, 0.99),
+                "value": percentile(page_lat, 99),
                 "unit": "ms",
                 "note": f"one 500-pod page, {how}, p99",
             }
+        _server_share(kube, "list_page", figures, samples)
         api.close()
     return {"figures": figures, "samples": samples}
 
@@ -201,8 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     result = run(quick="--quick" in args)
     width = max(len(k) for k in result["figures"])
-    for name, fig in result["figures"].items():
-        print(f"{name:<{width}}  {fig['value']:>12.2f} {fig['unit']:<7} {fig['note']}")
+    for name, figure in result["figures"].items():
+        print(f"{name:<{width}}  {figure['value']:>12.2f} {figure['unit']:<7} {figure['note']}")
 
 
 if __name__ == "__main__":

@@ -123,23 +123,10 @@ class Stack:
         )
         return digest
 
-    def settle(self) -> None:
-        """Wait until the emulator's request log stops growing (it logs just after replying)."""
-        seen, stable = -1, 0
-        for _ in range(100):
-            n = len(self.kube.requests())
-            stable = stable + 1 if n == seen else 0
-            if stable >= 3:
-                return
-            seen = n
-            time.sleep(0.02)
-
     def reset_requests(self) -> None:
-        self.settle()
         self.kube.reset_requests()
 
     def api_requests(self) -> list[dict[str, Any]]:
-        self.settle()
         return [r for r in self.kube.requests() if not r["path"].startswith("/_")]
 
 

@@ -36,6 +36,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "serve": ("cli.cmd_serve", "Serve every target in one process (Deployment, Knative)."),
     "devstack": ("cli.cmd_devstack", "The local stack: embedded API, registry, functions."),
     "demo": ("cli.cmd_demo", "Run the slot-release story end to end on a local stack."),
+    "sweep": ("cli.cmd_sweep", "Suspend idle sets, converge lost events (--dry-run: report)."),
 }
 
 

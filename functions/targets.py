@@ -12,7 +12,7 @@ from typing import Any
 
 from functions import runtime
 from shared import log
-from shared.adapters import ACCEPT_RELEASE, ACCEPT_WAKE, parse_cloudevent
+from shared.adapters import ACCEPT_RELEASE, ACCEPT_SWEEP, ACCEPT_WAKE, parse_cloudevent
 from shared.errors import PermanentError
 
 
@@ -44,4 +44,4 @@ def wake(event: Any) -> None:
 
 
 def sweep(event: Any) -> None:
-    raise NotImplementedError
+    _run(event, target="sweep", accept=ACCEPT_SWEEP)

@@ -45,6 +45,8 @@ ANN_LAST_WAKE: Final = "cocoonset.cocoonstack.io/last-wake-completed"
 ANN_WAKE_STARTED: Final = "cocoonset.cocoonstack.io/wake-started"
 # The wake whose WakeTimedOut was already emitted, so the sweep warns once per wake.
 ANN_WAKE_TIMEOUT_REPORTED: Final = "cocoonset.cocoonstack.io/wake-timeout-reported"
+# The bad idle annotation(s) the sweep already warned about, so it warns once per bad value.
+ANN_IDLE_CONFIG_ERROR: Final = "cocoonset.cocoonstack.io/idle-config-error"
 
 # --- annotations on pods -----------------------------------------------------
 ANN_GENERATION: Final = "cocoonset.cocoonstack.io/generation"

@@ -220,7 +220,23 @@ class Api:
                         "(version meta.k8s.io/v1)"
                     ) from None
             elif q.rv and q.rv != "0" and q.rv_match == "Exact":
-                snapshot_rv = int(q.rv)
+                try:
+                    snapshot_rv = int(q.rv)
+                except ValueError:
+                    raise errors.bad_request(f"invalid resource version: {q.rv!r}") from None
+                if snapshot_rv > current_rv:
+                    raise ApiError(
+                        504,
+                        "Timeout",
+                        f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                        retry_after=1,
+                        causes=[
+                            Cause(
+                                "ResourceVersionTooLarge",
+                                f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                            )
+                        ],
+                    )
             try:
                 overrides = (
                     self.store.overrides_since(rt.storage, snapshot_rv)
@@ -237,6 +253,7 @@ class Api:
             more = False
             remaining = 0
             last_key: Key | None = None
+            ns_scope = namespace if rt.namespaced else None
             candidates = self._snapshot_keys(rt, namespace, start_after, overrides)
             for k in candidates:
                 obj = overrides[k] if k in overrides else self.store.get(rt.storage, k)
@@ -244,7 +261,10 @@ class Api:
                     continue
                 if q.limit and len(items) >= q.limit:
                     more = True
-                    if q.label.empty and q.field.empty:
+                    if q.label.empty and q.field.empty and not overrides:
+                        # this item and every key after it (counted by bisection)
+                        remaining = self.store.count_from(rt.storage, ns_scope, k)
+                    elif q.label.empty and q.field.empty:
                         remaining = 1 + sum(
                             1
                             for k2 in candidates
@@ -412,6 +432,8 @@ class Api:
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         elif rt.group == "events.k8s.io":
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(obj))
+        elif rt.storage == "core/events":
+            causes += builtin.validate_core_event(obj)
         elif rt.storage == CRD_STORAGE:
             causes += self._validate_crd(obj)
             obj["status"] = self._crd_status(obj)
@@ -655,6 +677,8 @@ class Api:
             causes += builtin.validate_pod_update(new, old)
         elif rt.group == "events.k8s.io":
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(new))
+        elif rt.storage == "core/events":
+            causes += builtin.validate_core_event(new)
         elif rt.plural == "secrets" and not rt.group:
             builtin.fold_string_data(new)
         elif rt.storage == CRD_STORAGE and subresource != "status":
@@ -773,6 +797,24 @@ class Api:
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
             stored = self.store.put(rt.storage, key, new)
             self._after_write(rt, old, stored)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+    def evict(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        """POST pods/NAME/eviction: a delete that honours disruption budgets (none here)."""
+        rt = self.registry.lookup("", "v1", "pods")
+        assert rt is not None
+        options = body.get("deleteOptions") if isinstance(body, dict) else None
+        with self.store.lock:
+            key = (namespace, name)
+            old = self._get_or_404(rt, namespace, name)
+            if not old["metadata"].get("deletionTimestamp"):
+                self.delete_stored(rt, key, old, dict(options or {}))
         return {
             "kind": "Status",
             "apiVersion": "v1",

@@ -226,6 +226,51 @@ def v1_event_to_core(ev: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def validate_core_event(
+    ev: dict[str, Any], *, controller_field: str = "reportingComponent"
+) -> list[Cause]:
+    """The legacy Event validation every Event passes (core/v1 stops here)."""
+    causes: list[Cause] = []
+    ns = str(ev.get("metadata", {}).get("namespace") or "")
+    inv = ev.get("involvedObject") or {}
+    inv_ns = str(inv.get("namespace") or "")
+    mismatch = Cause(
+        "FieldValueInvalid",
+        f'Invalid value: "{inv_ns}": does not match event.namespace',
+        "involvedObject.namespace",
+    )
+    if not ev.get("eventTime"):
+        if (not inv_ns and ns not in ("", "default")) or (inv_ns and inv_ns != ns):
+            causes.append(mismatch)
+        return causes
+    # "New" events (eventTime set) must say who reported what.
+    if not inv_ns and ns not in ("default", "kube-system"):
+        causes.append(mismatch)
+    if not ev.get("reportingComponent"):
+        causes.append(Cause("FieldValueRequired", "Required value", controller_field))
+    for f, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+        value = str(ev.get(f) or "")
+        if not value:
+            causes.append(Cause("FieldValueRequired", "Required value", f))
+        elif len(value) > limit:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    f'Invalid value: "": can have at most {limit} characters',
+                    f,
+                )
+            )
+    if len(str(ev.get("message") or "")) > 1024:
+        causes.append(
+            Cause(
+                "FieldValueInvalid",
+                'Invalid value: "": can have at most 1024 characters',
+                "message",
+            )
+        )
+    return causes
+
+
 def validate_v1_event(ev: dict[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     for f in ("eventTime", "reportingController", "reportingInstance", "action", "reason"):

@@ -19,6 +19,8 @@ from infra.kubeapi.selectors import FieldGetter, path_getter
 
 VERBS_FULL = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 VERBS_STATUS = ("get", "patch", "update")
+# Subresources that only take a POST, and the kind they take.
+_CREATE_ONLY = {"binding": "Binding", "eviction": "Eviction"}
 
 
 @dataclass(slots=True)
@@ -85,8 +87,8 @@ class ResourceType:
             entry["categories"] = list(self.categories)
         out = [entry]
         for sub in sorted(self.subresources):
-            verbs = ["create"] if sub == "binding" else list(VERBS_STATUS)
-            kind = "Binding" if sub == "binding" else self.kind
+            verbs = ["create"] if sub in _CREATE_ONLY else list(VERBS_STATUS)
+            kind = _CREATE_ONLY.get(sub, self.kind)
             out.append(
                 {
                     "name": f"{self.plural}/{sub}",
@@ -158,7 +160,7 @@ def builtin_types() -> list[ResourceType]:
             "pod",
             "Pod",
             namespaced=True,
-            subresources=frozenset({"status", "binding"}),
+            subresources=frozenset({"status", "binding", "eviction"}),
             short_names=("po",),
             categories=("all",),
             has_generation=True,

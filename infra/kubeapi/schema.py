@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.kubeapi.errors import Cause
+from shared.validation import go_regex_search  # Go regexp semantics (`$` = end of text)
 
 _META_KEYS = frozenset(
     {
@@ -187,11 +188,13 @@ def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
 
 def validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause]) -> None:
     if not _type_ok(value, schema):
+        # kube-openapi joins the accepted types: int-or-string reads "integer,string".
+        want = "integer,string" if schema.get("x-kubernetes-int-or-string") else schema.get("type")
         causes.append(
             Cause(
                 "FieldValueTypeInvalid",
                 f'Invalid value: "{_type_name(value)}": {path} in body must be of type '
-                f'{schema.get("type")}: "{_type_name(value)}"',
+                f'{want}: "{_type_name(value)}"',
                 path,
             )
         )
@@ -221,7 +224,7 @@ def validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause])
                 )
             )
         pattern = schema.get("pattern")
-        if pattern is not None and not re.search(pattern, value):
+        if pattern is not None and not go_regex_search(pattern, value):
             causes.append(
                 Cause(
                     "FieldValueInvalid",

@@ -204,15 +204,13 @@ class Handler(BaseHTTPRequestHandler):
             and reply.stream is None
         ):
             ctx["response"] = json.loads(reply.body)
-        if reply.stream is None:
-            # Logged before the answer leaves: a client that got it sees it in the log.
-            app.log_request(method, path, split.query, status, started)
+        # Logged before the answer leaves: a client that got it sees it in the log
+        # (a watch is logged as it starts streaming, so tests can see it is open).
+        app.log_request(method, path, split.query, status, started)
         try:
             self._send(reply, audit_id)
         except OSError:
             self.close_connection = True
-        if reply.stream is not None:
-            app.log_request(method, path, split.query, status, started)
         if app.audit is not None and "verb" in ctx:
             app.audit.emit(
                 app.audit_event(ctx, audit_id, self.path, status, received, self.headers, raw)
@@ -490,6 +488,9 @@ class EmbeddedApp:
             if t.subresource == "binding" and t.name:
                 ctx["verb"] = "create"
                 return Reply(201, dumps(api.bind(t.namespace or "", t.name, body)))
+            if t.subresource == "eviction" and t.name:
+                ctx["verb"] = "create"
+                return Reply(201, dumps(api.evict(t.namespace or "", t.name, body)))
             if t.name:
                 raise errors.method_not_allowed()
             ctx["verb"] = "create"

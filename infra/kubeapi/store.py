@@ -110,6 +110,15 @@ class Store:
                 continue
             yield k
 
+    def count_from(self, storage: str, namespace: str | None, key: Key) -> int:
+        """How many keys (in `namespace`, or all) sort at or after `key`."""
+        keys = self._keys.get(storage, [])
+        start = bisect.bisect_left(keys, key)
+        if namespace is None:
+            return len(keys) - start
+        # "\U0010ffff" sorts after every name: the end of this namespace's keys.
+        return bisect.bisect_left(keys, (namespace, "\U0010ffff")) - start
+
     def overrides_since(self, storage: str, rv: int) -> dict[Key, dict[str, Any] | None]:
         """State at `rv` of every key changed after it (None: did not exist then)."""
         if rv < self.compacted_rv:

@@ -222,3 +222,21 @@ def test_immediate_pod_delete_answers_the_deleted_pod(k8s_api: client.ApiClient)
     assert out.kind == "Pod"
     assert out.metadata.uid == created.metadata.uid
     assert int(out.metadata.resource_version) > int(created.metadata.resource_version)
+
+
+def test_eviction_deletes_the_pod_gracefully(k8s_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(k8s_api)
+    core.create_namespaced_pod("default", pod("p", node="n1"))
+    core.create_namespaced_pod_eviction(
+        "p",
+        "default",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "p", "namespace": "default"},
+        },
+    )
+    assert core.read_namespaced_pod("p", "default").metadata.deletion_timestamp is not None
+    core.create_namespaced_pod("default", pod("q"))
+    core.create_namespaced_pod_eviction("q", "default", {"metadata": {"name": "q"}})
+    assert gone(lambda: core.read_namespaced_pod("q", "default"))

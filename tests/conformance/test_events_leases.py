@@ -27,6 +27,9 @@ def test_core_event_is_visible_through_events_k8s_io_with_renamed_fields(
             "message": "snapshot pushed",
             "type": "Normal",
             "source": {"component": "cocoon-hibernation"},
+            "reportingComponent": "cocoon-hibernation",
+            "reportingInstance": "fn-1",
+            "action": "Hibernate",
             "count": 1,
         },
     )
@@ -95,3 +98,40 @@ def test_lease_acquire_and_renew_with_optimistic_concurrency(k8s_api: client.Api
     assert st["message"].startswith(
         'Operation cannot be fulfilled on leases.coordination.k8s.io "sweep"'
     )
+
+
+def test_core_event_involved_object_namespace_must_match_422(k8s_api: client.ApiClient) -> None:
+    st = expect_error(
+        422,
+        client.CoreV1Api(k8s_api).create_namespaced_event,
+        "default",
+        {
+            "metadata": {"name": "x.2"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "elsewhere"},
+            "reason": "R",
+            "message": "m",
+        },
+    )
+    assert st["message"] == (
+        'Event "x.2" is invalid: involvedObject.namespace: Invalid value: "elsewhere": '
+        "does not match event.namespace"
+    )
+
+
+def test_core_event_with_event_time_must_name_its_reporter(k8s_api: client.ApiClient) -> None:
+    st = expect_error(
+        422,
+        client.CoreV1Api(k8s_api).create_namespaced_event,
+        "default",
+        {
+            "metadata": {"name": "x.3"},
+            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "R",
+        },
+    )
+    assert {c["field"] for c in st["details"]["causes"]} == {
+        "reportingComponent",
+        "reportingInstance",
+        "action",
+    }

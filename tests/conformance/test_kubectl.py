@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -111,35 +112,29 @@ def test_kubectl_create_generators_post_protobuf_bodies(
 
 
 def test_kubectl_get_watch_prints_rows_as_objects_change(
-    kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
+    kube: Any, kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
 ) -> None:
     import threading
     import time
 
     core = client.CoreV1Api(k8s_api)
-    core.create_namespaced_pod(
-        "default",
-        {"metadata": {"name": "w0"}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}},
-    )
+    pod = {"metadata": {"name": "w0"}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}
+    core.create_namespaced_pod("default", pod)
 
-    def later() -> None:
-        time.sleep(1.0)
+    def once_watching() -> None:
+        # Change the pod only after kubectl's watch request is in, so the row order is fixed.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any("watch=" in r["query"] for r in kube.requests()):
+                break
+            time.sleep(0.02)
         core.patch_namespaced_pod_status("w0", "default", {"status": {"phase": "Running"}})
 
-    t = threading.Thread(target=later)
+    t = threading.Thread(target=once_watching)
     t.start()
+    argv = ["get", "pods", "-w", "--request-timeout=5s"]
     result = subprocess.run(
-        [
-            "kubectl",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "get",
-            "pods",
-            "-w",
-            "--request-timeout=3s",
-        ],
+        ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"), *argv],
         capture_output=True,
         text=True,
         timeout=60,

@@ -113,3 +113,17 @@ def test_list_at_exact_compacted_resource_version_is_410(
         resource_version_match="Exact",
     )
     assert st["message"].startswith(f"too old resource version: {rv}")
+
+
+def test_list_at_exact_future_resource_version_is_504_too_large(k8s_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(k8s_api)
+    current = int(core.list_namespaced_pod("default").metadata.resource_version)
+    st = expect_error(
+        504,
+        core.list_namespaced_pod,
+        "default",
+        resource_version=str(current + 1000),
+        resource_version_match="Exact",
+    )
+    assert st["reason"] == "Timeout"
+    assert st["message"].startswith(f"Too large resource version: {current + 1000}, current: ")

@@ -218,7 +218,18 @@ def test_strict_field_validation_rejects_unknown_fields_with_400(k8s_api: client
             "Too long: may not be longer than 5",
             id="max-length",
         ),
-        pytest.param({"size": 1, "port": True}, "spec.port", None, id="int-or-string"),
+        pytest.param(
+            {"size": 1, "port": True},
+            "spec.port",
+            'Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean"',
+            id="int-or-string",
+        ),
+        pytest.param(
+            {"size": 1, "code": "abc\n"},
+            "spec.code",
+            "Invalid value: \"abc\\n\": spec.code in body should match '^[a-z]+$'",
+            id="pattern-dollar-is-end-of-text",
+        ),
         pytest.param(
             {"size": 1, "tags": ["a", "b", "c"]},
             "spec.tags",

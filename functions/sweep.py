@@ -1,0 +1,49 @@
+"""The `sweep` function: a scheduler tick -> one sweep run (SPEC §6).
+
+Wires the pure planner and executor of :mod:`shared.sweep` to the process's
+clients (built once per instance). The registry client is only asked for when
+the safety net actually reconciles a set, and the reconciler refuses on its
+own when no registry is configured: an idle-suspend-only run never needs
+`COCOON_REGISTRY_BASE`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.clients import kube as kube_clients
+from shared.clients import registry as registry_clients
+from shared.config import Settings
+from shared.durations import utcnow
+from shared.names import SetRef
+from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set
+from shared.sweep.execute import SweepIncomplete, SweepKube, SweepSummary, sweep
+
+__all__ = ["SweepIncomplete", "SweepSummary", "run_sweep"]
+
+
+def run_sweep(
+    *,
+    settings: Settings,
+    dry_run: bool,
+    kube: SweepKube | None = None,
+    registry: SnapshotRegistry | None = None,
+    now: datetime | None = None,
+) -> SweepSummary:
+    """Run one sweep; raises `SweepIncomplete` (transient) when work was left undone.
+
+    `kube`, `registry` and `now` are injectable for tests; by default the
+    process's clients are used and the clock is read once, so every decision of
+    a run (and every reconcile it starts) is made against the same instant.
+    """
+    client: SweepKube = kube if kube is not None else kube_clients.get_client(settings)
+    at = now or utcnow()
+    snapshots: list[SnapshotRegistry | None] = [registry] if registry is not None else []
+
+    def reconcile(ref: SetRef) -> Outcome:
+        if not snapshots:
+            configured = settings.registry_base is not None
+            snapshots.append(registry_clients.get_client(settings) if configured else None)
+        return reconcile_set(ref, kube=client, registry=snapshots[0], settings=settings, now=at)
+
+    return sweep(kube=client, settings=settings, reconcile=reconcile, now=at, dry_run=dry_run)

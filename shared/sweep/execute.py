@@ -1,0 +1,498 @@
+"""The sweep's executor: stream the set list, act on each page's plan, report once.
+
+Cost model (what a run sends to the API server), kept on purpose:
+
+* one paged LIST of CocoonSets per scope (cluster-wide when no namespace
+  allowlist is configured, else one per allowed namespace), 500 per page;
+* per set page, at most one label-selected pod LIST (``name in (…)``, paged,
+  chunked only when the selector would grow past a few KiB) covering the
+  page's `Suspended` release sets and `Waking` sets: a `Suspended` release set
+  with no pods is the steady state of most sets, and this is the only way to
+  know it without one request per set; the LIST returns just the pods of those
+  sets, usually none. When the page's sets share one namespace the LIST is
+  namespaced, so same-named sets elsewhere cost nothing;
+* then only actions: a compare-and-swap patch plus an Event per suspend,
+  warning or dedupe record, and whatever `reconcile` does for a set the safety
+  net picked (the same reads and writes an event would have caused).
+
+Nothing else: no GET per set. Memory stays flat: a page is planned and acted
+on before the next is fetched; across pages only the capped queue of idle
+candidates (``COCOON_SWEEP_MAX_SUSPENDS`` entries) and the summary survive.
+
+Error policy: an error on one set is logged and counted and the sweep goes
+on. A compare-and-swap that loses (409) means someone else changed the set:
+skip it this run (the next run re-decides from fresh state). The run raises
+:class:`SweepIncomplete` (a TransientError, so the invocation is retried) only
+when a transient error left work undone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from shared import constants as k
+from shared import log
+from shared.config import Settings
+from shared.errors import CocoonError, ConfigError, Conflict, NotFound, TransientError
+from shared.models import CocoonSet, Pod
+from shared.names import SetRef
+from shared.reconcile.ports import KubeApi
+from shared.sweep.plan import (
+    ConfigAction,
+    IdleCandidate,
+    IdleQueue,
+    SafetyNeed,
+    check_wake_deadline,
+    format_duration,
+    idle_candidate,
+    name_selectors,
+    plan_set,
+    pods_left,
+)
+
+PAGE_SIZE = 500
+
+
+class SweepKube(KubeApi, Protocol):
+    """What the sweep needs of :class:`shared.clients.kube.KubeClient`: the reconciler's
+    port (the safety net hands the same client to `reconcile_set`) plus the two lists."""
+
+    def list_sets(
+        self, namespace: str | None, *, limit: int = PAGE_SIZE
+    ) -> Iterator[list[CocoonSet]]: ...
+
+    def list_pods_matching(
+        self, namespace: str | None, label_selector: str, *, limit: int = PAGE_SIZE
+    ) -> Iterator[list[Pod]]: ...
+
+
+# What the safety net calls for a set: the very reconcile an event would run.
+Reconcile = Callable[[SetRef], object]
+
+
+class ActionKind(StrEnum):
+    SUSPEND = "suspend"
+    RECONCILE = "reconcile"
+    WAKE_TIMED_OUT = "wake-timed-out"
+    CONFIG_WARNING = "config-warning"
+    CONFIG_CLEARED = "config-cleared"
+
+
+class Result(StrEnum):
+    DONE = "done"
+    WOULD = "would"  # dry run
+    CONFLICT = "conflict"  # lost a compare-and-swap: skipped this run
+    GONE = "gone"  # the set was deleted meanwhile
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepAction:
+    kind: ActionKind
+    ref: SetRef
+    result: Result
+    detail: str
+
+
+@dataclass(slots=True)
+class SweepSummary:
+    """What one run did (or, in a dry run, would do)."""
+
+    dry_run: bool
+    sets: int = 0
+    set_pages: int = 0
+    pod_lists: int = 0
+    idle_candidates: int = 0
+    deferred: int = 0  # idle sets left for a later run by the per-run cap
+    errors: int = 0
+    transient_errors: int = 0
+    actions: list[SweepAction] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """`<kind>` for done actions, `would-<kind>` in a dry run, plus `conflict`, `error`."""
+        c: Counter[str] = Counter()
+        for a in self.actions:
+            if a.result is Result.DONE:
+                c[a.kind.value] += 1
+            elif a.result is Result.WOULD:
+                c[f"would-{a.kind.value}"] += 1
+            else:
+                c[a.result.value] += 1
+        return dict(sorted(c.items()))
+
+    def of(self, kind: ActionKind, result: Result | None = None) -> list[SweepAction]:
+        want = result or (Result.WOULD if self.dry_run else Result.DONE)
+        return [a for a in self.actions if a.kind is kind and a.result is want]
+
+    @property
+    def complete(self) -> bool:
+        return self.transient_errors == 0
+
+    def __str__(self) -> str:
+        # What a log line shows for the run (the runtime logs the returned object):
+        # counts only, however many actions there were.
+        counts = ",".join(f"{key}={n}" for key, n in self.counts().items()) or "none"
+        return (
+            f"sweep(dry_run={self.dry_run}, sets={self.sets}, actions={counts}, "
+            f"deferred={self.deferred}, errors={self.errors})"
+        )
+
+
+class SweepIncomplete(TransientError):
+    """A transient error left work undone; the platform should run the sweep again."""
+
+    def __init__(self, summary: SweepSummary) -> None:
+        super().__init__(
+            f"sweep incomplete: {summary.transient_errors} transient error(s) left work undone"
+        )
+        self.summary = summary
+
+
+def _is_transient(err: BaseException) -> bool:
+    # ConfigError is retried by the targets too: fixing the deployment should let a
+    # rerun succeed (SPEC §10).
+    return isinstance(err, TransientError | ConfigError)
+
+
+class Sweeper:
+    """One sweep run. Not reusable: build one per run."""
+
+    def __init__(
+        self,
+        *,
+        kube: SweepKube,
+        settings: Settings,
+        reconcile: Reconcile,
+        now: datetime,
+        dry_run: bool,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.reconcile_fn = reconcile
+        self.now = now
+        self.dry_run = dry_run
+        self.summary = SweepSummary(dry_run=dry_run)
+        self.queue = IdleQueue(settings.sweep_max_suspends)
+
+    # --- the run -------------------------------------------------------------------
+
+    def run(self) -> SweepSummary:
+        scopes: Sequence[str | None] = (
+            [None] if self.settings.namespaces is None else sorted(self.settings.namespaces)
+        )
+        for scope in scopes:
+            try:
+                for page in self.kube.list_sets(scope, limit=PAGE_SIZE):
+                    self.summary.set_pages += 1
+                    self._page(page)
+            except CocoonError as err:
+                # The rest of this scope is unseen: that is work undone.
+                self._error(None, "list sets", err, scope=scope or "*")
+        self._suspend_idle()
+        return self.summary
+
+    def _page(self, page: list[CocoonSet]) -> None:
+        self.summary.sets += len(page)
+        pod_checks: list[tuple[CocoonSet, SafetyNeed]] = []
+        for cs in page:
+            plan = plan_set(cs, now=self.now)
+            if plan.config is not None:
+                self._config(cs, plan.config, plan.idle.fingerprint)
+            cand = idle_candidate(plan)
+            if cand is not None:
+                self.summary.idle_candidates += 1
+                self.queue.offer(cand)
+            if plan.safety is None:
+                continue
+            if plan.safety.needs_pods:
+                pod_checks.append((cs, plan.safety))
+            else:
+                self._reconcile(plan.ref, plan.safety.value)
+        if pod_checks:
+            self._check_with_pods(pod_checks)
+
+    # --- safety net ----------------------------------------------------------------
+
+    def _check_with_pods(self, checks: list[tuple[CocoonSet, SafetyNeed]]) -> None:
+        wanted = {(cs.namespace, cs.name) for cs, _ in checks}
+        namespaces = {ns for ns, _ in wanted}
+        scope = next(iter(namespaces)) if len(namespaces) == 1 else None
+        pods: dict[tuple[str, str], list[Pod]] = {key: [] for key in wanted}
+        try:
+            for selector in name_selectors(name for _, name in wanted):
+                for pod_page in self.kube.list_pods_matching(scope, selector, limit=PAGE_SIZE):
+                    self.summary.pod_lists += 1
+                    for pod in pod_page:
+                        key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
+                        if key in pods:
+                            pods[key].append(pod)
+        except CocoonError as err:
+            # Without the pods none of this page's checks can be judged: one failure,
+            # all of them undone (the next run, or the retry, repeats them).
+            self._error(None, "list pods", err, sets=str(len(checks)), scope=scope or "*")
+            return
+        for cs, need in checks:
+            ref = SetRef(cs.namespace, cs.name)
+            set_pods = pods[(cs.namespace, cs.name)]
+            if need is SafetyNeed.SUSPENDED_CHECK:
+                if pods_left(set_pods):
+                    self._reconcile(ref, "suspended-with-pods")
+            elif need is SafetyNeed.WAKING:
+                self._reconcile(ref, need.value)
+                self._wake_deadline(cs, set_pods)
+
+    def _reconcile(self, ref: SetRef, why: str) -> None:
+        if self.dry_run:
+            self._act(ActionKind.RECONCILE, ref, Result.WOULD, why)
+            return
+        try:
+            outcome = self.reconcile_fn(ref)
+        except NotFound:
+            self._act(ActionKind.RECONCILE, ref, Result.GONE, why)
+            return
+        except CocoonError as err:
+            self._error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            return
+        except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
+            self._unexpected(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            return
+        self._act(ActionKind.RECONCILE, ref, Result.DONE, f"{why}: {_describe(outcome)}")
+
+    def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
+        ref = SetRef(cs.namespace, cs.name)
+        due = check_wake_deadline(cs, pods, now=self.now, deadline=self.settings.wake_deadline)
+        if due is None:
+            return
+        if self.dry_run:
+            self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.WOULD, due.message)
+            return
+        # The reconcile just ran and may have written the set (finishing the wake, say):
+        # on a lost CAS re-read once and re-decide from the fresh set (SPEC §9).
+        current: CocoonSet | None = cs
+        for attempt in (1, 2):
+            assert current is not None
+            patch = {"metadata": {"annotations": {k.ANN_WAKE_TIMEOUT_REPORTED: due.key}}}
+            try:
+                updated = self.kube.patch_set(
+                    ref, patch, resource_version=current.metadata.resource_version
+                )
+            except Conflict:
+                if attempt == 2:
+                    self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.CONFLICT, due.message)
+                    return
+                try:
+                    current = self.kube.get_set(ref)
+                except CocoonError as err:
+                    self._error(ref, "re-read set", err, kind=ActionKind.WAKE_TIMED_OUT)
+                    return
+                if current is None:
+                    self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.GONE, due.message)
+                    return
+                fresh = check_wake_deadline(
+                    current, pods, now=self.now, deadline=self.settings.wake_deadline
+                )
+                if fresh is None:
+                    return  # completed, or someone else reported it
+                due = fresh
+                continue
+            except CocoonError as err:
+                self._error(ref, "record wake timeout", err, kind=ActionKind.WAKE_TIMED_OUT)
+                return
+            self._event(updated, k.REASON_WAKE_TIMED_OUT, due.message, warning=True, key=due.key)
+            self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.DONE, due.message)
+            return
+
+    # --- bad annotations -----------------------------------------------------------
+
+    def _config(self, cs: CocoonSet, action: ConfigAction, fingerprint: str) -> None:
+        ref = SetRef(cs.namespace, cs.name)
+        if action is ConfigAction.WARN:
+            kind = ActionKind.CONFIG_WARNING
+            detail = f"invalid idle annotation(s), idle suspend skipped: {fingerprint}"
+            value: str | None = fingerprint
+        else:
+            kind = ActionKind.CONFIG_CLEARED
+            detail = "idle annotations valid again"
+            value = None
+        if self.dry_run:
+            self._act(kind, ref, Result.WOULD, detail)
+            return
+        patch = {"metadata": {"annotations": {k.ANN_IDLE_CONFIG_ERROR: value}}}
+        try:
+            updated = self.kube.patch_set(ref, patch, resource_version=cs.metadata.resource_version)
+        except Conflict:
+            self._act(kind, ref, Result.CONFLICT, detail)
+            return
+        except NotFound:
+            self._act(kind, ref, Result.GONE, detail)
+            return
+        except CocoonError as err:
+            self._error(ref, "record idle config error", err, kind=kind)
+            return
+        if action is ConfigAction.WARN:
+            self._event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
+        self._act(kind, ref, Result.DONE, detail)
+
+    # --- idle suspend --------------------------------------------------------------
+
+    def _suspend_idle(self) -> None:
+        self.summary.deferred = self.queue.deferred
+        for cand in self.queue.drain():
+            self._suspend(cand)
+
+    def _suspend(self, cand: IdleCandidate) -> None:
+        ref = cand.ref
+        detail = (
+            f"idle for {format_duration(cand.idle_for)} "
+            f"(idle-timeout {format_duration(cand.timeout)})"
+        )
+        if self.dry_run:
+            self._act(ActionKind.SUSPEND, ref, Result.WOULD, detail)
+            if cand.release:
+                self._act(ActionKind.RECONCILE, ref, Result.WOULD, "after idle suspend")
+            return
+        try:
+            # CAS on the listed version: if anything changed since (activity stamped,
+            # a user suspended or edited it), this run no longer knows it is idle.
+            updated = self.kube.patch_set(
+                ref, {"spec": {"suspend": True}}, resource_version=cand.resource_version
+            )
+        except Conflict:
+            self._act(ActionKind.SUSPEND, ref, Result.CONFLICT, detail)
+            return
+        except NotFound:
+            self._act(ActionKind.SUSPEND, ref, Result.GONE, detail)
+            return
+        except CocoonError as err:
+            self._error(ref, "idle suspend", err, kind=ActionKind.SUSPEND)
+            return
+        self._event(updated, k.REASON_IDLE_SUSPENDED, f"suspended: {detail}", warning=False)
+        self._act(ActionKind.SUSPEND, ref, Result.DONE, detail)
+        if cand.release:
+            # Start the seat release now rather than on the next event.
+            self._reconcile(ref, "after idle suspend")
+
+    # --- reporting -----------------------------------------------------------------
+
+    def _event(
+        self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
+    ) -> None:
+        try:
+            # `key` names the Event after the situation, so even two runs that both
+            # believed they won cannot produce two warnings for one situation.
+            self.kube.emit_event(
+                cs,
+                reason=reason,
+                message=message,
+                type="Warning" if warning else "Normal",
+                key=key,
+            )
+        except CocoonError as err:
+            # The write it reports already landed; a rerun would not re-emit it (the
+            # CAS-guarded record says it is done), so this is logged, not retried.
+            self.summary.errors += 1
+            log.warning(
+                "sweep: event not recorded",
+                namespace=cs.namespace,
+                cocoonset=cs.name,
+                reason=reason,
+                error=str(err),
+                error_type=type(err).__name__,
+            )
+
+    def _act(self, kind: ActionKind, ref: SetRef, result: Result, detail: str) -> None:
+        self.summary.actions.append(SweepAction(kind, ref, result, detail))
+        verb = {
+            Result.DONE: "sweep: done",
+            Result.WOULD: "sweep: would",
+            Result.CONFLICT: "sweep: skipped (changed meanwhile)",
+            Result.GONE: "sweep: skipped (set gone)",
+            Result.ERROR: "sweep: failed",
+        }[result]
+        log.info(
+            f"{verb} {kind.value} {ref}",
+            action=kind.value,
+            result=result.value,
+            namespace=ref.namespace,
+            cocoonset=ref.name,
+            detail=detail,
+            dry_run=self.dry_run,
+        )
+
+    def _error(
+        self,
+        ref: SetRef | None,
+        what: str,
+        err: CocoonError,
+        *,
+        kind: ActionKind | None = None,
+        **fields: str,
+    ) -> None:
+        transient = _is_transient(err)
+        self.summary.errors += 1
+        if transient:
+            self.summary.transient_errors += 1
+        if ref is not None and kind is not None:
+            self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err}"))
+        log.emit(
+            "WARNING" if transient else "INFO",
+            f"sweep: {what} failed",
+            namespace=ref.namespace if ref else None,
+            cocoonset=ref.name if ref else None,
+            error=str(err),
+            error_type=type(err).__name__,
+            transient=transient,
+            **fields,
+        )
+
+    def _unexpected(self, ref: SetRef, what: str, err: Exception, *, kind: ActionKind) -> None:
+        self.summary.errors += 1
+        self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err!r}"))
+        log.error(
+            f"sweep: {what} raised unexpectedly",
+            namespace=ref.namespace,
+            cocoonset=ref.name,
+            error=repr(err),
+            error_type=type(err).__name__,
+        )
+
+
+def _describe(outcome: object) -> str:
+    """A short text for whatever the reconcile returned (its outcome's repr is enough)."""
+    text = str(outcome) if outcome is not None else "ok"
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def sweep(
+    *,
+    kube: SweepKube,
+    settings: Settings,
+    reconcile: Reconcile,
+    now: datetime,
+    dry_run: bool,
+) -> SweepSummary:
+    """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
+    summary = Sweeper(
+        kube=kube, settings=settings, reconcile=reconcile, now=now, dry_run=dry_run
+    ).run()
+    log.emit(
+        "INFO" if summary.complete else "WARNING",
+        "sweep finished" + (" (dry run)" if dry_run else ""),
+        dry_run=dry_run,
+        sets=summary.sets,
+        set_pages=summary.set_pages,
+        pod_lists=summary.pod_lists,
+        idle_candidates=summary.idle_candidates,
+        deferred=summary.deferred,
+        counts=summary.counts(),
+        errors=summary.errors,
+        transient_errors=summary.transient_errors,
+    )
+    if not summary.complete:
+        raise SweepIncomplete(summary)
+    return summary

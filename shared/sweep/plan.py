@@ -1,0 +1,400 @@
+"""The sweep's decisions, as pure functions of what one paged list returned (SPEC §6).
+
+Nothing here performs I/O: given a CocoonSet as listed (and, for the few sets
+that need it, the pods one label-selected list returned), these functions say
+what the sweep should do. The executor (:mod:`shared.sweep.execute`) performs it.
+
+Invariants the decisions keep:
+
+* Idle suspend is opt-in (`idle-timeout`), only for a `Running` set that is not
+  already suspended and has no released-seat wake in flight (hint annotation
+  set): suspending mid-restore would snapshot a VM that is still restoring.
+* A bad annotation value is reported once per value: the plan carries a
+  fingerprint of the bad values, and the set remembers the last one it was
+  warned about (``ANN_IDLE_CONFIG_ERROR``); the warning is due only when they
+  differ.
+* The safety net selects exactly the sets an event would have reconciled
+  (SPEC §4/§5 entry conditions that can be judged from the set alone); a
+  `Suspended` release set is only reconciled when it still has pods, which
+  needs a pod list, so it is marked for a pod check rather than a reconcile.
+* A wake deadline warning is keyed by the wake's identity so it is emitted
+  once per wake, not once per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from shared import constants as k
+from shared.durations import parse_duration, parse_rfc3339
+from shared.enums import CocoonSetPhase
+from shared.models import CocoonSet, Pod
+from shared.names import SetRef
+
+# Annotation values are user input; a fingerprint stored back on the set must
+# stay small whatever a user wrote.
+_FINGERPRINT_VALUE_MAX = 120
+
+
+class IdleState(StrEnum):
+    NOT_OPTED_IN = "not-opted-in"  # no idle-timeout annotation
+    NOT_ELIGIBLE = "not-eligible"  # not Running, already suspended, or a wake in flight
+    BAD_CONFIG = "bad-config"  # an idle annotation does not parse: skip (and warn once)
+    EXEMPT = "exempt"  # idle-exempt-until is in the future
+    ACTIVE = "active"  # idle for less than the timeout
+    IDLE = "idle"  # idle for at least the timeout: suspend (subject to the cap)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleEval:
+    state: IdleState
+    timeout: timedelta | None = None
+    last_activity: datetime | None = None
+    idle_for: timedelta | None = None
+    exempt_until: datetime | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the bad values (not the parse messages), for warn-once."""
+        return ";".join(self.problems)
+
+
+class SafetyNeed(StrEnum):
+    """Why the safety net looks at a set (each maps to a SPEC §4/§5 entry condition)."""
+
+    # release + spec.suspend, phase not yet Suspended: the release never finished.
+    RELEASE_PENDING = "release-pending"
+    # release + spec.suspend + Suspended: reconcile only if pods are left.
+    SUSPENDED_CHECK = "suspended-check"
+    # release + unsuspended while Suspended (or Suspending with the hint): a wake
+    # request whose reconcile never ran.
+    WAKE_PENDING = "wake-pending"
+    # phase Waking (any policy: a policy edit must not strand a restore).
+    WAKING = "waking"
+    # release + unsuspended, another phase, hint still set: a wake whose
+    # completion never ran (e.g. a stale status write).
+    UNFINISHED_WAKE = "unfinished-wake"
+
+    @property
+    def needs_pods(self) -> bool:
+        return self in (SafetyNeed.SUSPENDED_CHECK, SafetyNeed.WAKING)
+
+
+class ConfigAction(StrEnum):
+    WARN = "warn"  # new bad value(s): record the fingerprint (CAS) and emit one Warning
+    CLEAR = "clear"  # the recorded bad value is gone: drop the record (CAS)
+
+
+@dataclass(frozen=True, slots=True)
+class SetPlan:
+    ref: SetRef
+    resource_version: str
+    release: bool
+    idle: IdleEval
+    config: ConfigAction | None = None
+    safety: SafetyNeed | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCandidate:
+    ref: SetRef
+    resource_version: str
+    release: bool
+    idle_for: timedelta
+    timeout: timedelta
+    last_activity: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WakeTimeout:
+    key: str  # the wake's identity, stored in ANN_WAKE_TIMEOUT_REPORTED
+    age: timedelta
+    message: str
+
+
+# --- idle ------------------------------------------------------------------------------
+
+
+def _clip(value: str) -> str:
+    return value if len(value) <= _FINGERPRINT_VALUE_MAX else value[:_FINGERPRINT_VALUE_MAX] + "…"
+
+
+def _short(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
+    """Whether `cs` is idle past its timeout, from its annotations alone."""
+    ann = cs.metadata.annotations
+    raw_timeout = ann.get(k.ANN_IDLE_TIMEOUT)
+    if raw_timeout is None:
+        return IdleEval(IdleState.NOT_OPTED_IN)
+
+    problems: list[str] = []
+    timeout: timedelta | None = None
+    try:
+        timeout = parse_duration(raw_timeout)
+    except ValueError:
+        problems.append(f"{_short(k.ANN_IDLE_TIMEOUT)}={_clip(raw_timeout)}")
+
+    stamps: dict[str, datetime] = {}
+    for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
+        raw = ann.get(key)
+        if raw is None:
+            continue
+        try:
+            stamps[key] = parse_rfc3339(raw)
+        except ValueError:
+            problems.append(f"{_short(key)}={_clip(raw)}")
+    if problems:
+        # Config is judged whatever the phase: a user learns of a typo before it matters.
+        return IdleEval(IdleState.BAD_CONFIG, problems=tuple(problems))
+    assert timeout is not None
+
+    if cs.phase is not CocoonSetPhase.RUNNING or cs.suspended or cs.hint:
+        return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
+
+    candidates = [stamps[x] for x in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE) if x in stamps]
+    created = cs.metadata.creation_timestamp
+    if created:
+        # Set by the API server, never user input: an unparseable one is just ignored.
+        with contextlib.suppress(ValueError):
+            candidates.append(parse_rfc3339(created))
+    if not candidates:
+        # Nothing to measure idleness from: never suspend on a guess.
+        return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
+    last = max(candidates)
+    idle_for = now - last
+
+    exempt = stamps.get(k.ANN_IDLE_EXEMPT_UNTIL)
+    if exempt is not None and now < exempt:
+        return IdleEval(
+            IdleState.EXEMPT,
+            timeout=timeout,
+            last_activity=last,
+            idle_for=idle_for,
+            exempt_until=exempt,
+        )
+    state = IdleState.IDLE if idle_for >= timeout else IdleState.ACTIVE
+    return IdleEval(state, timeout=timeout, last_activity=last, idle_for=idle_for)
+
+
+def config_action(cs: CocoonSet, idle: IdleEval) -> ConfigAction | None:
+    recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
+    if idle.state is IdleState.BAD_CONFIG:
+        return None if recorded == idle.fingerprint else ConfigAction.WARN
+    return ConfigAction.CLEAR if recorded is not None else None
+
+
+# --- safety net ------------------------------------------------------------------------
+
+
+def safety_need(cs: CocoonSet) -> SafetyNeed | None:
+    """The SPEC §4/§5 entry condition an event would have acted on, judged from the set."""
+    phase = cs.phase
+    if phase is CocoonSetPhase.WAKING:
+        return SafetyNeed.WAKING
+    if not cs.is_release:
+        return None
+    if cs.suspended:
+        if phase is CocoonSetPhase.SUSPENDED:
+            return SafetyNeed.SUSPENDED_CHECK
+        if phase is CocoonSetPhase.FAILED:
+            return None  # the operator's to triage; releasing it would hide the failure
+        return SafetyNeed.RELEASE_PENDING
+    if phase is CocoonSetPhase.SUSPENDED or (phase is CocoonSetPhase.SUSPENDING and cs.hint):
+        return SafetyNeed.WAKE_PENDING
+    if cs.hint and phase is not CocoonSetPhase.SUSPENDING:
+        return SafetyNeed.UNFINISHED_WAKE
+    return None
+
+
+def pods_left(pods: Iterable[Pod]) -> bool:
+    """Pods the release still has to act on (terminal ones are kept for triage)."""
+    return any(not p.terminating and not p.terminal for p in pods)
+
+
+def check_wake_deadline(
+    cs: CocoonSet, pods: Sequence[Pod], *, now: datetime, deadline: timedelta
+) -> WakeTimeout | None:
+    """A `WakeTimedOut` due for a Waking set, or None.
+
+    The wake's identity and start come from, in order: the set's `wake-started`
+    annotation (written when Waking was persisted, before the pod exists), else
+    the restore-marked main pod (uid, creationTimestamp). Without either there is
+    nothing to measure from, so no warning (the reconcile creates the pod, and
+    the next run measures from it). A main pod that is already live is a wake
+    about to complete, not a stuck one.
+    """
+    if cs.phase is not CocoonSetPhase.WAKING:
+        return None
+    main = next(
+        (
+            p
+            for p in pods
+            if p.is_main and not p.terminating and p.annotations.get(k.ANN_RESTORE) == k.TRUE
+        ),
+        None,
+    )
+    if main is not None and main.live:
+        return None
+    key: str | None = None
+    started: datetime | None = None
+    raw_started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
+    if raw_started:
+        try:
+            started = parse_rfc3339(raw_started)
+            key = f"started:{raw_started}"
+        except ValueError:
+            started = None
+    if started is None and main is not None and main.metadata.creation_timestamp:
+        try:
+            started = parse_rfc3339(main.metadata.creation_timestamp)
+            key = f"pod:{main.metadata.uid or main.name}"
+        except ValueError:
+            started = None
+    if started is None or key is None:
+        return None
+    age = now - started
+    if age <= deadline:
+        return None
+    if cs.metadata.annotations.get(k.ANN_WAKE_TIMEOUT_REPORTED) == key:
+        return None
+    if main is None:
+        why = "the main pod does not exist yet"
+    elif (unschedulable := main.unschedulable_message()) is not None:
+        why = f"the main pod is unschedulable: {unschedulable or 'no message'}"
+    else:
+        why = "the restored VM is not live yet"
+    message = (
+        f"wake has not completed after {format_duration(age)} "
+        f"(deadline {format_duration(deadline)}): {why}; still waiting"
+    )
+    return WakeTimeout(key=key, age=age, message=message)
+
+
+# --- per set -----------------------------------------------------------------------------
+
+
+def plan_set(cs: CocoonSet, *, now: datetime) -> SetPlan:
+    idle = evaluate_idle(cs, now=now)
+    return SetPlan(
+        ref=SetRef(cs.namespace, cs.name),
+        resource_version=cs.metadata.resource_version or "",
+        release=cs.is_release,
+        idle=idle,
+        config=config_action(cs, idle),
+        safety=safety_need(cs),
+    )
+
+
+def idle_candidate(plan: SetPlan) -> IdleCandidate | None:
+    idle = plan.idle
+    if idle.state is not IdleState.IDLE:
+        return None
+    assert idle.idle_for is not None and idle.timeout is not None
+    assert idle.last_activity is not None
+    return IdleCandidate(
+        ref=plan.ref,
+        resource_version=plan.resource_version,
+        release=plan.release,
+        idle_for=idle.idle_for,
+        timeout=idle.timeout,
+        last_activity=idle.last_activity,
+    )
+
+
+# --- the per-run cap ---------------------------------------------------------------------
+
+
+@dataclass(order=False, slots=True)
+class _Ranked:
+    """Heap entry: 'less' = a worse candidate (shorter idle; then later name)."""
+
+    cand: IdleCandidate
+
+    def __lt__(self, other: _Ranked) -> bool:
+        a, b = self.cand, other.cand
+        if a.idle_for != b.idle_for:
+            return a.idle_for < b.idle_for
+        return (a.ref.namespace, a.ref.name) > (b.ref.namespace, b.ref.name)
+
+
+@dataclass(slots=True)
+class IdleQueue:
+    """The `cap` longest-idle candidates seen so far, in O(cap) memory.
+
+    Sets arrive page by page; only the best `cap` are kept, so a sweep over
+    10,000 sets holds at most `cap` candidates however many are idle.
+    """
+
+    cap: int
+    deferred: int = 0
+    _heap: list[_Ranked] = field(default_factory=list)
+
+    def offer(self, cand: IdleCandidate) -> None:
+        if self.cap <= 0:
+            self.deferred += 1
+            return
+        entry = _Ranked(cand)
+        if len(self._heap) < self.cap:
+            heapq.heappush(self._heap, entry)
+        elif self._heap[0] < entry:
+            heapq.heapreplace(self._heap, entry)
+            self.deferred += 1
+        else:
+            self.deferred += 1
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def drain(self) -> list[IdleCandidate]:
+        """Longest idle first (ties by namespace/name)."""
+        out = [e.cand for e in sorted(self._heap, reverse=True)]
+        self._heap.clear()
+        return out
+
+
+# --- pod look-ups ------------------------------------------------------------------------
+
+
+def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
+    """Set-based label selectors (`name in (a,b)`) covering `names`, each at most ~max_chars.
+
+    One label-selected pod list per chunk replaces one pod list per set: a page
+    of 500 Suspended sets with no pods costs one request that returns nothing.
+    The bound keeps the request line well under API server and proxy limits.
+    """
+    prefix = f"{k.LABEL_SET_NAME} in ("
+    out: list[str] = []
+    chunk: list[str] = []
+    size = len(prefix) + 1
+    for name in sorted(set(names)):
+        if chunk and size + len(name) + 1 > max_chars:
+            out.append(prefix + ",".join(chunk) + ")")
+            chunk, size = [], len(prefix) + 1
+        chunk.append(name)
+        size += len(name) + 1
+    if chunk:
+        out.append(prefix + ",".join(chunk) + ")")
+    return out
+
+
+# --- formatting --------------------------------------------------------------------------
+
+
+def format_duration(value: timedelta) -> str:
+    """`1h2m3s`-style, whole seconds (what users write in idle-timeout)."""
+    total = int(value.total_seconds())
+    if total <= 0:
+        return "0s"
+    h, rem = divmod(total, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{s}s" if s else ""]
+    return "".join(parts)
