@@ -11,11 +11,22 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 
+from shared.errors import InvalidName
+from shared.names import SetRef
+
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """An expected error: one clear line on stderr, a non-zero exit, no traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def parse_ref(text: str) -> SetRef:
+    """`NS/NAME`; a malformed one is bad usage (exit 2, one line)."""
+    try:
+        return SetRef.parse(text)
+    except InvalidName as err:
+        fail(str(err), code=2)
 
 
 def is_tty() -> bool:

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import click
 
-from cli._common import fail, kube_options, progress
+from cli._common import fail, kube_options, parse_ref, progress
 from cli._kube import cli_settings, kube_client
 from shared.errors import CocoonError
-from shared.names import SetRef
 
 
 @click.command(name="suspend")
@@ -32,8 +31,8 @@ from shared.names import SetRef
 )
 def command(*, target: str, kubeconfig: Path | None, wait_seconds: float) -> None:
     """Set spec.suspend=true on a CocoonSet."""
+    ref = parse_ref(target)
     try:
-        ref = SetRef.parse(target)
         settings = cli_settings(kubeconfig)
         with progress(f"suspending {ref}") as step:
             client = kube_client(settings)

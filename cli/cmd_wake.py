@@ -14,10 +14,9 @@ from pathlib import Path
 
 import click
 
-from cli._common import fail, kube_options, progress
+from cli._common import fail, kube_options, parse_ref, progress
 from cli._kube import cli_settings, kube_client, registry_client
 from shared.errors import CocoonError
-from shared.names import SetRef
 from shared.reconcile import request_wake
 
 
@@ -34,8 +33,8 @@ from shared.reconcile import request_wake
 )
 def command(*, target: str, kubeconfig: Path | None, wait_seconds: float) -> None:
     """Wake a release-policy CocoonSet (spec.suspend=false, then the wake reconcile)."""
+    ref = parse_ref(target)
     try:
-        ref = SetRef.parse(target)
         settings = cli_settings(kubeconfig)
         with progress(f"waking {ref}") as step:
             client = kube_client(settings)
