@@ -97,3 +97,44 @@ def test_serve_refuses_a_bad_environment_in_one_line(monkeypatch: pytest.MonkeyP
     assert result.exit_code == 1
     assert "COCOON_REGISTRY_INSECURE" in result.output
     assert "Traceback" not in result.output
+
+
+def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import requests
+
+    from infra.devstack.processes import free_port
+
+    port = free_port()
+    cli = str(Path(sys.executable).parent / "cocoon-hibernation")
+    proc = subprocess.Popen(
+        [cli, "serve", "--host", "127.0.0.1"],
+        env={**os.environ, **ENV, "PORT": str(port)},  # the port comes from $PORT
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        health = None
+        while time.monotonic() < deadline:
+            try:
+                health = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert health is not None and health.status_code == 200
+        headers, body = to_binary(_event("com.example.unrelated", {}))
+        resp = requests.post(
+            f"http://127.0.0.1:{port}/wake", headers=headers, data=body, timeout=10
+        )
+        assert resp.status_code == 200
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
