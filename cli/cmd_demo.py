@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from cli._common import fail, is_tty, progress
-from infra.devstack.narrate import PlainNarration, RichNarration, summary_lines
+from infra.devstack.narrate import PlainNarration, RichNarration, print_summary
 from infra.devstack.processes import Interrupted, StackError, install_signal_handlers
 from infra.devstack.scenario import Scenario
 from infra.devstack.stack import Stack, StackConfig
@@ -122,8 +122,7 @@ def _run(
         result = scenario.run()
     finally:
         narration.close()
-    for line in summary_lines(result):
-        click.echo(line)
+    print_summary(result, rich=live)
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2))
     if keep:

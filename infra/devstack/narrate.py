@@ -149,3 +149,26 @@ def summary_lines(result: DemoResult) -> list[str]:
         for err in state.get("simulator_errors") or []:
             out.append(f"    simulator error: {err}")
     return out
+
+
+def print_summary(result: DemoResult, *, rich: bool) -> None:
+    """The summary: a table on a terminal, the plain lines otherwise (and in logs)."""
+    if not rich:
+        for line in summary_lines(result):
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        return
+    console = Console()
+    table = Table(title="summary", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("step")
+    table.add_column("time", justify="right")
+    table.add_column("")
+    for i, step in enumerate(result.steps, start=1):
+        mark = "[green]✓[/]" if step.ok else f"[red]✗ {step.detail}[/]"
+        table.add_row(str(i), step.title, f"{step.seconds:.1f}s", mark)
+    table.add_row("", "[bold]total[/]", f"{result.total_seconds:.1f}s", "")
+    console.print(table)
+    # The facts after the table are the same lines the plain summary ends with.
+    for line in summary_lines(result)[len(result.steps) + 3 :]:
+        console.print(line, highlight=False)
