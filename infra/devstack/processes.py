@@ -129,6 +129,11 @@ class ManagedProcess:
             f"{self.name} did not answer {url} within {timeout:.0f}s; log {self.log_path}"
         )
 
+    def terminate(self) -> None:
+        """Ask the whole group to stop (SIGTERM); :meth:`stop` then waits and makes sure."""
+        if self.proc is not None and self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGTERM)
+
     def stop(self, grace: float = 5.0) -> None:
         proc = self.proc
         if proc is None:
@@ -142,6 +147,14 @@ class ManagedProcess:
                 proc.wait(timeout=grace)
         # The leader may be gone while a grandchild lingers in its group: finish them too.
         _signal_group(proc.pid, signal.SIGKILL)
+
+
+def stop_all(processes: Sequence[ManagedProcess], grace: float = 5.0) -> None:
+    """Stop several at once: SIGTERM to every group first, then wait for each."""
+    for proc in processes:
+        proc.terminate()
+    for proc in processes:
+        proc.stop(grace)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

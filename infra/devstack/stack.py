@@ -42,7 +42,7 @@ import requests
 from cloudevents.http import CloudEvent, to_binary
 
 from infra.devstack.kubehttp import KubeHTTP
-from infra.devstack.processes import ManagedProcess, StackError, free_port
+from infra.devstack.processes import ManagedProcess, StackError, free_port, stop_all
 from infra.devstack.simulator import NodeSpec, SimEvent, Simulator
 from infra.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from shared import constants as k
@@ -288,14 +288,16 @@ class Stack:
     def stop(self) -> None:
         self._tick_stop.set()
         if self._tick_thread is not None:
-            self._tick_thread.join(timeout=5)
+            # Do not wait out a tick in flight (a cold sweep takes a second or two): the
+            # thread is a daemon and its request fails as soon as `sweep` is stopped.
+            self._tick_thread.join(timeout=0.2)
         if self.simulator is not None:
             self.simulator.stop()
             self.simulator = None
         # Functions first (they talk to the API and the registry), the API last.
         processes, self.processes = self.processes, []
-        for proc in sorted(processes, key=lambda p: p.name == "kube"):
-            proc.stop()
+        stop_all([p for p in processes if p.name != "kube"])
+        stop_all([p for p in processes if p.name == "kube"])
         if self.registry is not None:
             with contextlib.suppress(Exception):
                 self.registry.stop()
