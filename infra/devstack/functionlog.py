@@ -73,6 +73,14 @@ def describe(record: Mapping[str, Any], namespace: str) -> list[str]:
         ref = str(record.get("cocoonset") or record.get("vm") or "")
         subject = _short(ref, namespace) if ref else target
         return [f"{subject}: {target} ({why}) will be retried: {record.get('reason', '')}"]
+    if message.startswith("sweep: done") and record.get("action") == "reconcile":
+        # The safety net reconciled a set; the outcome's text names the steps it took.
+        detail = str(record.get("detail") or "")
+        found = sorted((detail.find(f"'{s}'"), s) for s in EFFECT_STEPS if f"'{s}'" in detail)
+        if not found:
+            return []
+        ref = _short(f"{record.get('namespace')}/{record.get('cocoonset')}", namespace)
+        return [f"{ref}: sweep function (sweep tick) did {', '.join(s for _, s in found)}"]
     if message != "trigger handled":
         return []
     out: list[str] = []

@@ -103,15 +103,23 @@ def test_demo_runs_every_step_and_ends_clean(tmp_path: Path) -> None:
     ]
     assert order == sorted(order)
 
-    # The functions did it, as deployed: release via ingest (registry notification or audit),
-    # the wake request through the wake target, the completion on the next change.
-    def acted(who: str, step: str) -> bool:
-        return any(line.startswith(f"a: {who} function (") and step in line for line in lines)
+    # The functions did it, as deployed. Which one takes a step is a race by design (events
+    # are hints, every function may reconcile any set): ingest on the audit webhook or the
+    # registry notification, the sweep tick as the safety net, wake on the wake request.
+    def acted(step: str, who: str = r"\w+") -> bool:
+        return matched(rf"^a: {who} function \(.*\) did .*\b{step}\b")
 
-    assert acted("ingest", "FlagAndDelete")
-    assert happened("a: wake function (wake request) did Unsuspend, PersistWaking, CreateMain")
-    assert acted("ingest", "ReportNoCapacity") or acted("sweep", "ReportNoCapacity")
-    assert acted("ingest", "DropSnapshot") or acted("sweep", "DropSnapshot")
+    assert acted("Unsuspend", who="wake")
+    for step in (
+        "RequestHibernation",
+        "FlagAndDelete",
+        "PersistWaking",
+        "CreateMain",
+        "ReportNoCapacity",
+        "DropSnapshot",
+        "CompleteWake",
+    ):
+        assert acted(step), step
     assert report["api_requests"]["functions"] > 0
     assert "summary" in out
 

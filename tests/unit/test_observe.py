@@ -115,3 +115,13 @@ def test_function_log_lines_narrate_only_what_changed_something() -> None:
     assert describe(failed, "demo") == [
         "a: wake (wake request) will be retried: registry unavailable"
     ]
+    swept = {
+        "message": "sweep: done reconcile demo/a",
+        "action": "reconcile",
+        "result": "done",
+        "namespace": "demo",
+        "cocoonset": "a",
+        "detail": "stuck Waking: Outcome(ref=SetRef(namespace='demo', name='a'), "
+        "result='waiting', reason='x', steps=('ReportNoCapacity', 'Wait'))",
+    }
+    assert describe(swept, "demo") == ["a: sweep function (sweep tick) did ReportNoCapacity"]
