@@ -326,8 +326,20 @@ class Scenario:
         else:
             self.result.ok = True
         self.result.total_seconds = self.elapsed()
+        self._settle()
         self._count_requests()
         return self.result
+
+    def _settle(self, quiet: float = 0.5, limit: float = 3.0) -> None:
+        """Narrate what is still arriving (a function logs its outcome after acting)."""
+        until = time.monotonic() + limit
+        last = len(self.result.transitions)
+        calm_since = time.monotonic()
+        while time.monotonic() < until and time.monotonic() - calm_since < quiet:
+            self.refresh()
+            if len(self.result.transitions) != last:
+                last, calm_since = len(self.result.transitions), time.monotonic()
+            time.sleep(self.poll)
 
     def _linger(self, seconds: float) -> None:
         """Keep narrating (the table stays live) while the reader catches up."""
