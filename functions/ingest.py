@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from functions import settings as process_settings
 from shared import log
 from shared.adapters import (
     Parsed,
@@ -60,22 +61,13 @@ verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
 """Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
 
 
-class _Cache:
-    settings: Settings | None = None
-
-
 def settings() -> Settings:
-    """`Settings.from_env()` once per process (a function instance)."""
-    if _Cache.settings is None:
-        built = Settings.from_env()
-        log.set_format(built.log_format)
-        _Cache.settings = built
-    return _Cache.settings
+    return process_settings.get()
 
 
 def reset_settings() -> None:
     """Forget the cached settings (tests change the environment between cases)."""
-    _Cache.settings = None
+    process_settings.reset()
 
 
 def _reply(

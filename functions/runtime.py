@@ -20,12 +20,13 @@ them: an event dropped by the adapters never imports `kubernetes`.
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Sequence
 from typing import Any
 
+from functions import settings as process_settings
 from shared import log
 from shared.clients import kube as kube_clients
+from shared.clients import pubsub as pubsub_clients
 from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
@@ -33,23 +34,14 @@ from shared.names import SetRef, parse_vm_name
 from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
 
-# (Both client modules import only the standard library at module level; the
-# heavy libraries load on a client's first request.)
-
-
-class _Cache:
-    lock = threading.Lock()
-    settings: Settings | None = None
+# (The client modules import only the standard library at module level; the
+# heavy libraries load on a client's first request. The reconciler finds the
+# lifecycle-event publisher itself, from `settings.events_topic`.)
 
 
 def settings() -> Settings:
     """The process's settings, read from the environment once (ConfigError names the variable)."""
-    with _Cache.lock:
-        if _Cache.settings is None:
-            loaded = Settings.from_env()
-            log.configure(loaded.log_format)
-            _Cache.settings = loaded
-        return _Cache.settings
+    return process_settings.get()
 
 
 def kube_client(s: Settings) -> KubeApi:
@@ -65,10 +57,10 @@ def registry_client(s: Settings) -> SnapshotRegistry | None:
 
 def reset() -> None:
     """Forget the cached settings and clients (tests; a configuration reload)."""
-    with _Cache.lock:
-        _Cache.settings = None
+    process_settings.reset()
     kube_clients.reset_clients()
     registry_clients.reset_clients()
+    pubsub_clients.reset_clients()
 
 
 def _describe(trigger: Trigger) -> dict[str, Any]:

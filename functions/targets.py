@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions import runtime
+from functions import settings as process_settings
 from shared import log
 from shared.adapters import ACCEPT_RELEASE, ACCEPT_SWEEP, ACCEPT_WAKE, parse_cloudevent
 from shared.errors import PermanentError
 
 
 def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
-    settings = runtime.settings()  # a ConfigError here is a 500: fix the deployment
+    settings = process_settings.get()  # a ConfigError here is a 500: fix the deployment
     try:
         parsed = parse_cloudevent(event, settings=settings, accept=accept)
     except PermanentError as e:
@@ -32,6 +32,12 @@ def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
             detail=drop.detail,
             event_id=drop.event_id,
         )
+    if not parsed.triggers:
+        return
+    # The runtime pulls in the reconciler and the client wrappers: loaded only
+    # once an event matters, so an irrelevant one is answered at import cost zero.
+    from functions import runtime  # noqa: PLC0415 - lazy: cold start
+
     runtime.run(parsed.triggers, settings=settings, target=target)
 
 

@@ -8,6 +8,7 @@ visible reason instead of failing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,14 @@ needs_reference = pytest.mark.skipif(
     REFERENCE_DIR is None,
     reason="../shared/reference (the reference CRD) is not beside this clone",
 )
+
+
+@pytest.fixture(autouse=True)
+def _restore_log_output() -> Iterator[None]:
+    """Each test starts with JSON logs on stdout, whatever an earlier test (or CLI) chose."""
+    from shared import log
+    from shared.config import LogFormat
+
+    log.configure(LogFormat.JSON, None)
+    yield
+    log.configure(LogFormat.JSON, None)

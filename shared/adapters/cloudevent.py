@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.adapters.control import (
+    CANONICAL_TYPES,
     classify_pubsub,
     parse_tick,
     parse_wake,
@@ -58,6 +59,8 @@ _CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
 ACCEPT_RELEASE = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_WAKE = frozenset({CE_WAKE_REQUESTED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_SWEEP = frozenset({CE_PUBSUB_PUBLISHED, CE_KNATIVE_PING, CE_SWEEP_REQUESTED})
+# What a Pub/Sub message can stand for and be parsed as (`control.classify_pubsub`).
+PUBSUB_TYPES = CANONICAL_TYPES | {CE_AUDIT_WRITTEN}
 # What a registry webhook may POST as a structured CloudEvent to `ingest /registry`.
 ACCEPT_REGISTRY = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED})
 
@@ -160,6 +163,11 @@ def _parse_pubsub(
     if accept is not None and stands_for not in accept:
         out = Parsed(kind="pubsub", event_id=event_id)
         out.drop(DropReason.NOT_ACCEPTED, f"Pub/Sub message carrying {stands_for}")
+        return out
+    if stands_for not in PUBSUB_TYPES:
+        # A foreign CloudEvent (e.g. our own lifecycle events) with no accept set to refuse it.
+        out = Parsed(kind="pubsub", event_id=event_id)
+        out.drop(DropReason.UNKNOWN_TYPE, f"Pub/Sub message carrying {stands_for}")
         return out
     if stands_for == CE_SNAPSHOT_PUSHED:
         body = as_object(require_json(message), what="message.data")

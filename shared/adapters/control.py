@@ -7,6 +7,13 @@ an explicit `type` attribute when the publisher set one, else by its decoded
 data, into the canonical type it stands for; the target's `accept` set is then
 checked against that effective type too (so a scheduler tick sent to
 `release` is refused rather than run as a sweep).
+
+A message that declares itself a CloudEvent of another type — this project's
+own lifecycle events (`io.cocoonstack.hibernation.*`, structured mode with
+`ce-type`), or any structured CloudEvent (`Content-Type:
+application/cloudevents…`) of a non-canonical type — stands for that type and
+is dropped: read by its data alone, the lifecycle events' envelope would pass
+for a scheduler tick, and its `{"namespace", "name"}` for a wake request.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from shared.adapters.result import (
 from shared.config import Settings
 from shared.constants import (
     CE_AUDIT_WRITTEN,
+    CE_LIFECYCLE_PREFIX,
     CE_SET_CHANGED,
     CE_SNAPSHOT_PUSHED,
     CE_SWEEP_REQUESTED,
@@ -114,12 +122,35 @@ def unwrap_pubsub(envelope: Any) -> PubSubMessage:
     )
 
 
+def _foreign_cloudevent(message: PubSubMessage) -> str | None:
+    """The type of a message that declares itself a non-canonical CloudEvent, else None."""
+    for key in TYPE_ATTRIBUTES:
+        declared = message.attributes.get(key)
+        if declared and declared.startswith(CE_LIFECYCLE_PREFIX):
+            return declared
+    content_type = next(
+        (v for key, v in message.attributes.items() if key.lower() == "content-type"), ""
+    )
+    data = message.data
+    structured = content_type.lower().startswith("application/cloudevents") or (
+        isinstance(data, Mapping) and "specversion" in data
+    )
+    if structured and isinstance(data, Mapping):
+        inner = data.get("type")
+        if isinstance(inner, str) and inner and inner not in CANONICAL_TYPES:
+            return clip(inner)
+    return None
+
+
 def classify_pubsub(message: PubSubMessage) -> str:
-    """The canonical CloudEvent type a Pub/Sub message stands for."""
+    """The type a Pub/Sub message stands for: a canonical one, or a foreign CloudEvent's."""
     for key in TYPE_ATTRIBUTES:
         declared = message.attributes.get(key)
         if declared in CANONICAL_TYPES or declared == CE_AUDIT_WRITTEN:
             return declared
+    foreign = _foreign_cloudevent(message)
+    if foreign is not None:
+        return foreign
     data = message.data
     if isinstance(data, Mapping):
         if "protoPayload" in data:

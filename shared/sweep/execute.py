@@ -36,9 +36,10 @@ from enum import StrEnum
 from typing import Protocol
 
 from shared import constants as k
-from shared import log
+from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import CocoonError, ConfigError, Conflict, NotFound, TransientError
+from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
@@ -170,8 +171,11 @@ class Sweeper:
         reconcile: Reconcile,
         now: datetime,
         dry_run: bool,
+        publisher: PublisherArg = FROM_SETTINGS,
     ) -> None:
         self.kube = kube
+        # Lifecycle CloudEvents (idle-suspended); None when COCOON_EVENTS_TOPIC is unset.
+        self.publisher: LifecyclePublisher | None = resolve_publisher(publisher, settings)
         self.settings = settings
         self.reconcile_fn = reconcile
         self.now = now
@@ -372,6 +376,16 @@ class Sweeper:
             self._error(ref, "idle suspend", err, kind=ActionKind.SUSPEND)
             return
         self._event(updated, k.REASON_IDLE_SUSPENDED, f"suspended: {detail}", warning=False)
+        lifecycle.emit(
+            self.publisher,
+            lifecycle.idle_suspended(
+                updated,
+                idle_for=cand.idle_for,
+                timeout=cand.timeout,
+                last_activity=cand.last_activity,
+                now=self.now,
+            ),
+        )
         self._act(ActionKind.SUSPEND, ref, Result.DONE, detail)
         if cand.release:
             # Start the seat release now rather than on the next event.
@@ -475,10 +489,16 @@ def sweep(
     reconcile: Reconcile,
     now: datetime,
     dry_run: bool,
+    publisher: PublisherArg = FROM_SETTINGS,
 ) -> SweepSummary:
     """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
     summary = Sweeper(
-        kube=kube, settings=settings, reconcile=reconcile, now=now, dry_run=dry_run
+        kube=kube,
+        settings=settings,
+        reconcile=reconcile,
+        now=now,
+        dry_run=dry_run,
+        publisher=publisher,
     ).run()
     log.emit(
         "INFO" if summary.complete else "WARNING",
