@@ -9,7 +9,7 @@ output "ingest_url" {
 }
 
 output "runtime_service_accounts" {
-  description = "Runtime service account email per function: the `kind: User` subjects of infra/k8s/rbac.yaml."
+  description = "Runtime service account email per function: the `kind: User` subjects of infra/k8s/gke-binding.yaml (cluster-wide reads) and infra/k8s/namespace-binding.yaml (writes, applied once per namespace)."
   value       = { for k, sa in google_service_account.runtime : k => sa.email }
 }
 
