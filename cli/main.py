@@ -30,6 +30,12 @@ import click
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "validate": ("cli.cmd_validate", "Check CocoonSet manifests as kube-apiserver would."),
     "crd": ("cli.cmd_crd", "Print the CocoonSet CRD generated from the models."),
+    "status": ("cli.cmd_status", "Release-policy sets: phase, hint node, snapshot presence."),
+    "wake": ("cli.cmd_wake", "Wake a release-policy set (suspend=false, then the wake)."),
+    "suspend": ("cli.cmd_suspend", "Suspend a set (spec.suspend=true)."),
+    "serve": ("cli.cmd_serve", "Serve every target in one process (Deployment, Knative)."),
+    "devstack": ("cli.cmd_devstack", "The local stack: embedded API, registry, functions."),
+    "demo": ("cli.cmd_demo", "Run the slot-release story end to end on a local stack."),
     "sweep": ("cli.cmd_sweep", "Suspend idle sets, converge lost events (--dry-run: report)."),
 }
 

@@ -1,0 +1,82 @@
+"""All four targets in one process, path-routed: for a plain Deployment or Knative.
+
+Routes (SPEC §11): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
+(binary or structured), ``POST /registry`` and ``/kubernetes/audit`` are the
+``ingest`` webhooks, ``GET /healthz`` answers ``ok``. Anything else is 404.
+
+Each route is the very app functions-framework builds for that target from
+``main.py`` (``create_app``), mounted under its path, so the CloudEvent
+parsing, the 2xx-vs-500 contract and the crash handling are the ones the
+per-target deployments get. Only the routing is ours.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import flask
+import functions_framework
+
+# The server `functions-framework` itself runs (gunicorn, threaded): the same in-process
+# behaviour as the per-target deployments. Private module, pinned with functions-framework 3.10.
+from functions_framework._http import create_server
+
+CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
+INGEST_PATHS = ("/registry", "/kubernetes/audit")
+HEALTH_PATH = "/healthz"
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def default_source() -> Path:
+    """`main.py`: `$FUNCTION_SOURCE`, else the working directory's, else the repository's."""
+    env = os.environ.get("FUNCTION_SOURCE")
+    if env:
+        return Path(env)
+    here = Path.cwd() / "main.py"
+    if here.exists():
+        return here
+    return Path(__file__).resolve().parents[1] / "main.py"
+
+
+def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list[bytes]:
+    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def create_app(source: Path | None = None) -> Any:
+    """A Flask app (so functions-framework's server runs it) routing to the four targets."""
+    src = str(source or default_source())
+    mounts: dict[str, WSGIApp] = {
+        target: functions_framework.create_app(target=target, source=src)  # type: ignore[no-untyped-call]  # functions-framework is unannotated
+        for target in CLOUDEVENT_TARGETS
+    }
+    ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
+
+    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "") or "/"
+        if path == HEALTH_PATH:
+            return _plain("200 OK", b"ok", start_response)
+        if path in INGEST_PATHS:
+            return ingest_app(environ, start_response)
+        head, _, rest = path.lstrip("/").partition("/")
+        app = mounts.get(head)
+        if app is None:
+            return _plain("404 Not Found", b"not found", start_response)
+        # Mount the target's app at /<target>: it sees "/" (its own root), never a redirect.
+        environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + "/" + head
+        environ["PATH_INFO"] = "/" + rest
+        return app(environ, start_response)
+
+    router = flask.Flask("cocoon-hibernation")
+    router.wsgi_app = route  # type: ignore[method-assign]  # our routing replaces Flask's by design
+    return router
+
+
+def serve(host: str, port: int, source: Path | None = None) -> None:
+    """Run the router on functions-framework's production server (gunicorn, threads)."""
+    server = create_server(create_app(source), debug=False)  # type: ignore[no-untyped-call]  # unannotated
+    server.run(host, port)

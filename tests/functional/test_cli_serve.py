@@ -1,0 +1,140 @@
+"""`serve`: every target in one process, routed by path, with functions-framework's own apps.
+
+Driven through the WSGI test client with the real CloudEvent encoders. The
+requests here are the ones that need no cluster: health, unknown paths,
+unauthenticated webhooks (ingest answers 401 before parsing), a body that is
+not a CloudEvent (functions-framework answers 400) and CloudEvents of types a
+target drops without any API or registry call (acknowledged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from cloudevents.http import CloudEvent, to_binary, to_structured
+
+from functions import ingest, runtime
+from functions.serve import create_app
+
+ENV = {
+    "COCOON_INGEST_TOKEN": "serve-test-token",
+    "COCOON_REGISTRY_BASE": "127.0.0.1:9/snapshots",
+    "COCOON_REGISTRY_INSECURE": "true",
+    "KUBECONFIG": "/nonexistent/kubeconfig",
+    "COCOON_LOG_FORMAT": "text",
+}
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    ingest.reset_settings()
+    runtime.reset()
+    app = create_app()
+    yield app.test_client()
+    # The targets cache settings per process: leave none of this test's behind.
+    ingest.reset_settings()
+    runtime.reset()
+
+
+def _event(ce_type: str, data: dict[str, Any]) -> CloudEvent:
+    return CloudEvent({"type": ce_type, "source": "//tests/serve", "id": "e-1"}, data)
+
+
+def test_healthz(client: Any) -> None:
+    resp = client.get("/healthz")
+    assert resp.status_code == 200
+    assert resp.data == b"ok"
+
+
+def test_unknown_path_is_404(client: Any) -> None:
+    assert client.post("/nope", data=b"{}").status_code == 404
+    assert client.get("/").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/registry", "/kubernetes/audit"])
+def test_ingest_paths_reach_ingest_which_wants_the_token(client: Any, path: str) -> None:
+    resp = client.post(path, data=b'{"events": []}', content_type="application/json")
+    assert resp.status_code == 401
+
+
+def test_registry_webhook_with_token_and_irrelevant_event_is_acknowledged(client: Any) -> None:
+    body = {"events": [{"action": "pull", "target": {"repository": "x/y", "tag": "latest"}}]}
+    resp = client.post(
+        "/registry",
+        json=body,
+        headers={"Authorization": f"Bearer {ENV['COCOON_INGEST_TOKEN']}"},
+    )
+    # Any 2xx: the registry counts it delivered and moves on (a non-2xx stalls it forever).
+    assert 200 <= resp.status_code < 300
+
+
+@pytest.mark.parametrize("target", ["release", "wake", "sweep"])
+def test_a_non_cloudevent_body_is_rejected_by_the_framework(client: Any, target: str) -> None:
+    resp = client.post(f"/{target}", json={"hello": "world"})
+    assert resp.status_code == 400
+
+
+@pytest.mark.parametrize("encode", [to_binary, to_structured], ids=["binary", "structured"])
+@pytest.mark.parametrize("target", ["release", "wake"])
+def test_cloudevents_of_an_unknown_type_are_acknowledged(
+    client: Any, target: str, encode: Any
+) -> None:
+    headers, body = encode(_event("com.example.unrelated", {"x": 1}))
+    resp = client.post(f"/{target}", headers=headers, data=body)
+    assert resp.status_code == 200
+
+
+def test_serve_refuses_a_bad_environment_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.cmd_serve import command
+
+    monkeypatch.setenv("COCOON_REGISTRY_INSECURE", "perhaps")
+    result = CliRunner().invoke(command, ["--port", "18080"])
+    assert result.exit_code == 1
+    assert "COCOON_REGISTRY_INSECURE" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import requests
+
+    from infra.devstack.processes import free_port
+
+    port = free_port()
+    cli = str(Path(sys.executable).parent / "cocoon-hibernation")
+    proc = subprocess.Popen(
+        [cli, "serve", "--host", "127.0.0.1"],
+        env={**os.environ, **ENV, "PORT": str(port)},  # the port comes from $PORT
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        health = None
+        while time.monotonic() < deadline:
+            try:
+                health = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert health is not None and health.status_code == 200
+        headers, body = to_binary(_event("com.example.unrelated", {}))
+        resp = requests.post(
+            f"http://127.0.0.1:{port}/wake", headers=headers, data=body, timeout=10
+        )
+        assert resp.status_code == 200
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -1,0 +1,240 @@
+"""The cluster simulator's decisions: the stand-ins must not fight the functions (SPEC §12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.devstack.placement import NodeInfo
+from infra.devstack.simulator import (
+    COLD,
+    FRESH,
+    WARM,
+    AnnotatePod,
+    BindPod,
+    BootVM,
+    CreatePod,
+    FinalizeDelete,
+    HibernateVM,
+    MarkUnschedulable,
+    WriteSetStatus,
+    decide_operator,
+    decide_scheduler,
+    decide_vk,
+    main_pod_body,
+)
+from shared import constants as k
+
+NODES = [
+    NodeInfo("node-1", {k.LABEL_HOSTNAME: "node-1", k.LABEL_POOL: "default"}, 1),
+    NodeInfo("node-2", {k.LABEL_HOSTNAME: "node-2", k.LABEL_POOL: "default"}, 1),
+]
+
+
+def a_set(
+    *,
+    policy: str = "release",
+    phase: str | None = None,
+    suspend: bool = False,
+    hint: str = "",
+    generation: int = 1,
+) -> dict[str, Any]:
+    ann = {k.ANN_HIBERNATED_ON_NODE: hint} if hint else {}
+    obj: dict[str, Any] = {
+        "apiVersion": k.API_VERSION,
+        "kind": k.KIND,
+        "metadata": {
+            "name": "a",
+            "namespace": "demo",
+            "uid": "uid-a",
+            "resourceVersion": "7",
+            "generation": generation,
+            "annotations": ann,
+        },
+        "spec": {"hibernatePolicy": policy, "suspend": suspend, "agent": {"image": "img"}},
+        "status": {},
+    }
+    if phase:
+        obj["status"]["phase"] = phase
+    return obj
+
+
+def a_pod(
+    *,
+    node: str = "",
+    ready: bool = False,
+    annotations: dict[str, str] | None = None,
+    terminating: bool = False,
+    name: str = "a-0",
+    created: str = "2026-01-01T00:00:00Z",
+) -> dict[str, Any]:
+    body = main_pod_body(a_set())
+    body["metadata"]["name"] = name
+    body["metadata"]["uid"] = f"uid-{name}"
+    body["metadata"]["creationTimestamp"] = created
+    body["metadata"]["annotations"].update(annotations or {})
+    if terminating:
+        body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    if node:
+        body["spec"]["nodeName"] = node
+    body["status"] = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    return body
+
+
+def test_first_creation_builds_the_main_pod_without_restore_marker() -> None:
+    actions = decide_operator(a_set(), [])
+    create = next(a for a in actions if isinstance(a, CreatePod))
+    meta = create.body["metadata"]
+    assert meta["name"] == "a-0"
+    assert meta["labels"][k.LABEL_ROLE] == k.ROLE_MAIN
+    assert meta["labels"][k.LABEL_SET_NAME] == "a"
+    assert meta["annotations"][k.ANN_VM_NAME] == "vk-demo-a-0"
+    assert k.ANN_RESTORE not in meta["annotations"]
+    assert meta["ownerReferences"][0]["uid"] == "uid-a"
+    assert create.body["spec"]["nodeSelector"] == {k.LABEL_POOL: "default"}
+    status = next(a for a in actions if isinstance(a, WriteSetStatus))
+    assert status.status["phase"] == "Pending"
+    assert status.resource_version == "7"
+
+
+@pytest.mark.parametrize(
+    "the_set",
+    [
+        pytest.param(a_set(phase="Suspended"), id="suspended-unsuspended-awaiting-wake"),
+        pytest.param(a_set(phase="Waking", hint="node-1"), id="waking"),
+        pytest.param(a_set(phase="Suspending", suspend=True), id="suspending"),
+        pytest.param(a_set(phase="Running", suspend=True), id="just-suspended"),
+        pytest.param(a_set(phase="Running", hint="node-1"), id="hint-present-without-pod"),
+    ],
+)
+def test_operator_never_creates_a_pod_the_functions_own(the_set: dict[str, Any]) -> None:
+    actions = decide_operator(the_set, [])
+    assert not [a for a in actions if isinstance(a, CreatePod)]
+    assert not [
+        a
+        for a in actions
+        if isinstance(a, WriteSetStatus)
+        and a.status.get("phase") in ("Suspending", "Suspended", "Waking")
+    ]
+
+
+def test_phase_goes_running_when_the_main_is_ready() -> None:
+    actions = decide_operator(a_set(phase="Pending"), [a_pod(node="node-1", ready=True)])
+    status = next(a for a in actions if isinstance(a, WriteSetStatus))
+    assert status.status["phase"] == "Running"
+    assert not [a for a in actions if isinstance(a, CreatePod)]
+
+
+def test_retain_suspend_hibernates_in_place() -> None:
+    actions = decide_operator(
+        a_set(policy="retain", phase="Running", suspend=True), [a_pod(node="node-1")]
+    )
+    assert AnnotatePod("demo", "a-0", {k.ANN_HIBERNATE: k.TRUE}) in actions
+    assert any(isinstance(a, WriteSetStatus) and a.status["phase"] == "Suspending" for a in actions)
+
+
+def test_scheduler_binds_one_and_marks_the_other_unschedulable_once() -> None:
+    held = a_pod(name="c-0", node="node-2")
+    first = a_pod(name="b-0", created="2026-01-01T00:00:01Z")
+    second = a_pod(name="a-0", created="2026-01-01T00:00:02Z")
+    actions = decide_scheduler([held, first, second], NODES)
+    assert BindPod("demo", "b-0", "node-1") in actions
+    unsched = [a for a in actions if isinstance(a, MarkUnschedulable)]
+    assert unsched == [
+        MarkUnschedulable("demo", "a-0", "0/2 nodes are available: 2 Insufficient seats.")
+    ]
+    # Already marked with the same message: no rewrite (no audit/event storm).
+    second["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": unsched[0].message,
+        }
+    ]
+    again = decide_scheduler([held, a_pod(name="b-0", node="node-1"), second], NODES)
+    assert again == []
+
+
+def test_a_terminating_pod_still_holds_its_seat() -> None:
+    leaving = a_pod(name="x-0", node="node-1", terminating=True)
+    waiting = a_pod(name="a-0")
+    actions = decide_scheduler([leaving, a_pod(name="c-0", node="node-2"), waiting], NODES)
+    assert not [a for a in actions if isinstance(a, BindPod)]
+
+
+RESTORE = {k.ANN_RESTORE: k.TRUE}
+
+
+@pytest.mark.parametrize(
+    ("pod", "snapshots", "want"),
+    [
+        pytest.param(a_pod(node="node-1"), {}, FRESH, id="first-boot"),
+        pytest.param(
+            a_pod(node="node-1", annotations=RESTORE),
+            {"node-1": {"vk-demo-a-0"}},
+            WARM,
+            id="restore-on-the-node-with-the-snapshot",
+        ),
+        pytest.param(
+            a_pod(node="node-2", annotations=RESTORE),
+            {"node-1": {"vk-demo-a-0"}},
+            COLD,
+            id="restore-elsewhere-pulls",
+        ),
+    ],
+)
+def test_vk_boots_warm_cold_or_fresh(
+    pod: dict[str, Any], snapshots: dict[str, set[str]], want: str
+) -> None:
+    actions = decide_vk([pod], [a_set()], snapshots)
+    assert actions == [BootVM("demo", "a-0", "vk-demo-a-0", pod["spec"]["nodeName"], want)]
+
+
+def test_vk_hibernates_when_asked_and_the_observed_generation_is_stale() -> None:
+    running = {k.ANN_VM_ID: "vm-1", k.ANN_LIFECYCLE_STATE: "ready", k.ANN_HIBERNATE: k.TRUE}
+    actions = decide_vk([a_pod(node="node-1", annotations=running)], [a_set(generation=3)], {})
+    assert actions == [HibernateVM("demo", "a-0", "vk-demo-a-0", "node-1", 3)]
+    stale = {**running, k.ANN_LIFECYCLE_STATE: "hibernated", k.ANN_LIFECYCLE_GENERATION: "2"}
+    assert decide_vk([a_pod(node="node-1", annotations=stale)], [a_set(generation=3)], {}) == [
+        HibernateVM("demo", "a-0", "vk-demo-a-0", "node-1", 3)
+    ]
+    done = {**stale, k.ANN_LIFECYCLE_GENERATION: "3"}
+    assert decide_vk([a_pod(node="node-1", annotations=done)], [a_set(generation=3)], {}) == []
+
+
+def test_vk_finalizes_a_terminating_pod() -> None:
+    actions = decide_vk([a_pod(node="node-1", terminating=True)], [a_set()], {})
+    assert actions == [FinalizeDelete("demo", "a-0", "uid-a-0")]
+
+
+def _sim() -> Any:
+    from infra.devstack.kubehttp import KubeHTTP
+    from infra.devstack.simulator import Simulator
+
+    # The API client is never called by the bookkeeping under test.
+    return Simulator(api=KubeHTTP("http://127.0.0.1:9"), registry_url="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("flagged", "warm_after"),
+    [
+        pytest.param(True, True, id="seat-release-keeps-the-warm-copy"),
+        pytest.param(False, False, id="plain-delete-drops-it"),
+    ],
+)
+def test_node_local_snapshot_survives_only_a_flagged_delete(
+    flagged: bool, warm_after: bool
+) -> None:
+    sim = _sim()
+    sim.node_snapshots = {"node-1": {"vk-demo-a-0"}}
+    ann = {k.ANN_VM_ID: "vm-1", k.ANN_LIFECYCLE_STATE: "hibernated"}
+    if flagged:
+        ann[k.ANN_KEEP_SNAPSHOT] = k.TRUE
+    sim._remember([a_pod(node="node-1", annotations=ann)])
+    sim._remember([])  # the pod is gone
+    restore = a_pod(node="node-1", annotations=RESTORE)
+    (boot,) = decide_vk([restore], [a_set()], sim.node_snapshots)
+    assert isinstance(boot, BootVM)
+    assert boot.how == (WARM if warm_after else COLD)
