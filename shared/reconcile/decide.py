@@ -229,6 +229,11 @@ def decide_wake(o: Observed) -> Step:
             )
         if phase is not Phase.WAKING:
             return PersistWaking(stamp_started=True)
+        leaving = next((p for p in o.pods if p.is_main and p.terminating), None)
+        if leaving is not None:
+            # Its name is the one the restore pod needs: a create now only answers
+            # AlreadyExists. `Waking` is durable, so the retry (or the sweep) restores.
+            return Retry(f"old main {leaving.name} still terminating: retry shortly")
         return CreateMain(build_main_pod(cs, hint=hint))
 
     if waking:

@@ -122,6 +122,8 @@ class _Run:
     created: bool = False
     conflicts: int = 0
     completed_wake: bool = False
+    # A create of the main pod answered AlreadyExists (SPEC §5: "fine, wait").
+    lost_create: bool = False
 
     # --- state ------------------------------------------------------------------
 
@@ -173,6 +175,10 @@ class _Run:
             return self.outcome("not-found", "the set does not exist")
         for _ in range(MAX_STEPS):
             step = decide(self.observed())
+            if isinstance(step, CreateMain) and self.lost_create:
+                # The name is taken by a pod the decision cannot count as the main
+                # (leaving, or not the set's): another POST only repeats the 409.
+                step = Retry("the main pod's name is taken by another pod: retry shortly")
             self.steps.append(_step_name(step))
             if isinstance(step, TERMINAL):
                 return self.finish(step)
@@ -268,6 +274,7 @@ class _Run:
                 pod = self.kube.create_pod(ns, step.body)
             except AlreadyExists:
                 # Another invocation created it: re-read so the next decision sees it.
+                self.lost_create = True
                 pod_now = self.kube.get_pod(ns, str(step.body["metadata"]["name"]))
                 if pod_now is not None:
                     self._replace_pod(pod_now)

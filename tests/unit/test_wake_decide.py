@@ -224,6 +224,24 @@ CASES: list[tuple[str, Observed, Step]] = [
         ProbeRegistry((VM0,)),
     ),
     (
+        "fast-unsuspend-over-a-terminating-main-persists-waking-first",
+        obs(
+            {"phase": "Suspending", "hint": "node-a"},
+            [{"hibernate": True, "terminating": True}],
+            probes={VM0: Probe.PRESENT},
+        ),
+        PersistWaking(stamp_started=True),
+    ),
+    (
+        "terminating-old-main-holds-the-name-retry-not-create",
+        obs(
+            {"phase": "Waking", "hint": "node-a"},
+            [{"hibernate": True, "terminating": True}],
+            probes={VM0: Probe.PRESENT},
+        ),
+        Retry("old main agent-0 still terminating: retry shortly"),
+    ),
+    (
         "phase-written-after-completion-disengages",
         obs({"phase": "Pending"}, [LIVE], dropped=frozenset({VM0})),
         NotOurs(f"phase Pending: {NORMAL_FLOW}"),
