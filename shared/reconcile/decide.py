@@ -198,6 +198,16 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
     )
 
 
+def released_seat_evidence(cs: CocoonSet) -> bool:
+    """Whether a wake may touch `cs`: release policy, or state a release left behind.
+
+    Evidence of a released seat, not the policy value: a release→retain edit
+    while suspended still restores (the hint is state), while a retain set
+    without that evidence is never touched.
+    """
+    return cs.is_release or bool(cs.hint) or cs.phase is Phase.WAKING
+
+
 def decide_wake(o: Observed) -> Step:
     cs = o.cs
     hint = cs.hint
@@ -207,10 +217,7 @@ def decide_wake(o: Observed) -> Step:
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
         return NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
-    # Evidence of a released seat, not the policy value: a release→retain edit
-    # while suspended still restores (the hint is state), while a retain set
-    # without that evidence is never touched.
-    if not (cs.is_release or hint or phase is Phase.WAKING):
+    if not released_seat_evidence(cs):
         return NotOurs("hibernatePolicy=retain and no released seat to restore")
     if not o.registry_configured:
         return Refuse(NO_REGISTRY)

@@ -41,7 +41,7 @@ from shared.errors import (
 )
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
-from shared.reconcile.decide import Observed, decide
+from shared.reconcile.decide import Observed, decide, released_seat_evidence
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.steps import (
     TERMINAL,
@@ -476,7 +476,9 @@ def request_wake(
     cs = kube.get_set(ref)
     if cs is None:
         return Outcome(ref=ref, result="not-found", reason="the set does not exist")
-    if not cs.is_release:
+    if not released_seat_evidence(cs):
+        # Gated like the wake itself (SPEC §5: phase and state, not the current
+        # policy value): a set edited to retain while released is still restored.
         return Outcome(
             ref=ref,
             result="not-ours",

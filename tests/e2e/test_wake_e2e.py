@@ -460,6 +460,21 @@ def test_a_wake_request_for_a_missing_or_retain_set_is_acknowledged(
     assert world.get_set(NS, "keeper")["spec"]["suspend"] is True
 
 
+def test_a_wake_request_restores_a_set_edited_to_retain_while_released(
+    world: World, function_app: Any
+) -> None:
+    # The policy was edited release -> retain after the seat was released: the
+    # hint and the snapshot are the evidence, not the policy value.
+    released_set(world, policy="retain")
+
+    assert post(function_app("wake"), wake_event()).status_code == 200
+
+    cs = world.get_set(NS, SET)
+    assert cs["spec"]["suspend"] is False
+    assert cs["status"]["phase"] == "Waking"
+    assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
+
+
 def test_twenty_concurrent_wake_requests_create_one_pod(
     world: World, function_app: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
