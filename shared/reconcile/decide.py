@@ -252,9 +252,10 @@ def decide_wake(o: Observed) -> Step:
             if message is not None:
                 return ReportNoCapacity(pod_uid=main.metadata.uid or "", message=message)
             return Wait(f"restoring {main.name}: VM not live yet")
-        vm = main.vm_name or vm0
-        if vm not in o.dropped:
-            return DropSnapshot(vm)
+        # The deterministic name, never the pod's annotation: whoever can annotate
+        # the pod must not steer the delete to another set's snapshot.
+        if vm0 not in o.dropped:
+            return DropSnapshot(vm0)
         if hint:
             placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == hint else k.PLACEMENT_POOL
             return CompleteWake(placement)

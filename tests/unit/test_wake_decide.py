@@ -135,6 +135,11 @@ CASES: list[tuple[str, Observed, Step]] = [
         DropSnapshot(VM0),
     ),
     (
+        "drops-the-sets-own-snapshot-whatever-the-pod-annotation-says",
+        obs({"phase": "Waking", "hint": "node-a"}, [{**LIVE, "vm": "vk-team-b-victim-0"}]),
+        DropSnapshot(VM0),
+    ),
+    (
         "dropped-completes-on-hint-node",
         obs({"phase": "Waking", "hint": "node-a"}, [LIVE], dropped=frozenset({VM0})),
         CompleteWake(k.PLACEMENT_HINT_NODE),
