@@ -45,6 +45,7 @@ from shared.reconcile.decide import Observed, decide, released_seat_evidence
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.steps import (
     TERMINAL,
+    ClearStaleHint,
     CompleteWake,
     CreateMain,
     Done,
@@ -292,6 +293,16 @@ class _Run:
             self.dropped.add(step.vm)
         elif isinstance(step, CompleteWake):
             self.complete_wake(step)
+        elif isinstance(step, ClearStaleHint):
+            # Compare-and-swap: a re-suspend since the read must keep its hint.
+            self.cs = self.kube.patch_set(
+                self.ref,
+                {"metadata": {"annotations": {k.ANN_HIBERNATED_ON_NODE: None}}},
+                resource_version=self.set.metadata.resource_version,
+            )
+            log.info(
+                "cleared a stale hibernated-on-node hint", set=str(self.ref), reason=step.reason
+            )
         elif isinstance(step, RereadMain):
             fresh = self.kube.get_pod(ns, step.name)
             alive = fresh is not None and not fresh.terminating

@@ -275,8 +275,13 @@ def test_a_truly_alive_hibernated_main_is_left_to_the_in_place_wake(
     pod = main_pod(world)
     assert pod.metadata.uid == original.metadata.uid
     assert k.ANN_RESTORE not in (pod.metadata.annotations or {})
-    assert world.get_set(NS, SET)["status"]["phase"] == "Suspended"
+    cs_now = world.get_set(NS, SET)
+    assert cs_now["status"]["phase"] == "Suspended"
     assert world.snapshot_present(VM0)
+    # Nothing was released: the hint would only block idle suspend forever; the
+    # VM-name stash stays for teardown.
+    assert k.ANN_HIBERNATED_ON_NODE not in cs_now["metadata"]["annotations"]
+    assert cs_now["metadata"]["annotations"][k.ANN_DELETE_VM_NAMES] == VM0
 
 
 def test_a_suspended_retain_placeholder_is_left_alone(world: World, function_app: Any) -> None:
