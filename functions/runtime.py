@@ -102,6 +102,12 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
             first_error = first_error or e
             results.append({"cocoonset": str(ref), "result": "error", "reason": str(e)})
             continue
+        except PermanentError as e:
+            # This candidate's own dead end (acknowledged): the others still get
+            # reconciled, and an earlier retryable failure is still raised below.
+            log.info("candidate set skipped", cocoonset=str(ref), reason=str(e))
+            results.append({"cocoonset": str(ref), "result": "ignored", "reason": str(e)})
+            continue
         if out.result != "not-found":
             results.append(_summary(out))
     if first_error is not None:
