@@ -19,7 +19,6 @@ them: an event dropped by the adapters never imports `kubernetes`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,11 +124,9 @@ def _handle(trigger: Trigger, s: Settings) -> Any:
         entry = request_wake if isinstance(trigger, WakeRequested) else reconcile_set
         return _summary(entry(trigger.ref, kube=kube, registry=registry, settings=s))
     if isinstance(trigger, SweepTick):
-        # Imported by name: the sweep is another function's code and loads only for ticks.
-        try:
-            sweep = importlib.import_module("functions.sweep")
-        except ImportError as e:
-            raise NotImplementedError("the sweep is not built yet") from e
+        # The sweep is another function's code: it loads only for ticks.
+        from functions import sweep  # noqa: PLC0415 - lazy: cold start
+
         return sweep.run_sweep(settings=s, dry_run=trigger.dry_run)
     raise PermanentError(f"unknown trigger {trigger!r}")  # pragma: no cover
 
