@@ -30,7 +30,7 @@ from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.names import SetRef, parse_vm_name
 from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
-from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
 # (Both client modules import only the standard library at module level; the
 # heavy libraries load on a client's first request.)
@@ -57,21 +57,6 @@ def reset() -> None:
     process_settings.reset()
     kube_clients.reset_clients()
     registry_clients.reset_clients()
-
-
-def _describe(trigger: Trigger) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "trigger": type(trigger).__name__,
-        "source": trigger.source.value,
-        "event_id": trigger.event_id,
-    }
-    if isinstance(trigger, SnapshotPushed):
-        fields.update(vm=trigger.vm_name, repository=trigger.repository, tag=trigger.tag)
-    elif isinstance(trigger, SetChanged | WakeRequested):
-        fields["cocoonset"] = str(trigger.ref)
-    else:
-        fields["dry_run"] = trigger.dry_run
-    return fields
 
 
 def _summary(out: Outcome) -> dict[str, Any]:
@@ -135,7 +120,13 @@ def run(triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None
     """Handle every trigger; raise the first retryable failure after trying them all."""
     failure: Exception | None = None
     for trigger in triggers:
-        fields = {"target": target, **_describe(trigger)}
+        fields = {
+            "target": target,
+            "trigger": type(trigger).__name__,
+            "source": trigger.source.value,
+            "event_id": trigger.event_id,
+            **describe(trigger),
+        }
         try:
             outcome = _handle(trigger, settings)
         except PermanentError as e:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from functions import runtime
 from shared.clients import kube as kube_clients
-from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.durations import utcnow
 from shared.names import SetRef
@@ -42,8 +42,7 @@ def run_sweep(
 
     def reconcile(ref: SetRef) -> Outcome:
         if not snapshots:
-            configured = settings.registry_base is not None
-            snapshots.append(registry_clients.get_client(settings) if configured else None)
+            snapshots.append(runtime.registry_client(settings))
         return reconcile_set(ref, kube=client, registry=snapshots[0], settings=settings, now=at)
 
     return sweep(kube=client, settings=settings, reconcile=reconcile, now=at, dry_run=dry_run)

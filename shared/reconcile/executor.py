@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from shared import constants as k
 from shared import log
 from shared.config import Settings
+from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
     AlreadyExists,
@@ -95,10 +96,6 @@ class Outcome:
     steps: tuple[str, ...] = ()
     deleted_pods: int = 0
     created_main: bool = False
-
-
-def _rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _step_name(step: Step) -> str:
@@ -383,7 +380,7 @@ class _Run:
                 # key cannot clobber anything else, so no precondition is needed.
                 self.cs = self.kube.patch_set(
                     self.ref,
-                    {"metadata": {"annotations": {k.ANN_WAKE_STARTED: _rfc3339(self.now)}}},
+                    {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}},
                 )
             except (TransientError, NotFound) as e:
                 log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
@@ -398,7 +395,7 @@ class _Run:
                     "annotations": {
                         k.ANN_HIBERNATED_ON_NODE: None,
                         k.ANN_WAKE_STARTED: None,
-                        k.ANN_LAST_WAKE: _rfc3339(self.now),
+                        k.ANN_LAST_WAKE: format_rfc3339(self.now),
                     }
                 }
             },
