@@ -3,6 +3,7 @@
     POST /registry          Distribution, Harbor (Default or CloudEvents JSON), ECR EventBridge
     POST /kubernetes/audit  kube-apiserver audit webhook `EventList`
     POST /pubsub            Pub/Sub push subscription (wrapped), optionally Google OIDC
+                            from a service account of COCOON_PUSH_SERVICE_ACCOUNTS
 
 Order of the gates, each before any work the next one costs:
 configuration (no `COCOON_INGEST_TOKEN` -> 500, never open) -> route (404) ->
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 from functions import settings as process_settings
 from shared import log
 from shared.adapters import (
+    ACCEPT_PUBSUB_PUSH,
     Parsed,
     parse_audit_eventlist,
     parse_pubsub_push,
@@ -98,7 +100,7 @@ def _parse(route: str, body: bytes, content_type: str | None, config: Settings) 
         return parse_registry_webhook(body, content_type, config)
     if route == ROUTE_AUDIT:
         return parse_audit_eventlist(body, config)
-    return parse_pubsub_push(body, config)
+    return parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH)
 
 
 _ROUTES = frozenset({ROUTE_REGISTRY, ROUTE_AUDIT, ROUTE_PUBSUB})
@@ -163,7 +165,7 @@ def _authenticate(request: Any, route: str, config: Settings) -> Reply | None:
         if hmac.compare_digest(presented.encode(), expected.encode()):
             return None
         if route == ROUTE_PUBSUB and config.push_audience:
-            return _verify_oidc(presented, config.push_audience)
+            return _verify_oidc(presented, config)
     # Never log the header itself: a producer configured without the `Bearer `
     # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
     log.warning(
@@ -175,19 +177,23 @@ def _authenticate(request: Any, route: str, config: Settings) -> Reply | None:
     return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
 
 
-def _verify_oidc(token: str, audience: str) -> Reply | None:
+def _verify_oidc(token: str, config: Settings) -> Reply | None:
     from shared.clients import oidc  # noqa: PLC0415 - lazy: cold start
 
+    assert config.push_audience  # the caller checked
     verify = verify_push_token or (lambda t, a: oidc.verify_push_token(t, audience=a))
     try:
-        claims = verify(token, audience)
+        claims = verify(token, config.push_audience)
+        # Outside the injectable verifier: a valid Google token for our
+        # audience is any Google account; only the allowlist authorises.
+        caller = oidc.require_caller(claims, config.push_service_accounts)
     except oidc.TokenRejected as err:
         log.warning("ingest push token rejected", route=ROUTE_PUBSUB, error=str(err))
         return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
     except TransientError as err:
         log.warning("ingest push token not verifiable now", error=str(err))
         return _refuse(503, {"error": "retry"})
-    log.debug("ingest push token accepted", caller=clip(str(claims.get("email", ""))))
+    log.debug("ingest push token accepted", caller=clip(caller))
     return None
 
 

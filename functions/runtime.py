@@ -25,6 +25,7 @@ from typing import Any
 from functions import settings as process_settings
 from shared import log
 from shared.clients import kube as kube_clients
+from shared.clients import pubsub as pubsub_clients
 from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
@@ -32,8 +33,9 @@ from shared.names import SetRef, parse_vm_name
 from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
-# (Both client modules import only the standard library at module level; the
-# heavy libraries load on a client's first request.)
+# (The client modules import only the standard library at module level; the
+# heavy libraries load on a client's first request. The reconciler finds the
+# lifecycle-event publisher itself, from `settings.events_topic`.)
 
 
 def settings() -> Settings:
@@ -57,6 +59,7 @@ def reset() -> None:
     process_settings.reset()
     kube_clients.reset_clients()
     registry_clients.reset_clients()
+    pubsub_clients.reset_clients()
 
 
 def _summary(out: Outcome) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from functions import runtime
 from shared.clients import kube as kube_clients
 from shared.config import Settings
 from shared.durations import utcnow
+from shared.lifecycle import FROM_SETTINGS, PublisherArg, resolve_publisher
 from shared.names import SetRef
 from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set
 from shared.sweep.execute import SweepIncomplete, SweepKube, SweepSummary, sweep
@@ -29,20 +30,32 @@ def run_sweep(
     kube: SweepKube | None = None,
     registry: SnapshotRegistry | None = None,
     now: datetime | None = None,
+    publisher: PublisherArg = FROM_SETTINGS,
 ) -> SweepSummary:
     """Run one sweep; raises `SweepIncomplete` (transient) when work was left undone.
 
-    `kube`, `registry` and `now` are injectable for tests; by default the
-    process's clients are used and the clock is read once, so every decision of
-    a run (and every reconcile it starts) is made against the same instant.
+    `kube`, `registry`, `now` and `publisher` are injectable for tests; by default
+    the process's clients are used (no publisher when `COCOON_EVENTS_TOPIC` is
+    unset) and the clock is read once, so every decision of a run (and every
+    reconcile it starts) is made against the same instant.
     """
     client: SweepKube = kube if kube is not None else kube_clients.get_client(settings)
     at = now or utcnow()
+    events = resolve_publisher(publisher, settings)
     snapshots: list[SnapshotRegistry | None] = [registry] if registry is not None else []
 
     def reconcile(ref: SetRef) -> Outcome:
         if not snapshots:
             snapshots.append(runtime.registry_client(settings))
-        return reconcile_set(ref, kube=client, registry=snapshots[0], settings=settings, now=at)
+        return reconcile_set(
+            ref, kube=client, registry=snapshots[0], settings=settings, now=at, publisher=events
+        )
 
-    return sweep(kube=client, settings=settings, reconcile=reconcile, now=at, dry_run=dry_run)
+    return sweep(
+        kube=client,
+        settings=settings,
+        reconcile=reconcile,
+        now=at,
+        dry_run=dry_run,
+        publisher=events,
+    )

@@ -2,11 +2,21 @@
 
 Parsed once per process (a function instance) and passed down explicitly;
 nothing below the targets reads `os.environ`.
+
+Push authentication on `ingest POST /pubsub` (Google OIDC):
+`COCOON_PUSH_AUDIENCE` is the audience a Pub/Sub push subscription's
+`oidc_token` names, and `COCOON_PUSH_SERVICE_ACCOUNTS` (comma-separated
+service-account emails, each ending in `.gserviceaccount.com`) is who may
+present such a token. The audience alone authenticates nothing: it is a
+predictable run.app URL and any Google account can mint an ID token for it,
+so the allowlist is required whenever the audience is set (and refused
+without it, where it would silently do nothing).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -62,6 +72,22 @@ def _bool(env: Mapping[str, str], var: str) -> bool:
     raise ConfigError(f"{var}={raw!r} is not a boolean (true/false)")
 
 
+# A Google service account's email: user-managed (`x@P.iam.gserviceaccount.com`)
+# and Google-managed (`service-N@gcp-sa-*.iam.gserviceaccount.com`,
+# `N-compute@developer.gserviceaccount.com`) alike. A person's account is
+# refused: a push subscription signs as a service account, never as a user.
+_SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
+
+
+def _service_accounts(env: Mapping[str, str], var: str) -> frozenset[str]:
+    parts = [p.strip().lower() for p in env.get(var, "").split(",") if p.strip()]
+    bad = [p for p in parts if not _SERVICE_ACCOUNT.fullmatch(p)]
+    if bad:
+        listed = ", ".join(bad)
+        raise ConfigError(f"{var} has entries that are not service-account emails: {listed}")
+    return frozenset(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class RegistryBase:
     """`COCOON_REGISTRY_BASE` split into host and repository prefix."""
@@ -113,6 +139,7 @@ class Settings:
     namespaces: frozenset[str] | None = None  # None = all
     ingest_token: str | None = field(default=None, repr=False)
     push_audience: str | None = None
+    push_service_accounts: frozenset[str] = frozenset()  # lower-case emails
     events_topic: str | None = None
     wake_deadline: timedelta = timedelta(minutes=10)
     sweep_max_suspends: int = 50
@@ -168,6 +195,18 @@ class Settings:
         if topic and not (topic.startswith("projects/") and "/topics/" in topic):
             raise ConfigError(f"COCOON_EVENTS_TOPIC={topic!r} must be projects/P/topics/T")
 
+        audience = e.get("COCOON_PUSH_AUDIENCE") or None
+        push_accounts = _service_accounts(e, "COCOON_PUSH_SERVICE_ACCOUNTS")
+        if audience and not push_accounts:
+            raise ConfigError(
+                "COCOON_PUSH_SERVICE_ACCOUNTS is required when COCOON_PUSH_AUDIENCE is set: "
+                "any Google account can mint a token for the audience alone"
+            )
+        if push_accounts and not audience:
+            raise ConfigError(
+                "COCOON_PUSH_SERVICE_ACCOUNTS has no effect without COCOON_PUSH_AUDIENCE"
+            )
+
         return cls(
             kube_auth=kube_auth,
             kubeconfig=e.get("KUBECONFIG") or None,
@@ -180,7 +219,8 @@ class Settings:
             registry_password=password,
             namespaces=namespaces,
             ingest_token=e.get("COCOON_INGEST_TOKEN") or None,
-            push_audience=e.get("COCOON_PUSH_AUDIENCE") or None,
+            push_audience=audience,
+            push_service_accounts=push_accounts,
             events_topic=topic,
             wake_deadline=deadline,
             sweep_max_suspends=int(max_raw),

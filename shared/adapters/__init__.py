@@ -13,6 +13,7 @@ Entries:
 from __future__ import annotations
 
 from shared.adapters.cloudevent import (
+    ACCEPT_PUBSUB_PUSH,
     ACCEPT_REGISTRY,
     ACCEPT_RELEASE,
     ACCEPT_SWEEP,
@@ -23,6 +24,7 @@ from shared.adapters.http import parse_audit_eventlist, parse_pubsub_push, parse
 from shared.adapters.result import Drop, DropReason, Parsed
 
 __all__ = [
+    "ACCEPT_PUBSUB_PUSH",
     "ACCEPT_REGISTRY",
     "ACCEPT_RELEASE",
     "ACCEPT_SWEEP",

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.adapters.control import (
+    CANONICAL_TYPES,
     classify_pubsub,
+    describe_unrecognised,
     parse_tick,
     parse_wake,
     require_json,
@@ -58,8 +60,14 @@ _CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
 ACCEPT_RELEASE = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_WAKE = frozenset({CE_WAKE_REQUESTED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_SWEEP = frozenset({CE_PUBSUB_PUBLISHED, CE_KNATIVE_PING, CE_SWEEP_REQUESTED})
+# What a Pub/Sub message can stand for and be parsed as (`control.classify_pubsub`).
+PUBSUB_TYPES = CANONICAL_TYPES | {CE_AUDIT_WRITTEN}
 # What a registry webhook may POST as a structured CloudEvent to `ingest /registry`.
 ACCEPT_REGISTRY = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED})
+# What a Pub/Sub push subscription may bring to `ingest /pubsub`: people's wake
+# requests and scheduler ticks. Registry and audit messages have their own
+# routes; one misrouted here is refused, not acted on.
+ACCEPT_PUBSUB_PUSH = frozenset({CE_PUBSUB_PUBLISHED, CE_WAKE_REQUESTED, CE_SWEEP_REQUESTED})
 
 
 def parse_cloudevent(
@@ -157,9 +165,18 @@ def _parse_pubsub(
     message = unwrap_pubsub(_json(data, what=CE_PUBSUB_PUBLISHED))
     event_id = message.message_id or event_id
     stands_for = classify_pubsub(message)
+    if stands_for is None:
+        out = Parsed(kind="pubsub", event_id=event_id)
+        out.drop(DropReason.MALFORMED, describe_unrecognised(message))
+        return out
     if accept is not None and stands_for not in accept:
         out = Parsed(kind="pubsub", event_id=event_id)
         out.drop(DropReason.NOT_ACCEPTED, f"Pub/Sub message carrying {stands_for}")
+        return out
+    if stands_for not in PUBSUB_TYPES:
+        # A foreign CloudEvent (e.g. our own lifecycle events) with no accept set to refuse it.
+        out = Parsed(kind="pubsub", event_id=event_id)
+        out.drop(DropReason.UNKNOWN_TYPE, f"Pub/Sub message carrying {stands_for}")
         return out
     if stands_for == CE_SNAPSHOT_PUSHED:
         body = as_object(require_json(message), what="message.data")

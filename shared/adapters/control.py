@@ -6,7 +6,16 @@ Cloud Scheduler and a wake publisher all arrive as
 an explicit `type` attribute when the publisher set one, else by its decoded
 data, into the canonical type it stands for; the target's `accept` set is then
 checked against that effective type too (so a scheduler tick sent to
-`release` is refused rather than run as a sweep).
+`release` is refused rather than run as a sweep). A message that is none of
+them is dropped as malformed: a sweep tick is recognised by its shape or its
+attributes, never inferred from the absence of anything else.
+
+A message that declares itself a CloudEvent of another type — this project's
+own lifecycle events (`io.cocoonstack.hibernation.*`, structured mode with
+`ce-type`), or any structured CloudEvent (`Content-Type:
+application/cloudevents…`) of a non-canonical type — stands for that type and
+is dropped: read by its data alone, the lifecycle events' envelope would pass
+for a scheduler tick, and its `{"namespace", "name"}` for a wake request.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from shared.adapters.result import (
 from shared.config import Settings
 from shared.constants import (
     CE_AUDIT_WRITTEN,
+    CE_LIFECYCLE_PREFIX,
     CE_SET_CHANGED,
     CE_SNAPSHOT_PUSHED,
     CE_SWEEP_REQUESTED,
@@ -114,12 +124,41 @@ def unwrap_pubsub(envelope: Any) -> PubSubMessage:
     )
 
 
-def classify_pubsub(message: PubSubMessage) -> str:
-    """The canonical CloudEvent type a Pub/Sub message stands for."""
+def _foreign_cloudevent(message: PubSubMessage) -> str | None:
+    """The type of a message that declares itself a non-canonical CloudEvent, else None."""
+    for key in TYPE_ATTRIBUTES:
+        declared = message.attributes.get(key)
+        if declared and declared.startswith(CE_LIFECYCLE_PREFIX):
+            return declared
+    content_type = next(
+        (v for key, v in message.attributes.items() if key.lower() == "content-type"), ""
+    )
+    data = message.data
+    structured = content_type.lower().startswith("application/cloudevents") or (
+        isinstance(data, Mapping) and "specversion" in data
+    )
+    if structured and isinstance(data, Mapping):
+        inner = data.get("type")
+        if isinstance(inner, str) and inner and inner not in CANONICAL_TYPES:
+            return clip(inner)
+    return None
+
+
+def classify_pubsub(message: PubSubMessage) -> str | None:
+    """The type a Pub/Sub message stands for: a canonical one, or a foreign CloudEvent's.
+
+    None if unrecognisable. A sweep tick must be recognisable as one
+    (`is_tick`): a sweep lists and may suspend every set, so an unknown payload
+    (a misrouted message, a publisher's typo) must not start one just because
+    nothing else matched.
+    """
     for key in TYPE_ATTRIBUTES:
         declared = message.attributes.get(key)
         if declared in CANONICAL_TYPES or declared == CE_AUDIT_WRITTEN:
             return declared
+    foreign = _foreign_cloudevent(message)
+    if foreign is not None:
+        return foreign
     data = message.data
     if isinstance(data, Mapping):
         if "protoPayload" in data:
@@ -128,7 +167,46 @@ def classify_pubsub(message: PubSubMessage) -> str:
             return CE_SNAPSHOT_PUSHED  # Artifact Registry's `gcr` topic
         if "namespace" in data and "name" in data:
             return CE_WAKE_REQUESTED
-    return CE_SWEEP_REQUESTED  # Cloud Scheduler: the message itself is the tick
+    return CE_SWEEP_REQUESTED if is_tick(message) else None
+
+
+# Cloud Scheduler adds no attribute of its own: `origin=scheduler` is the
+# convention of EVENT-FORMATS §10.3 for jobs whose data is free-form.
+SCHEDULER_ATTRIBUTE = ("origin", "scheduler")
+_TICK_KEYS = frozenset({"dryRun", "dry_run"})
+
+
+def is_tick(message: PubSubMessage) -> bool:
+    """A message that is recognisably a scheduler tick.
+
+    Empty data (a scheduler job with attributes only); data that is a JSON
+    object of nothing but `dryRun`/`dry_run` (the Terraform job sends
+    `{"dryRun": false}`, the canonical sweep.requested data); or any data
+    under the scheduler attribute `origin=scheduler`. (The canonical type
+    attribute is decided before this, in `classify_pubsub`.)
+    """
+    key, value = SCHEDULER_ATTRIBUTE
+    if message.attributes.get(key) == value:
+        return True
+    if not message.raw.strip():
+        return True
+    return isinstance(message.data, Mapping) and set(message.data) <= _TICK_KEYS
+
+
+def describe_unrecognised(message: PubSubMessage) -> str:
+    """A drop detail for a message nothing recognises: its shape, never its values."""
+    data = message.data
+    if isinstance(data, Mapping):
+        shape = f"data keys {', '.join(sorted(map(str, data)))}"
+    elif data is None:
+        shape = f"{len(message.raw)} bytes of non-JSON data"
+    else:
+        shape = f"data of JSON type {type(data).__name__}"
+    attrs = ", ".join(sorted(message.attributes)) or "none"
+    return clip(
+        f"Pub/Sub message is no wake request, snapshot, audit entry or sweep tick "
+        f"({shape}; attributes: {attrs})"
+    )
 
 
 def require_json(message: PubSubMessage) -> Any:

@@ -5,12 +5,16 @@ envelope, Harbor's Default JSON, Harbor's CloudEvents JSON (structured mode)
 or an ECR EventBridge envelope. The Content-Type is only a hint (Harbor and
 EventBridge both say `application/json`), so the body's shape decides.
 `POST /kubernetes/audit` takes an audit `EventList`; `POST /pubsub` a Pub/Sub
-push envelope.
+push envelope carrying a wake request or a sweep tick (`ACCEPT_PUBSUB_PUSH`).
 """
 
 from __future__ import annotations
 
-from shared.adapters.cloudevent import ACCEPT_REGISTRY, parse_parts, parse_structured
+from shared.adapters.cloudevent import (
+    ACCEPT_REGISTRY,
+    parse_parts,
+    parse_structured,
+)
 from shared.adapters.kube import parse_audit_eventlist
 from shared.adapters.registry import (
     parse_distribution,

@@ -4,8 +4,12 @@ A push subscription with `oidc_token` puts `Authorization: Bearer <JWT>` on
 every delivery: signed by Google, `iss` accounts.google.com, `aud` the
 configured audience (`COCOON_PUSH_AUDIENCE`). This module checks signature,
 expiry, audience and issuer, and translates google-auth's exceptions into
-ours. `google.auth` is imported on first use only: most deployments never
-verify a push token, and cold start pays for every import.
+ours. Those checks prove only that Google signed a token for a URL anyone can
+guess: any Google account can mint one. `require_caller` is the check that
+authorises, the verified `email` of one of `COCOON_PUSH_SERVICE_ACCOUNTS`;
+the caller (`functions.ingest`) applies it after every verification.
+`google.auth` is imported on first use only: most deployments never verify a
+push token, and cold start pays for every import.
 """
 
 from __future__ import annotations
@@ -67,3 +71,18 @@ def verify_push_token(
     if claims.get("iss") not in GOOGLE_ISSUERS:
         raise TokenRejected("push token rejected: not issued by Google")
     return claims
+
+
+def require_caller(claims: Mapping[str, Any], allowed: frozenset[str]) -> str:
+    """The caller's email if the claims name a verified, allowlisted one; else `TokenRejected`.
+
+    `email_verified` must be the JSON boolean true (Google sends a boolean; a
+    string "true" is not what Google signs). The rejection message never quotes
+    the email: it is the caller's claim, not ours to log.
+    """
+    if claims.get("email_verified") is not True:
+        raise TokenRejected("push token rejected: email not verified")
+    email = claims.get("email")
+    if not isinstance(email, str) or email.lower() not in allowed:
+        raise TokenRejected("push token rejected: caller not in COCOON_PUSH_SERVICE_ACCOUNTS")
+    return email

@@ -14,6 +14,11 @@ precondition; the main pod has a deterministic name (AlreadyExists = another
 invocation created it). "Once" effects — the pods-deleted count, the wake
 placement count, WakeCompleted — belong to whoever won the write.
 
+Lifecycle CloudEvents (`shared.lifecycle`) go out beside the Kubernetes Events
+they mirror (SeatReleased, WakeCompleted, a new WakeNoCapacity) and when the
+CAS winner persists `Waking`; `publisher=None` turns them off, and a failed
+publish is a warning, never a failed reconcile.
+
 Ghost main pods (SPEC §5, "re-read it; gone or being deleted → wait") end the
 invocation with a TransientError: the platform redelivers with backoff, by
 which time the pod is gone and the next run restores. That keeps a function
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from shared import constants as k
-from shared import log
+from shared import lifecycle, log
 from shared.config import Settings
 from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase as Phase
@@ -40,9 +45,10 @@ from shared.errors import (
     PermanentError,
     TransientError,
 )
+from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
-from shared.reconcile.decide import Observed, decide, released_seat_evidence
+from shared.reconcile.decide import Observed, decide, main_pod, released_seat_evidence
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.steps import (
     TERMINAL,
@@ -109,6 +115,7 @@ class _Run:
     registry: SnapshotRegistry | None
     now: datetime
     hook: StepHook | None = None
+    publisher: LifecyclePublisher | None = None
     cs: CocoonSet | None = None
     pods: tuple[Pod, ...] = ()
     probes: dict[str, Probe] = field(default_factory=dict)
@@ -117,6 +124,7 @@ class _Run:
     reread: dict[str, bool] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
     deleted: int = 0
+    deleted_names: list[str] = field(default_factory=list)
     created: bool = False
     conflicts: int = 0
     completed_wake: bool = False
@@ -206,6 +214,12 @@ class _Run:
                 k.REASON_SEAT_RELEASED,
                 f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
                 f"to free the seat (hint node: {self.set.hint or 'none'})",
+            )
+            lifecycle.emit(
+                self.publisher,
+                lifecycle.released(
+                    self.set, deleted_pods=self.deleted_names, hint=self.set.hint, now=self.now
+                ),
             )
         if isinstance(step, Retry):
             for vm in step.failed_probes:
@@ -365,6 +379,7 @@ class _Run:
             self._drop_pod(target.name)
             if deleted:
                 self.deleted += 1
+                self.deleted_names.append(target.name)
                 log.count(k.METRIC_PODS_DELETED, namespace=ns, cocoonset=self.ref.name)
 
     def persist_waking(self, step: PersistWaking) -> None:
@@ -374,6 +389,8 @@ class _Run:
             resource_version=self.set.metadata.resource_version,
         )
         log.info("wake engaged: phase Waking", set=str(self.ref))
+        # Only the CAS winner gets here; the version it wrote names the occurrence.
+        event = lifecycle.waking(self.set, hint=self.set.hint, now=self.now)
         if step.stamp_started:
             try:
                 # Only the winner of the phase CAS gets here; a merge patch of one
@@ -384,6 +401,7 @@ class _Run:
                 )
             except (TransientError, NotFound) as e:
                 log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
+        lifecycle.emit(self.publisher, event)
 
     def complete_wake(self, step: CompleteWake) -> None:
         cs = self.set
@@ -413,6 +431,17 @@ class _Run:
             k.REASON_WAKE_COMPLETED,
             f"Restored from the hibernation snapshot (placement: {step.placement}, "
             f"hint node: {hint})",
+        )
+        main = main_pod(self.pods)
+        lifecycle.emit(
+            self.publisher,
+            lifecycle.woken(
+                self.set,
+                placement=step.placement,
+                node=main.spec.node_name if main is not None else None,
+                hint=hint,
+                now=self.now,
+            ),
         )
 
     def event(
@@ -445,6 +474,17 @@ class _Run:
             log.count(
                 k.METRIC_WAKE_UNSCHEDULABLE, namespace=self.ref.namespace, cocoonset=self.ref.name
             )
+            pod = next((p for p in self.pods if p.metadata.uid == step.pod_uid), None)
+            lifecycle.emit(
+                self.publisher,
+                lifecycle.wake_no_capacity(
+                    self.set,
+                    pod=pod.name if pod is not None else "",
+                    pod_uid=step.pod_uid,
+                    message=step.message,
+                    now=self.now,
+                ),
+            )
 
 
 def _now(now: datetime | None) -> datetime:
@@ -459,15 +499,24 @@ def reconcile_set(
     settings: Settings | None = None,
     now: datetime | None = None,
     hook: StepHook | None = None,
+    publisher: PublisherArg = FROM_SETTINGS,
 ) -> Outcome:
     """Take every next safe step of SPEC §4/§5 for one set (safe for any set).
 
     `registry=None` means no registry is configured: a release or wake then
     refuses with ConfigError instead of guessing. `hook` is called before each
-    effect (tests use it to engineer races deterministically).
+    effect (tests use it to engineer races deterministically). `publisher`
+    receives the lifecycle CloudEvents; by default the process's publisher for
+    `settings.events_topic`, None (off) when the topic is unset.
     """
-    del settings  # accepted for symmetry with the other entries; decisions need none of it
-    return _Run(ref=ref, kube=kube, registry=registry, now=_now(now), hook=hook).run()
+    return _Run(
+        ref=ref,
+        kube=kube,
+        registry=registry,
+        now=_now(now),
+        hook=hook,
+        publisher=resolve_publisher(publisher, settings),
+    ).run()
 
 
 def request_wake(
@@ -478,9 +527,9 @@ def request_wake(
     settings: Settings | None = None,
     now: datetime | None = None,
     hook: StepHook | None = None,
+    publisher: PublisherArg = FROM_SETTINGS,
 ) -> Outcome:
     """A user wants the set back: make `spec.suspend=false` durable, then run the wake."""
-    del settings
     cs = kube.get_set(ref)
     if cs is None:
         return Outcome(ref=ref, result="not-found", reason="the set does not exist")
@@ -499,5 +548,12 @@ def request_wake(
         # requests all succeed and agree.
         cs = kube.patch_set(ref, {"spec": {"suspend": False}})
         steps = ("Unsuspend",)
-    out = _Run(ref=ref, kube=kube, registry=registry, now=_now(now), hook=hook).run(cs)
+    out = _Run(
+        ref=ref,
+        kube=kube,
+        registry=registry,
+        now=_now(now),
+        hook=hook,
+        publisher=resolve_publisher(publisher, settings),
+    ).run(cs)
     return replace(out, steps=steps + out.steps)

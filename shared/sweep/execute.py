@@ -36,9 +36,10 @@ from enum import StrEnum
 from typing import Protocol
 
 from shared import constants as k
-from shared import log
+from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import CocoonError, ConfigError, Conflict, NotFound, TransientError
+from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
@@ -53,6 +54,7 @@ from shared.sweep.plan import (
     name_selectors,
     plan_set,
     pods_left,
+    unlabelable,
 )
 
 PAGE_SIZE = 500
@@ -170,8 +172,11 @@ class Sweeper:
         reconcile: Reconcile,
         now: datetime,
         dry_run: bool,
+        publisher: PublisherArg = FROM_SETTINGS,
     ) -> None:
         self.kube = kube
+        # Lifecycle CloudEvents (idle-suspended); None when COCOON_EVENTS_TOPIC is unset.
+        self.publisher: LifecyclePublisher | None = resolve_publisher(publisher, settings)
         self.settings = settings
         self.reconcile_fn = reconcile
         self.now = now
@@ -223,6 +228,13 @@ class Sweeper:
         namespaces = {ns for ns, _ in wanted}
         scope = next(iter(namespaces)) if len(namespaces) == 1 else None
         pods: dict[tuple[str, str], list[Pod]] = {key: [] for key in wanted}
+        if skipped := unlabelable(name for _, name in wanted):
+            # Judged with no pods (they cannot carry the label): say so once per page.
+            log.info(
+                "sweep: set names too long for a pod label, checked as having no pods",
+                sets=len(skipped),
+                names=", ".join(skipped)[:400],
+            )
         try:
             for selector in name_selectors(name for _, name in wanted):
                 for pod_page in self.kube.list_pods_matching(scope, selector, limit=PAGE_SIZE):
@@ -372,6 +384,16 @@ class Sweeper:
             self._error(ref, "idle suspend", err, kind=ActionKind.SUSPEND)
             return
         self._event(updated, k.REASON_IDLE_SUSPENDED, f"suspended: {detail}", warning=False)
+        lifecycle.emit(
+            self.publisher,
+            lifecycle.idle_suspended(
+                updated,
+                idle_for=cand.idle_for,
+                timeout=cand.timeout,
+                last_activity=cand.last_activity,
+                now=self.now,
+            ),
+        )
         self._act(ActionKind.SUSPEND, ref, Result.DONE, detail)
         if cand.release:
             # Start the seat release now rather than on the next event.
@@ -475,10 +497,16 @@ def sweep(
     reconcile: Reconcile,
     now: datetime,
     dry_run: bool,
+    publisher: PublisherArg = FROM_SETTINGS,
 ) -> SweepSummary:
     """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
     summary = Sweeper(
-        kube=kube, settings=settings, reconcile=reconcile, now=now, dry_run=dry_run
+        kube=kube,
+        settings=settings,
+        reconcile=reconcile,
+        now=now,
+        dry_run=dry_run,
+        publisher=publisher,
     ).run()
     log.emit(
         "INFO" if summary.complete else "WARNING",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -364,18 +365,46 @@ class IdleQueue:
 # --- pod look-ups ------------------------------------------------------------------------
 
 
+# A Kubernetes label value (apimachinery IsValidLabelValue): empty, or at most 63
+# alphanumerics, '-', '_', '.', beginning and ending with an alphanumeric.
+LABEL_VALUE_MAX = 63
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def is_label_value(value: str) -> bool:
+    """Whether `value` can be a label value (never "": no set is named that)."""
+    return len(value) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def unlabelable(names: Iterable[str]) -> list[str]:
+    """The set names `name_selectors` leaves out: sets that cannot have labelled pods.
+
+    A set name may be a DNS-1123 subdomain of up to 253 characters, a label
+    value at most 63. The API server refuses a pod whose
+    `cocoonset.cocoonstack.io/name` label would hold such a name, so the set
+    has no labelled pods: for the sweep it has no pods at all (a Suspended one
+    needs nothing; a Waking one is still reconciled, its deadline measured
+    from `wake-started`). Asking for them would not help either: a selector
+    with such a value is a 400 (permanent), which used to cost the pod checks
+    of every other set on the page, every run.
+    """
+    return sorted({n for n in names if not is_label_value(n)})
+
+
 def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     """Set-based label selectors (`name in (a,b)`) covering `names`, each at most ~max_chars.
 
     One label-selected pod list per chunk replaces one pod list per set: a page
     of 500 Suspended sets with no pods costs one request that returns nothing.
     The bound keeps the request line well under API server and proxy limits.
+    Names that are not label values are left out (see `unlabelable`): one of
+    them would make the whole request a 400.
     """
     prefix = f"{k.LABEL_SET_NAME} in ("
     out: list[str] = []
     chunk: list[str] = []
     size = len(prefix) + 1
-    for name in sorted(set(names)):
+    for name in sorted({n for n in names if is_label_value(n)}):
         if chunk and size + len(name) + 1 > max_chars:
             out.append(prefix + ",".join(chunk) + ")")
             chunk, size = [], len(prefix) + 1

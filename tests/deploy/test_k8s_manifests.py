@@ -37,6 +37,7 @@ SCHEMA_KINDS = {
     ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 }
 KNATIVE_SERVICE = ("serving.knative.dev/v1", "Service")
 API_SERVER_SOURCE = ("sources.knative.dev/v1", "ApiServerSource")
@@ -46,7 +47,7 @@ KUBECONFIG = ("v1", "Config")
 STRUCTURAL_KINDS = {KNATIVE_SERVICE, API_SERVER_SOURCE, PING_SOURCE, AUDIT_POLICY, KUBECONFIG}
 
 # Placeholders a user replaces; each must be explained in a comment of its file.
-PLACEHOLDER = re.compile(r"\b(REPLACE_ME_[A-Z_]+|PROJECT_ID|INGEST_URL|INGEST_TOKEN)\b")
+PLACEHOLDER = re.compile(r"\b(REPLACE_ME_[A-Z_]+|PROJECT_ID|INGEST_URL|INGEST_TOKEN|NAMESPACE)\b")
 
 
 def _docs() -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -141,16 +142,75 @@ def _rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_function_role_grants_exactly_what_the_code_uses() -> None:
-    role = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), "cocoon-hibernation")
-    expected = (
-        {(c.GROUP, c.PLURAL, v) for v in ("get", "list", "watch", "patch", "update")}
-        | {(c.GROUP, f"{c.PLURAL}/status", v) for v in ("patch", "update")}
-        | {("", "pods", v) for v in ("get", "list", "create", "delete", "patch")}
-        | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
-    )
-    assert _rules(role) == expected
-    assert all("resourceNames" not in r and "nonResourceURLs" not in r for r in role["rules"])
+# The kubernetes client calls of shared/clients/kube.py -> the RBAC they need.
+# A call missing here fails the test: add it with its verb.
+CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
+    "get_namespaced_custom_object": (c.GROUP, c.PLURAL, "get"),
+    "list_cluster_custom_object": (c.GROUP, c.PLURAL, "list"),
+    "list_namespaced_custom_object": (c.GROUP, c.PLURAL, "list"),
+    "patch_namespaced_custom_object": (c.GROUP, c.PLURAL, "patch"),
+    "patch_namespaced_custom_object_status": (c.GROUP, f"{c.PLURAL}/status", "patch"),
+    "read_namespaced_pod": ("", "pods", "get"),
+    "list_namespaced_pod": ("", "pods", "list"),
+    "list_pod_for_all_namespaces": ("", "pods", "list"),
+    "create_namespaced_pod": ("", "pods", "create"),
+    "patch_namespaced_pod": ("", "pods", "patch"),
+    "delete_namespaced_pod": ("", "pods", "delete"),
+    "create_namespaced_event": ("", "events", "create"),
+}
+READ_VERBS = {"get", "list"}
+READER = "cocoon-hibernation"  # cluster-wide reads (the sweep lists every namespace)
+WRITER = "cocoon-hibernation-writer"  # bound per namespace only
+
+
+def _code_needs() -> set[tuple[str, str, str]]:
+    source = (REPO_ROOT / "shared" / "clients" / "kube.py").read_text(encoding="utf-8")
+    calls = set(re.findall(r"self\._(?:core|custom)\.(\w+)", source))
+    assert calls, "no kubernetes client call found in shared/clients/kube.py"
+    unknown = calls - set(CLIENT_CALLS)
+    assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
+    return {CLIENT_CALLS[name] for name in calls}
+
+
+def test_function_roles_grant_exactly_what_the_code_uses() -> None:
+    reader = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), READER)
+    writer = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), WRITER)
+    needs = _code_needs()
+    # Nothing unused: no watch, no update, no event patch, no events.k8s.io.
+    assert _rules(reader) | _rules(writer) == needs
+    assert _rules(reader) == {n for n in needs if n[2] in READ_VERBS}
+    assert _rules(writer) == {n for n in needs if n[2] not in READ_VERBS}
+    for role in (reader, writer):
+        assert all("resourceNames" not in r and "nonResourceURLs" not in r for r in role["rules"])
+
+
+def test_no_cluster_wide_write_access() -> None:
+    """Cluster-wide pod create would let the functions run any ServiceAccount in
+    any namespace (kube-system included): writes are bound per namespace only."""
+    writer_refs = []
+    for binding in _all(("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")):
+        role = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), binding["roleRef"]["name"])
+        writes = {r for r in _rules(role) if r[2] not in {"get", "list", "watch"}}
+        assert not writes, f"{binding['metadata']['name']} grants {sorted(writes)} cluster-wide"
+    for binding in _all(("rbac.authorization.k8s.io/v1", "RoleBinding")):
+        assert binding["metadata"]["namespace"] == "NAMESPACE"  # a template, one per namespace
+        assert binding["roleRef"]["kind"] == "ClusterRole"
+        writer_refs.append(binding["roleRef"]["name"])
+    assert writer_refs and set(writer_refs) == {WRITER}
+
+
+def _namespace_binding(path: str) -> dict[str, Any]:
+    docs = [d for p, d in ALL_DOCS if p.relative_to(K8S_DIR).as_posix() == path]
+    (binding,) = docs
+    assert _gvk(binding) == ("rbac.authorization.k8s.io/v1", "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": WRITER,
+    }
+    text = (K8S_DIR / path).read_text(encoding="utf-8")
+    assert "once per namespace" in text  # the instruction the user follows
+    return binding
 
 
 def test_gke_binding_names_the_terraform_runtime_identities() -> None:
@@ -160,8 +220,10 @@ def test_gke_binding_names_the_terraform_runtime_identities() -> None:
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": "cocoon-hibernation",
+        "name": READER,
     }
+    per_namespace = _namespace_binding("namespace-binding.yaml")
+    assert per_namespace["subjects"] == binding["subjects"]
     module = load_dir(MODULE_DIR)
     prefix = module.variables["name_prefix"]["default"]
     account = module.resource("google_service_account", "runtime")["account_id"]
@@ -173,12 +235,13 @@ def test_gke_binding_names_the_terraform_runtime_identities() -> None:
     assert {s["name"] for s in subjects} == expected
 
 
-def test_serve_account_is_bound_to_the_same_role() -> None:
+def test_serve_account_is_bound_to_the_same_roles() -> None:
     binding = _only(
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), "cocoon-hibernation-serve"
     )
-    assert binding["roleRef"]["name"] == "cocoon-hibernation"
+    assert binding["roleRef"]["name"] == READER
     (subject,) = binding["subjects"]
+    assert _namespace_binding("knative/namespace-binding.yaml")["subjects"] == [subject]
     service = _only(KNATIVE_SERVICE)
     assert subject == {
         "kind": "ServiceAccount",
@@ -306,12 +369,18 @@ def test_ping_source_ticks_the_sweep_every_minute() -> None:
 
 
 def test_audit_policy_sends_writes_to_sets_and_pods_only() -> None:
+    """Writes to sets and pods, including pods/status: a wake completes on a status write."""
     policy = _only(AUDIT_POLICY)
     assert "RequestReceived" in policy["omitStages"]
     rules = policy["rules"]
     *selective, last = rules
     assert last == {"level": "None"}, "the last rule must drop everything else"
-    allowed = {(c.GROUP, c.PLURAL), (c.GROUP, f"{c.PLURAL}/status"), ("", "pods")}
+    allowed = {
+        (c.GROUP, c.PLURAL),
+        (c.GROUP, f"{c.PLURAL}/status"),
+        ("", "pods"),
+        ("", "pods/status"),
+    }
     covered: set[tuple[str, str, str]] = set()
     for rule in selective:
         # Metadata names the object; bodies (pod env) never leave the API server.
@@ -323,13 +392,17 @@ def test_audit_policy_sends_writes_to_sets_and_pods_only() -> None:
                 covered |= {(res["group"], resource, v) for v in rule["verbs"]}
     # The self-managed path sees every change the GKE (Eventarc) path routes.
     module = load_dir(MODULE_DIR)
-    for method in module.variables["audit_methods"]["default"]:
+    routed = [
+        *module.variables["audit_methods"]["default"],
+        *module.variables["pod_status_audit_methods"]["default"],
+    ]
+    for method in routed:
         parts = method.split(".")
         verb = parts[-1]
+        sub = "/status" if parts[-2] == "status" else ""
         if method.startswith("io.k8s.core."):
-            key = ("", "pods", verb)
+            key = ("", "pods" + sub, verb)
         else:
-            sub = "/status" if parts[-2] == "status" else ""
             key = (c.GROUP, c.PLURAL + sub, verb)
         assert key in covered, f"{method} is routed on GKE but not sent by the audit policy"
 

@@ -173,6 +173,7 @@ PLACEHOLDERS = {
     "COCOON_WAKE_DEADLINE": "10m",
     "COCOON_SWEEP_MAX_SUSPENDS": "50",
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
+    "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
     "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
 }
 
@@ -359,7 +360,12 @@ def test_audit_method_validation_rejects_other_groups(module: TfDir) -> None:
 def test_eventarc_audit_triggers_fan_in_to_release_and_wake(module: TfDir) -> None:
     trig = module.resource("google_eventarc_trigger", "audit")
     assert trig["for_each"] == "${local.audit_routes}"
-    assert "setproduct([release,wake],var.audit_methods)" in norm(module.locals["audit_routes"])
+    assert "setproduct([release,wake],var.audit_methods)" in norm(
+        module.locals["shared_audit_routes"]
+    )
+    assert norm(module.locals["audit_routes"]) == (
+        "${merge(local.shared_audit_routes,local.pod_status_routes)}"
+    )
     criteria = {m["attribute"]: m["value"] for m in trig["matching_criteria"]}
     assert criteria["type"] == c.CE_AUDIT_WRITTEN
     assert criteria["serviceName"] == "k8s.io"
@@ -371,6 +377,82 @@ def test_eventarc_audit_triggers_fan_in_to_release_and_wake(module: TfDir) -> No
     assert trig["service_account"] == "${google_service_account.trigger[each.value.function].email}"
     # Eventarc triggers retry unless max_attempts = 1 says otherwise.
     assert "retry_policy" not in trig
+
+
+POD_STATUS_METHODS = {"io.k8s.core.v1.pods.status.patch", "io.k8s.core.v1.pods.status.update"}
+
+
+def _gke_status_write(method: str, namespace: str, pod: str) -> Any:
+    """A recorded GKE pod audit CloudEvent, turned into a status write of `pod`."""
+    from cloudevents.http import CloudEvent
+
+    from tests.data.events import load_event
+
+    fixture = load_event("gke_audit_pod_delete")
+    resource = f"core/v1/namespaces/{namespace}/pods/{pod}/status"
+    fixture["attributes"].update(methodname=method, resourcename=resource)
+    fixture["attributes"]["subject"] = f"k8s.io/{resource}"
+    fixture["data"]["protoPayload"].update(methodName=method, resourceName=resource)
+    return CloudEvent(fixture["attributes"], fixture["data"])
+
+
+@pytest.mark.parametrize("method", sorted(POD_STATUS_METHODS))
+def test_pod_status_writes_reach_wake(module: TfDir, method: str) -> None:
+    """Completion (Running + VM id, Ready) and WakeNoCapacity are status writes.
+
+    Without these routes a wake completes only on the next sweep tick.
+    """
+    from shared.adapters import ACCEPT_WAKE, parse_cloudevent
+    from shared.config import Settings
+
+    assert method in module.variables["pod_status_audit_methods"]["default"]
+    routes = norm(module.locals["pod_status_routes"])
+    assert "setproduct(var.pod_status_audit_methods," in routes
+    assert re.search(r"function[:=]wake", routes) and "release" not in routes
+    # The adapter turns the status write into a change of the owning set.
+    event = _gke_status_write(method, "team-a", "agent-0")
+    parsed = parse_cloudevent(event, settings=Settings(), accept=ACCEPT_WAKE)
+    assert [(t.ref.namespace, t.ref.name) for t in parsed.triggers] == [("team-a", "agent")]
+    (pattern,) = hcl_regexes(
+        module.variables["pod_status_audit_methods"]["validation"][0]["condition"]
+    )
+    assert pattern.match(method)
+    for wrong in ("io.k8s.core.v1.pods.patch", "io.k8s.core.v1.pods.exec.create"):
+        assert not pattern.match(wrong), wrong
+
+
+def _path_pattern_matches(pattern: str, resource_name: str) -> bool:
+    """Eventarc match-path-pattern: `*` is one segment, `**` any number of them."""
+    parts = []
+    for segment in pattern.strip("/").split("/"):
+        if segment == "**":
+            parts.append(r"(?:/[^/]+)*")
+        else:
+            parts.append("/" + re.escape(segment).replace(r"\*", "[^/]*"))
+    return re.fullmatch("".join(parts), "/" + resource_name.strip("/")) is not None
+
+
+def test_pod_status_triggers_narrow_to_the_allowed_namespaces(module: TfDir) -> None:
+    trig = module.resource("google_eventarc_trigger", "audit")
+    (dyn,) = [d["matching_criteria"] for d in trig.get("dynamic", []) if "matching_criteria" in d]
+    # python-hcl2 spells the list element `'${each.value.namespace}'` or bare.
+    for_each = norm(dyn["for_each"]).replace("'", "").replace("${each.value.namespace}", "ns")
+    assert for_each.replace("each.value.namespace]", "ns]") == (
+        "${each.value.namespace==null?[]:[ns]}"
+    )
+    (content,) = dyn["content"]
+    assert content["attribute"] == "resourceName"
+    assert content["operator"] == "match-path-pattern"
+    routes = norm(module.locals["pod_status_routes"])
+    # One route per method and allowed namespace; a single unnarrowed one without.
+    assert "length(var.namespaces)>0?var.namespaces:[" in routes
+    # The trigger name tells namespaces apart (one trigger per method and namespace).
+    assert "each.value.namespace" in trig["name"]
+    pattern = content["value"].replace("${matching_criteria.value}", "team-a")
+    assert _path_pattern_matches(pattern, "core/v1/namespaces/team-a/pods/agent-0/status")
+    assert _path_pattern_matches(pattern, "core/v1/namespaces/team-a/pods/agent-0")
+    assert not _path_pattern_matches(pattern, "core/v1/namespaces/team-b/pods/agent-0/status")
+    assert not _path_pattern_matches(pattern, "core/v1/namespaces/team-a/secrets/x")
 
 
 def test_every_event_type_in_the_tree_is_accepted(module: TfDir) -> None:
@@ -488,17 +570,29 @@ def test_one_runtime_identity_per_function_and_one_per_trigger(module: TfDir) ->
     assert invoker["member"] == "serviceAccount:${google_service_account.trigger[each.key].email}"
 
 
-def test_registry_grants_are_repository_scoped_and_minimal(module: TfDir) -> None:
-    reader = module.resource("google_artifact_registry_repository_iam_member", "release_reader")
-    assert reader["role"] == "roles/artifactregistry.reader"
-    assert "runtime[release]" in norm(reader["member"])
+def test_every_reconciling_function_may_finish_a_wake(module: TfDir) -> None:
+    """SPEC §11: one level-triggered reconciler, so any target may reconcile any set.
+
+    The audit fan-in routes every pod write to `release` as well as `wake`, so
+    `release` reaches the wake's completion step (delete `<vm>:hibernate`) as
+    soon as a restored pod changes. Without a delete-capable role Artifact
+    Registry answers 403, a ConfigError and an Eventarc retry cycle after
+    every wake.
+    """
     deleter = module.resource("google_artifact_registry_repository_iam_member", "tag_deleter")
+    assert deleter["for_each"] == "${local.deleter_functions}"
+    # repoAdmin is the least predefined role with tags.delete and versions.delete.
     assert deleter["role"] == "roles/artifactregistry.repoAdmin"
-    deleters = names(module.locals["deleter_functions"])
-    # SPEC §4: the release path never deletes a tag.
-    assert "release" not in deleters and "wake" in deleters
-    for body in (reader, deleter):
-        assert body["repository"].startswith("${data.google_artifact_registry_repository.")
+    assert "runtime[each.key]" in norm(deleter["member"])
+    assert names(module.locals["deleter_functions"]) == set(FUNCTIONS)
+    assert names(module.locals["audit_functions"]) <= names(module.locals["deleter_functions"])
+
+
+def test_registry_grants_are_repository_scoped(module: TfDir) -> None:
+    grants = module.of_type("google_artifact_registry_repository_iam_member")
+    assert grants
+    for name, body in grants.items():
+        assert body["repository"].startswith("${data.google_artifact_registry_repository."), name
     assert not any(
         "artifactregistry" in b["role"]
         for b in module.of_type("google_project_iam_member").values()
@@ -651,3 +745,117 @@ def test_staged_source_imports_on_its_own(staged: Path) -> None:
         assert not name.startswith(("infra", "cli")), f"the functions import {name}"
         if file:
             assert Path(file).resolve().is_relative_to(staged.resolve()), f"{name} from {file}"
+
+
+# --- wake_deadline vs shared/durations ---------------------------------------------------
+
+
+def _terraform_accepts(condition: str, value: str) -> bool:
+    """Evaluate a validation made of `can(regex(...))` terms joined by `&&`.
+
+    Terraform's regex() is RE2 and finds a match anywhere; RE2's `$` (no
+    multiline flag) is end of text, which Python spells `\\Z` (Python's `$`
+    also matches before a final newline).
+    """
+    terms = [t.strip() for t in norm(condition).removeprefix("${").removesuffix("}").split("&&")]
+    assert all(t.startswith("can(regex(") for t in terms), condition
+    patterns = hcl_regexes(condition)
+    assert len(patterns) == len(terms), condition
+    return all(re.search(p.pattern.replace("$", r"\Z"), value) for p in patterns)
+
+
+# Values a user might write for wake_deadline, with what shared/durations makes of them.
+DEADLINES = [
+    pytest.param("10m", id="minutes"),
+    pytest.param("90s", id="seconds"),
+    pytest.param("1h30m", id="concatenated"),
+    pytest.param("2d", id="days"),
+    pytest.param("500ms", id="milliseconds"),
+    pytest.param("1h0m0s", id="zero-parts-in-a-positive-total"),
+    pytest.param("1.5h", id="decimal"),
+    pytest.param("0.5m", id="decimal-below-one"),
+    pytest.param("0s", id="zero"),
+    pytest.param("0h0m", id="zero-concatenated"),
+    pytest.param("10", id="no-unit"),
+    pytest.param("m", id="no-number"),
+    pytest.param("10M", id="upper-case-unit"),
+    pytest.param("1w", id="weeks"),
+    pytest.param("1us", id="microseconds"),
+    pytest.param("-5m", id="negative"),
+    pytest.param("+5m", id="plus-sign"),
+    pytest.param("1h 30m", id="inner-space"),
+    pytest.param("", id="empty"),
+    pytest.param("10m\n", id="trailing-newline"),
+]
+
+
+@pytest.mark.parametrize("value", DEADLINES)
+def test_wake_deadline_validation_agrees_with_parse_duration(module: TfDir, value: str) -> None:
+    """A deadline `terraform plan` accepts must not fail every function's cold start."""
+    from shared.durations import parse_duration
+
+    try:
+        parse_duration(value)
+    except ValueError:
+        code_accepts = False
+    else:
+        code_accepts = True
+    condition = module.variables["wake_deadline"]["validation"][0]["condition"]
+    if value != value.strip():
+        # parse_duration strips blanks; Terraform is stricter on padded
+        # values, which is the safe direction (plan fails, nothing deploys).
+        assert code_accepts and not _terraform_accepts(condition, value)
+        return
+    assert _terraform_accepts(condition, value) is code_accepts
+
+
+def test_wake_deadline_validation_in_real_terraform(tmp_path: Path) -> None:
+    """The same table through Terraform's own RE2, when a terraform binary is here."""
+    import shutil
+
+    from shared.durations import parse_duration
+
+    binary = shutil.which("terraform")
+    if binary is None:
+        pytest.skip("no terraform binary on PATH: the Python re evaluation above still runs")
+    text = (MODULE_DIR / "variables.tf").read_text(encoding="utf-8")
+    block = text[text.index('variable "wake_deadline"') :]
+    condition = re.search(r"condition\s*=\s*(.+)", block)
+    assert condition
+    values = [p.values[0] for p in DEADLINES if p.values[0] == p.values[0].strip()]
+    expr = condition.group(1).replace("var.wake_deadline", "d")
+    query = f"jsonencode({{for d in {json.dumps(values)} : d => {expr}}})"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TF_CLI_CONFIG_FILE": "/dev/null"}
+    subprocess.run(
+        [binary, "init", "-input=false"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    out = subprocess.run(
+        [binary, "console"],
+        input=query,
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    verdicts = json.loads(json.loads(out.stdout.strip()))
+    for value in values:
+        try:
+            parse_duration(value)
+        except ValueError:
+            code_accepts = False
+        else:
+            code_accepts = True
+        assert verdicts[value] is code_accepts, value
+
+
+def test_default_wake_deadline_parses(module: TfDir) -> None:
+    from shared.durations import parse_duration
+
+    assert parse_duration(module.variables["wake_deadline"]["default"])

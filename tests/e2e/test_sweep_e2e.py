@@ -293,6 +293,39 @@ def test_a_wake_whose_completion_event_was_lost_completes_on_the_next_sweep(
     assert not world.snapshot_present(VM0)
 
 
+def test_a_set_name_too_long_for_a_label_does_not_cost_the_page_its_pod_checks(
+    world: World,
+) -> None:
+    """Set names go to 253 characters, label values to 63: asking for the pods of a
+    100-character set in the page's `name in (...)` is a 400 for the whole list."""
+    long_name = "agent-" + "x" * 94
+    assert len(long_name) == 100
+    world.create_set(set_manifest(long_name, phase="Suspended"))
+    cs = world.create_set(
+        set_manifest(
+            suspend=False,
+            phase="Waking",
+            hint="node-a",
+            annotations={k.ANN_WAKE_STARTED: format_rfc3339(datetime.now(UTC))},
+        )
+    )
+    world.push_snapshot(VM0)
+    world.create_pod(
+        pod(restore=True, vm_id="vm-9", running=True, ready=True, state="ready"),
+        owner=cs,
+    )
+
+    summary = sweep(world)
+
+    assert summary.errors == 0
+    assert summary.complete
+    # The Waking set on the same page is still reconciled (its wake completes); the
+    # long-named Suspended set cannot have labelled pods, so it needs nothing.
+    assert [a.ref.name for a in summary.of(ActionKind.RECONCILE)] == [SET]
+    assert phase(world) == "Running"
+    assert phase(world, long_name) == "Suspended"
+
+
 def test_a_suspended_release_set_with_a_pod_left_is_reconciled(world: World) -> None:
     """E.g. an operator that predates hibernatePolicy recreated the pod."""
     cs = world.create_set(set_manifest(phase="Suspended"))

@@ -354,3 +354,30 @@ def test_sweep_tick_over_pubsub_push_reaches_dispatch(client: Any, recorder: Rec
     response = client.post("/pubsub", data=_pubsub({"dryRun": True}), headers=auth())
     assert response.status_code == 202
     assert recorder.triggers == [SweepTick(True, Source.SCHEDULER)]
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        # Reproduced in review: any unrecognised payload used to run a full sweep.
+        pytest.param({"ns": "a", "set": "b"}, "malformed", id="unrecognised"),
+        pytest.param(
+            {"action": "INSERT", "tag": f"127.0.0.1:5000/cocoon/{VM}:hibernate"},
+            "type-not-accepted",
+            id="misrouted-registry-message",
+        ),
+    ],
+)
+def test_pubsub_push_refuses_what_is_not_a_wake_or_a_tick(
+    client: Any,
+    recorder: Recorder,
+    capsys: pytest.CaptureFixture[str],
+    payload: dict[str, Any],
+    reason: str,
+) -> None:
+    response = client.post("/pubsub", data=_pubsub(payload), headers=auth())
+    assert response.status_code == 202  # acknowledged: redelivery would not change it
+    assert response.get_json() == {"accepted": 0, "dropped": 1}
+    assert recorder.calls == []
+    [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"dropped"' in x]
+    assert line["reason"] == reason

@@ -24,12 +24,15 @@ from google.auth import crypt, jwt
 
 from functions import ingest
 from shared.clients import oidc
+from shared.config import Settings
+from shared.errors import ConfigError
 from shared.names import SetRef
 from shared.triggers import Source, WakeRequested
 from tests.fixtures.ingest import Recorder, auth
 
 AUDIENCE = "https://ingest-abc123-ew.a.run.app/pubsub"
 KID = "test-key-1"
+PUSH_SA = "pubsub-push@acme-prod.iam.gserviceaccount.com"
 
 
 def _key_and_cert() -> tuple[bytes, bytes]:
@@ -64,7 +67,7 @@ def token(key: bytes = KEY, **overrides: Any) -> str:
     claims = {
         "iss": "https://accounts.google.com",
         "aud": AUDIENCE,
-        "email": "pubsub-push@acme-prod.iam.gserviceaccount.com",
+        "email": PUSH_SA,
         "email_verified": True,
         "iat": now,
         "exp": now + 600,
@@ -83,6 +86,9 @@ def _wake_push() -> bytes:
 @pytest.fixture
 def oidc_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("COCOON_PUSH_AUDIENCE", AUDIENCE)
+    monkeypatch.setenv(
+        "COCOON_PUSH_SERVICE_ACCOUNTS", f"relay@acme-prod.iam.gserviceaccount.com, {PUSH_SA}"
+    )
     ingest.reset_settings()
     monkeypatch.setattr(
         ingest,
@@ -104,10 +110,25 @@ def oidc_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         ),
         pytest.param(token(OTHER_KEY), 401, id="other-signer"),
         pytest.param("not.a.jwt", 401, id="garbage"),
+        # Google signs a valid token for our audience for any account: only the
+        # allowlist (COCOON_PUSH_SERVICE_ACCOUNTS) makes it an authorised caller.
+        pytest.param(token(email="mallory@gmail.com"), 401, id="any-google-account"),
+        pytest.param(
+            token(email="other@acme-prod.iam.gserviceaccount.com"), 401, id="other-service-account"
+        ),
+        pytest.param(token(email=PUSH_SA.upper()), 202, id="allowlisted-any-case"),
+        pytest.param(token(email_verified=False), 401, id="email-unverified"),
+        pytest.param(token(email_verified="true"), 401, id="email-verified-not-a-boolean"),
+        pytest.param(token(email_verified=None), 401, id="email-verified-absent"),
+        pytest.param(token(email=None), 401, id="no-email"),
     ],
 )
 def test_pubsub_push_oidc(
-    oidc_client: Any, recorder: Recorder, jwt_token: str, status: int
+    oidc_client: Any,
+    recorder: Recorder,
+    capsys: pytest.CaptureFixture[str],
+    jwt_token: str,
+    status: int,
 ) -> None:
     response = oidc_client.post("/pubsub", data=_wake_push(), headers=auth(jwt_token))
     assert response.status_code == status
@@ -116,6 +137,55 @@ def test_pubsub_push_oidc(
     else:
         assert recorder.calls == []
         assert response.headers["WWW-Authenticate"] == "Bearer"
+    logs = capsys.readouterr().out
+    assert jwt_token not in logs
+    assert "mallory" not in logs
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        pytest.param(
+            {"COCOON_PUSH_AUDIENCE": AUDIENCE}, "COCOON_PUSH_SERVICE_ACCOUNTS", id="audience-alone"
+        ),
+        pytest.param(
+            {"COCOON_PUSH_SERVICE_ACCOUNTS": PUSH_SA}, "COCOON_PUSH_AUDIENCE", id="accounts-alone"
+        ),
+        pytest.param(
+            {"COCOON_PUSH_AUDIENCE": AUDIENCE, "COCOON_PUSH_SERVICE_ACCOUNTS": "me@gmail.com"},
+            "COCOON_PUSH_SERVICE_ACCOUNTS",
+            id="a-person-not-a-service-account",
+        ),
+        pytest.param(
+            {"COCOON_PUSH_AUDIENCE": AUDIENCE, "COCOON_PUSH_SERVICE_ACCOUNTS": " , "},
+            "COCOON_PUSH_SERVICE_ACCOUNTS",
+            id="only-separators",
+        ),
+    ],
+)
+def test_push_settings_are_refused_naming_the_variable(env: dict[str, str], variable: str) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        Settings.from_env(env)
+
+
+def test_push_settings_parse_the_allowlist() -> None:
+    settings = Settings.from_env(
+        {
+            "COCOON_PUSH_AUDIENCE": AUDIENCE,
+            "COCOON_PUSH_SERVICE_ACCOUNTS": f" {PUSH_SA.upper()} ,relay@p.iam.gserviceaccount.com,",
+        }
+    )
+    assert settings.push_service_accounts == {PUSH_SA, "relay@p.iam.gserviceaccount.com"}
+
+
+def test_audience_without_an_allowlist_refuses_every_request(
+    client: Any, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COCOON_PUSH_AUDIENCE", AUDIENCE)
+    ingest.reset_settings()
+    response = client.post("/pubsub", data=_wake_push(), headers=auth())
+    assert response.status_code == 500
+    assert recorder.calls == []
 
 
 def test_oidc_is_only_for_the_pubsub_route(oidc_client: Any, recorder: Recorder) -> None:

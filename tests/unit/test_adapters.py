@@ -15,6 +15,7 @@ import pytest
 from cloudevents.http import CloudEvent
 
 from shared.adapters import (
+    ACCEPT_PUBSUB_PUSH,
     ACCEPT_RELEASE,
     ACCEPT_SWEEP,
     ACCEPT_WAKE,
@@ -516,3 +517,121 @@ def test_audit_pod_subresources(subresource: str, verb: str, expected: str | Non
         assert parsed.triggers == [
             SetChanged(SetRef("team-a", "other"), expected, Source.K8S_AUDIT)
         ]
+
+
+# --- Pub/Sub: what is a sweep tick ----------------------------------------------------
+
+
+def _push(
+    data: bytes | None, attributes: dict[str, str] | None = None, message_id: str = "7"
+) -> bytes:
+    message: dict[str, Any] = {"messageId": message_id, "attributes": attributes or {}}
+    if data is not None:
+        message["data"] = base64.b64encode(data).decode()
+    return json.dumps({"message": message}).encode()
+
+
+SCHEDULER = {"origin": "scheduler"}
+TICK = [SweepTick(False, Source.SCHEDULER, event_id="7")]
+DRY_TICK = [SweepTick(True, Source.SCHEDULER, event_id="7")]
+
+PUBSUB_TICK_CASES = [
+    # What the Terraform scheduler job sends (terraform/modules/cocoon-hibernation).
+    pytest.param(b'{"dryRun": false}', None, TICK, id="terraform-job"),
+    pytest.param(b'{"dryRun": true}', None, DRY_TICK, id="dry-run"),
+    pytest.param(b'{"dry_run": true}', None, DRY_TICK, id="dry-run-snake"),
+    pytest.param(b"{}", None, TICK, id="empty-object"),
+    pytest.param(b"", SCHEDULER, TICK, id="attributes-only"),
+    pytest.param(None, None, TICK, id="no-data"),
+    pytest.param(b"tick", SCHEDULER, TICK, id="scheduler-attribute-plain-text"),
+    # EVENT-FORMATS §10.3: free-form data under origin=scheduler.
+    pytest.param(
+        b'{"task": "reconcile", "dry_run": true}', SCHEDULER, DRY_TICK, id="scheduler-free-form"
+    ),
+    pytest.param(
+        b'{"anything": 1}',
+        {"type": "io.cocoonstack.sweep.requested"},
+        TICK,
+        id="canonical-type-attribute",
+    ),
+    # Not recognisably a tick: dropped, never a full sweep.
+    pytest.param(b'{"ns": "a", "set": "b"}', None, [], id="unknown-object"),
+    pytest.param(b'{"dryRun": false, "extra": 1}', None, [], id="tick-plus-unknown-key"),
+    pytest.param(b'{"task": "reconcile"}', {"origin": "portal"}, [], id="other-origin"),
+    pytest.param(b"tick", None, [], id="plain-text-without-attribute"),
+    pytest.param(b"[1, 2]", None, [], id="json-array"),
+    pytest.param(b'"sweep"', None, [], id="json-string"),
+]
+
+
+@pytest.mark.parametrize(("data", "attributes", "triggers"), PUBSUB_TICK_CASES)
+def test_pubsub_sweep_tick_only_when_recognisable(
+    data: bytes | None, attributes: dict[str, str] | None, triggers: list[SweepTick]
+) -> None:
+    for accept in (None, ACCEPT_SWEEP, ACCEPT_PUBSUB_PUSH):
+        parsed = parse_pubsub_push(_push(data, attributes), settings(), accept=accept)
+        assert parsed.triggers == triggers, accept
+        assert reasons(parsed) == ([] if triggers else [DropReason.MALFORMED])
+
+
+def test_unrecognised_pubsub_drop_says_why_without_the_values() -> None:
+    parsed = parse_pubsub_push(_push(b'{"ns": "a", "set": "secret-b"}'), settings())
+    [drop] = parsed.dropped
+    assert "ns, set" in drop.detail
+    assert "secret-b" not in drop.detail
+
+
+def test_unrecognised_pubsub_cloudevent_does_not_run_the_sweep() -> None:
+    fixture = load_event("scheduler_pubsub")
+    message = fixture["data"]["message"]
+    message["attributes"] = {}
+    message["data"] = base64.b64encode(b'{"ns": "a", "set": "b"}').decode()
+    event = CloudEvent(fixture["attributes"], fixture["data"])
+    parsed = parse_cloudevent(event, settings=settings(), accept=ACCEPT_SWEEP)
+    assert parsed.triggers == []
+    assert reasons(parsed) == [DropReason.MALFORMED]
+
+
+PUSH_ROUTE_CASES = [
+    pytest.param(
+        b'{"namespace": "team-a", "name": "agent"}',
+        None,
+        [WakeRequested(AGENT, Source.PUBSUB, event_id="7")],
+        [],
+        id="wake",
+    ),
+    pytest.param(b'{"dryRun": false}', None, TICK, [], id="tick"),
+    pytest.param(
+        json.dumps({"action": "INSERT", "tag": f"127.0.0.1:5000/{REPO}:hibernate"}).encode(),
+        None,
+        [],
+        [DropReason.NOT_ACCEPTED],
+        id="artifact-registry",
+    ),
+    pytest.param(
+        json.dumps({"protoPayload": {"methodName": "x"}}).encode(),
+        None,
+        [],
+        [DropReason.NOT_ACCEPTED],
+        id="audit-log-sink",
+    ),
+    pytest.param(
+        b'{"namespace": "team-a", "name": "agent"}',
+        {"type": "io.cocoonstack.cocoonset.changed"},
+        [],
+        [DropReason.NOT_ACCEPTED],
+        id="set-changed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "attributes", "triggers", "dropped"), PUSH_ROUTE_CASES)
+def test_pubsub_push_route_takes_wake_requests_and_ticks_only(
+    data: bytes,
+    attributes: dict[str, str] | None,
+    triggers: list[Any],
+    dropped: list[DropReason],
+) -> None:
+    parsed = parse_pubsub_push(_push(data, attributes), settings(), accept=ACCEPT_PUBSUB_PUSH)
+    assert parsed.triggers == triggers
+    assert reasons(parsed) == dropped

@@ -24,6 +24,7 @@ from shared.sweep.plan import (
     plan_set,
     pods_left,
     safety_need,
+    unlabelable,
 )
 
 NOW = datetime(2026, 1, 10, 12, 0, 0, tzinfo=UTC)
@@ -507,6 +508,34 @@ def test_name_selectors_cover_every_name_once_within_the_bound() -> None:
 
 def test_name_selectors_of_nothing_is_no_request() -> None:
     assert name_selectors([]) == []
+
+
+LONG = "agent-" + "x" * 94  # a valid set name (DNS-1123 subdomain), 100 characters
+
+
+@pytest.mark.parametrize(
+    ("name", "selectable"),
+    [
+        pytest.param("a" * 63, True, id="63-chars"),
+        pytest.param("team.agent-1", True, id="dotted"),
+        pytest.param("a" * 64, False, id="64-chars"),
+        pytest.param(LONG, False, id="100-chars"),
+        pytest.param("a" * 253, False, id="253-chars"),
+    ],
+)
+def test_a_name_that_is_no_label_value_is_left_out_of_the_selector(
+    name: str, selectable: bool
+) -> None:
+    sels = name_selectors(["waking-one", name, "released-two"])
+    listed = [n for s in sels for n in s[s.index("(") + 1 : -1].split(",")]
+    # One such name would make the API answer 400 for the whole page's pod list.
+    assert ("waking-one" in listed) and ("released-two" in listed)
+    assert (name in listed) is selectable
+    assert unlabelable(["waking-one", name]) == ([] if selectable else [name])
+
+
+def test_only_unlabelable_names_is_no_request() -> None:
+    assert name_selectors([LONG, "b" * 64]) == []
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ output "function_uris" {
 }
 
 output "runtime_service_accounts" {
-  description = "Put these emails in infra/k8s/rbac.yaml (kind: User subjects)."
+  description = "The kind: User subjects of infra/k8s/gke-binding.yaml and infra/k8s/namespace-binding.yaml."
   value       = module.cocoon_hibernation.runtime_service_accounts
 }
 

@@ -25,10 +25,16 @@ locals {
     COCOON_LOG_FORMAT         = "json"
   }
 
+  # Pub/Sub OIDC push to ingest carries a Google ID token whose audience is
+  # the service's run.app URL, which is deterministic: no self-reference.
+  ingest_push_audience = "https://${local.function_names["ingest"]}-${data.google_project.this.number}.${var.region}.run.app"
+
   env_ingest = {
-    # Pub/Sub OIDC push to ingest carries a Google ID token whose audience is
-    # the service's run.app URL, which is deterministic: no self-reference.
-    COCOON_PUSH_AUDIENCE = "https://${local.function_names["ingest"]}-${data.google_project.this.number}.${var.region}.run.app"
+    # Anyone with a Google account can mint a token for that guessable
+    # audience: OIDC push is on only with an allowlist of callers, and the
+    # app refuses an audience without one (shared/config.py).
+    COCOON_PUSH_AUDIENCE         = length(var.ingest_push_service_accounts) > 0 ? local.ingest_push_audience : ""
+    COCOON_PUSH_SERVICE_ACCOUNTS = join(",", var.ingest_push_service_accounts)
   }
 
   # entry_point = the decorated function in main.py; trigger_topic = the

@@ -2,15 +2,20 @@
 #
 # Runtime (one per function): what the function's code calls.
 #   all          container.clusterViewer (project; container.clusters.get is all
-#                it grants, the Kubernetes verbs come from the RBAC binding in
-#                infra/k8s/rbac.yaml whose subjects are these emails)
-#   release      artifactregistry.reader on the snapshot repository (HEAD the
-#                :hibernate manifest; SPEC §4: release never deletes a tag)
-#   wake, sweep, artifactregistry.repoAdmin on the snapshot repository only:
-#   ingest       the least predefined role with artifactregistry.tags.delete and
-#                versions.delete (writer has neither). Wake deletes the
-#                :hibernate manifest once the VM is live (SPEC §5); sweep's
-#                safety net and ingest's audit path run the same wake step.
+#                it grants; the Kubernetes verbs come from infra/k8s/rbac.yaml:
+#                cluster-wide reads via gke-binding.yaml, writes per namespace
+#                via namespace-binding.yaml, both naming these emails)
+#   all          artifactregistry.repoAdmin on the snapshot repository only:
+#                the least predefined role with artifactregistry.tags.delete
+#                and versions.delete (writer has neither). The CloudEvent
+#                targets share one level-triggered reconciler and any of them
+#                may reconcile any set (SPEC §11): every GKE pod write reaches
+#                release as well as wake, so release, too, runs the wake's
+#                completion step (delete the :hibernate manifest once the VM
+#                is live, SPEC §5), as do sweep's safety net and ingest's audit
+#                path. Release's own path still never deletes a tag (SPEC §4);
+#                the grant exists so a wake finished on release's instance does
+#                not end in a 403 and an Eventarc retry cycle.
 #   ingest       secretmanager.secretAccessor on the ingest-token secret only
 #   all          pubsub.publisher on the lifecycle-events topic only (when enabled)
 # Trigger (one per CloudEvent function): run.invoker on its own function only,
@@ -20,7 +25,8 @@
 locals {
   trigger_functions = toset(["release", "wake", "sweep"])
   audit_functions   = toset(["release", "wake"])
-  deleter_functions = toset(["wake", "sweep", "ingest"])
+  # Every function runs the shared reconciler (see above).
+  deleter_functions = toset(["release", "wake", "sweep", "ingest"])
 }
 
 resource "google_service_account" "runtime" {
@@ -29,7 +35,7 @@ resource "google_service_account" "runtime" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-${each.key}"
   display_name = "cocoon-hibernation ${each.key} (runtime)"
-  description  = "Runs the ${each.key} function; mapped to a Kubernetes User by infra/k8s/rbac.yaml."
+  description  = "Runs the ${each.key} function; a Kubernetes User in infra/k8s/gke-binding.yaml and namespace-binding.yaml."
 }
 
 resource "google_service_account" "trigger" {
@@ -49,14 +55,6 @@ resource "google_project_iam_member" "cluster_viewer" {
   project = var.project_id
   role    = "roles/container.clusterViewer"
   member  = "serviceAccount:${google_service_account.runtime[each.key].email}"
-}
-
-resource "google_artifact_registry_repository_iam_member" "release_reader" {
-  project    = var.project_id
-  location   = data.google_artifact_registry_repository.snapshots.location
-  repository = data.google_artifact_registry_repository.snapshots.repository_id
-  role       = "roles/artifactregistry.reader"
-  member     = "serviceAccount:${google_service_account.runtime["release"].email}"
 }
 
 resource "google_artifact_registry_repository_iam_member" "tag_deleter" {

@@ -23,11 +23,27 @@ locals {
   labels = merge(var.labels, { "app" = "cocoon-hibernation" })
 
   # Every audit method is routed to both release and wake (SPEC §11: both accept
-  # audit CloudEvents; each takes the steps that are its own).
-  audit_routes = {
+  # audit CloudEvents, and any target may reconcile any set).
+  shared_audit_routes = {
     for pair in setproduct(["release", "wake"], var.audit_methods) :
-    "${pair[0]}:${pair[1]}" => { function = pair[0], method = pair[1] }
+    "${pair[0]}:${pair[1]}" => { function = pair[0], method = pair[1], namespace = null }
   }
+
+  # Pod status writes (kubelet, vk-cocoon, the scheduler) go to wake only: they
+  # are what completes a wake (Running + the VM id annotation, Ready) and what
+  # reports WakeNoCapacity (PodScheduled=False/Unschedulable). They are the
+  # chattiest pod method, so with var.namespaces set each method gets one
+  # trigger per namespace, narrowed by a resourceName path pattern.
+  pod_status_routes = {
+    for pair in setproduct(var.pod_status_audit_methods, length(var.namespaces) > 0 ? var.namespaces : [""]) :
+    "wake:${pair[0]}${pair[1] == "" ? "" : ":${pair[1]}"}" => {
+      function  = "wake"
+      method    = pair[0]
+      namespace = pair[1] == "" ? null : pair[1]
+    }
+  }
+
+  audit_routes = merge(local.shared_audit_routes, local.pod_status_routes)
 
   apis = toset([
     "artifactregistry.googleapis.com",

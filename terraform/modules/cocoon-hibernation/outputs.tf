@@ -9,7 +9,7 @@ output "ingest_url" {
 }
 
 output "runtime_service_accounts" {
-  description = "Runtime service account email per function: the `kind: User` subjects of infra/k8s/rbac.yaml."
+  description = "Runtime service account email per function: the `kind: User` subjects of infra/k8s/gke-binding.yaml (cluster-wide reads) and infra/k8s/namespace-binding.yaml (writes, applied once per namespace)."
   value       = { for k, sa in google_service_account.runtime : k => sa.email }
 }
 
@@ -57,6 +57,6 @@ output "ingest_token_secret" {
 }
 
 output "ingest_push_audience" {
-  description = "Audience for a Pub/Sub push subscription's oidc_token to <ingest_url>/pubsub (COCOON_PUSH_AUDIENCE; Cloud Run accepts it too)."
-  value       = local.env_ingest.COCOON_PUSH_AUDIENCE
+  description = "Audience for a Pub/Sub push subscription's oidc_token to <ingest_url>/pubsub (COCOON_PUSH_AUDIENCE, set once ingest_push_service_accounts is; Cloud Run accepts it too)."
+  value       = local.ingest_push_audience
 }

@@ -1,4 +1,5 @@
-# GKE audit logs -> release and wake. A CF2 function has exactly one
+# GKE audit logs -> release and wake (pod status writes -> wake only, see
+# local.pod_status_routes). A CF2 function has exactly one
 # event_trigger (theirs is a Pub/Sub topic), so each audited method gets an
 # extra Eventarc trigger aimed at the function's Cloud Run service
 # (EVENT-FORMATS §6.4, option B). Eventarc triggers created directly retry
@@ -18,8 +19,10 @@ resource "google_eventarc_trigger" "audit" {
   project = var.project_id
   # Audit-log triggers may be global; GKE clusters may be zonal, and a global
   # trigger receives entries from every location.
-  location        = "global"
-  name            = "${var.name_prefix}-${each.value.function}-${replace(regex("\\.v1\\.(.+)$", each.value.method)[0], ".", "-")}"
+  location = "global"
+  # A namespace-narrowed trigger carries a short hash of its namespace: names
+  # stay within Eventarc's limit whatever the namespace's length.
+  name            = "${var.name_prefix}-${each.value.function}-${replace(regex("\\.v1\\.(.+)$", each.value.method)[0], ".", "-")}${each.value.namespace == null ? "" : "-${substr(sha1(each.value.namespace), 0, 8)}"}"
   service_account = google_service_account.trigger[each.value.function].email
   labels          = local.labels
 
@@ -34,6 +37,16 @@ resource "google_eventarc_trigger" "audit" {
   matching_criteria {
     attribute = "methodName"
     value     = each.value.method
+  }
+  # GKE resourceName is core/v1/namespaces/NS/pods/NAME[/status]; `**` takes
+  # the pod and its subresource (EVENT-FORMATS §6.2, §6.4).
+  dynamic "matching_criteria" {
+    for_each = each.value.namespace == null ? [] : [each.value.namespace]
+    content {
+      attribute = "resourceName"
+      operator  = "match-path-pattern"
+      value     = "/core/v1/namespaces/${matching_criteria.value}/pods/**"
+    }
   }
 
   destination {

@@ -93,7 +93,7 @@ variable "vpc_connector" {
 }
 
 variable "namespaces" {
-  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces; the RBAC in infra/k8s is cluster-wide either way."
+  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces. The Kubernetes writes are granted per namespace either way: apply infra/k8s/namespace-binding.yaml once per namespace listed here (or, when empty, per namespace holding CocoonSets). When set, the pod-status audit triggers are narrowed to these namespaces (one trigger per method and namespace)."
   type        = list(string)
   default     = []
 
@@ -104,7 +104,7 @@ variable "namespaces" {
 }
 
 variable "audit_methods" {
-  description = "GKE audit-log methodNames routed to release and wake (one Eventarc trigger per method and function). Writes to CocoonSets (reversed CRD group io.cocoonstack.cocoonset) and to pods. Reads are Data Access logs and deliberately absent."
+  description = "GKE audit-log methodNames routed to release and wake (one Eventarc trigger per method and function). Writes to CocoonSets (reversed CRD group io.cocoonstack.cocoonset) and to pods. Pod status writes are routed to wake alone by pod_status_audit_methods. Reads are Data Access logs and deliberately absent."
   type        = list(string)
   default = [
     "io.cocoonstack.cocoonset.v1.cocoonsets.update",
@@ -121,9 +121,36 @@ variable "audit_methods" {
   validation {
     condition = length(var.audit_methods) > 0 && alltrue([
       for m in var.audit_methods :
-      can(regex("^(io\\.cocoonstack\\.cocoonset\\.v1\\.cocoonsets(\\.status)?|io\\.k8s\\.core\\.v1\\.pods)\\.(create|update|patch|delete)$", m))
+      can(regex("^(io\\.cocoonstack\\.cocoonset\\.v1\\.cocoonsets|io\\.k8s\\.core\\.v1\\.pods)(\\.status)?\\.(create|update|patch|delete)$", m))
     ])
-    error_message = "audit_methods must be write methods on cocoonsets (io.cocoonstack.cocoonset.v1.cocoonsets[.status].VERB) or pods (io.k8s.core.v1.pods.VERB)."
+    error_message = "audit_methods must be write methods on cocoonsets or pods, optionally their status (io.cocoonstack.cocoonset.v1.cocoonsets[.status].VERB, io.k8s.core.v1.pods[.status].VERB)."
+  }
+}
+
+variable "pod_status_audit_methods" {
+  description = <<-EOT
+    GKE audit-log methodNames of pod status writes, routed to wake only. A
+    wake completes on status (the VM id annotation plus a Running container,
+    then Ready, written by vk-cocoon and the kubelet) and WakeNoCapacity is a
+    status write too (the scheduler's PodScheduled=False/Unschedulable).
+    Status writes are the chattiest pod method: every pod in the cluster
+    produces them, each one is an Eventarc delivery and a wake invocation
+    (cheap: a pod that no CocoonSet owns is dropped). Set `namespaces` to
+    narrow these triggers to those namespaces. With an empty list, completion
+    and WakeNoCapacity wait for the next sweep (about a minute by default).
+  EOT
+  type        = list(string)
+  default = [
+    "io.k8s.core.v1.pods.status.patch",
+    "io.k8s.core.v1.pods.status.update",
+  ]
+
+  validation {
+    condition = alltrue([
+      for m in var.pod_status_audit_methods :
+      can(regex("^io\\.k8s\\.core\\.v1\\.pods\\.status\\.(update|patch)$", m))
+    ])
+    error_message = "pod_status_audit_methods may hold io.k8s.core.v1.pods.status.patch and io.k8s.core.v1.pods.status.update only."
   }
 }
 
@@ -166,13 +193,17 @@ variable "sweep_time_zone" {
 }
 
 variable "wake_deadline" {
-  description = "COCOON_WAKE_DEADLINE: age of a wake that earns a WakeTimedOut warning (e.g. 10m, 1h)."
+  description = "COCOON_WAKE_DEADLINE: age of a wake that earns a WakeTimedOut warning (e.g. 10m, 1h30m, 2d)."
   type        = string
   default     = "10m"
 
+  # Exactly what shared/durations.parse_duration accepts, so a value that
+  # passes plan cannot fail every function's cold start: whole numbers with a
+  # unit (ms, s, m, h, d), concatenated, and a positive total (some digit is
+  # not 0). No decimals, no signs, no blanks.
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.wake_deadline))
-    error_message = "wake_deadline must be a duration like 90s, 10m or 1h30m."
+    condition     = can(regex("^([0-9]+(ms|s|m|h|d))+$", var.wake_deadline)) && can(regex("[1-9]", var.wake_deadline))
+    error_message = "wake_deadline must be a positive duration of whole numbers with units ms, s, m, h or d, like 90s, 10m, 1h30m or 2d (no decimals: write 1h30m, not 1.5h)."
   }
 }
 
@@ -260,6 +291,17 @@ variable "ingest_invoker_members" {
       can(regex("^(serviceAccount|user|group|domain|principal|principalSet):.+$", m))
     ])
     error_message = "ingest_invoker_members must be IAM principals like serviceAccount:..., user:..., group:...; allUsers and allAuthenticatedUsers are not allowed."
+  }
+}
+
+variable "ingest_push_service_accounts" {
+  description = "Service-account emails whose Google OIDC tokens `ingest` accepts on /pubsub (COCOON_PUSH_SERVICE_ACCOUNTS): the oidc_token.service_account_email of each push subscription. Empty = OIDC push off (the static ingest token only)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.ingest_push_service_accounts : can(regex("^[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\\.gserviceaccount\\.com$", lower(e)))])
+    error_message = "ingest_push_service_accounts must be service-account emails (…@….gserviceaccount.com), never a person's account."
   }
 }
 

@@ -1,0 +1,194 @@
+"""The Pub/Sub publisher the lifecycle CloudEvents go out through (SPEC §8).
+
+The only module that imports `google.cloud.pubsub_v1`, and only on the first
+publish: building a :class:`PubSubPublisher` (or asking :func:`get_publisher`
+for one) loads nothing but the standard library, so an invocation that emits
+no lifecycle event never imports the Pub/Sub library (cold start).
+
+Invariants:
+
+- One library client per process and topic (:func:`get_publisher`), with
+  message ordering enabled; every message carries the ordering key it is
+  given (`<namespace>/<name>`), so one set's events stay in order.
+- Each publish waits for the server's acknowledgement, bounded by `timeout`:
+  a function instance may be frozen as soon as it returns, so a
+  fire-and-forget publish could sit in a batch until the next invocation, or
+  forever. The library's own retry is turned off (`retry=None`): with ordering
+  enabled it retries an ordered publish with an *unbounded* deadline, which
+  would leave work running after the invocation returned and queue the set's
+  later events behind it. One attempt, bounded, then report.
+- On a failure the ordering key is resumed (`resume_publish`): the library
+  pauses a key after an error and refuses every later publish on it until then.
+- Nothing above this module sees a `google.*` exception: they become
+  :class:`TransientError` (unavailable, timed out, paused), :class:`ConfigError`
+  (no credentials, no permission, no such topic) or :class:`PermanentError`
+  (a message the topic refuses).
+
+Publishing is best-effort with respect to the reconcile: the caller
+(`shared.lifecycle.emit`) logs a failed publish as a warning and carries on;
+it never fails or retries the invocation. The Kubernetes Events and the
+counters are the record; these events are a notification for consumers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from shared import log
+from shared.errors import CocoonError, ConfigError, PermanentError, TransientError
+
+# Bounds the RPC and, with a small margin for the batch's commit, the wait for
+# its acknowledgement. A reconcile pays at most this per event when Pub/Sub is down.
+PUBLISH_TIMEOUT: Final = 5.0
+_WAIT_MARGIN: Final = 1.0
+
+LibraryClientFactory = Callable[[], Any]
+
+
+def _library_client() -> Any:
+    """`pubsub_v1.PublisherClient` with ordering enabled (credentials: application default)."""
+    from google.cloud import pubsub_v1  # noqa: PLC0415 - lazy: cold start
+
+    return pubsub_v1.PublisherClient(
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+    )
+
+
+def _library_errors() -> tuple[type[BaseException], ...]:
+    """What the library raises for a failed publish (imported only once it is loaded)."""
+    from google.api_core import exceptions as api  # noqa: PLC0415
+    from google.auth import exceptions as auth  # noqa: PLC0415
+    from google.cloud.pubsub_v1.publisher import exceptions as pub  # noqa: PLC0415
+
+    return (
+        api.GoogleAPIError,
+        auth.GoogleAuthError,
+        pub.PublishToPausedOrderingKeyException,
+        pub.FlowControlLimitError,
+        pub.MessageTooLargeError,
+        TimeoutError,  # the future's wait (concurrent.futures.TimeoutError is this on 3.11)
+        RuntimeError,  # the client was stopped
+    )
+
+
+def translate(err: BaseException, topic: str) -> CocoonError:
+    """A library exception as this project's error type (the caller raises it `from err`)."""
+    from google.api_core import exceptions as api  # noqa: PLC0415
+    from google.auth import exceptions as auth  # noqa: PLC0415
+    from google.cloud.pubsub_v1.publisher import exceptions as pub  # noqa: PLC0415
+
+    what = f"publish to {topic}"
+    if isinstance(err, TimeoutError):
+        return TransientError(f"{what}: no acknowledgement within the timeout")
+    if isinstance(err, api.NotFound):
+        return ConfigError(f"{what}: the topic does not exist (COCOON_EVENTS_TOPIC)")
+    if isinstance(err, api.Unauthorized | api.Forbidden):
+        return ConfigError(f"{what}: not allowed ({err.message})")
+    if isinstance(err, auth.DefaultCredentialsError):
+        return ConfigError(f"{what}: no application default credentials ({err})")
+    if isinstance(err, pub.MessageTooLargeError | api.BadRequest):
+        return PermanentError(f"{what}: the message was refused ({err})")
+    if isinstance(err, pub.PublishToPausedOrderingKeyException):
+        return TransientError(f"{what}: the ordering key was paused by an earlier failure")
+    return TransientError(f"{what}: {type(err).__name__}: {err}")
+
+
+class PubSubPublisher:
+    """Publishes to one topic; build one per process (see :func:`get_publisher`).
+
+    `client` (a ready `PublisherClient`) or `client_factory` (called once, on the
+    first publish) replace the default library client: tests use them for a
+    client on a local fake server or a recording fake.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        client: Any = None,
+        client_factory: LibraryClientFactory | None = None,
+        timeout: float = PUBLISH_TIMEOUT,
+    ) -> None:
+        self.topic = topic
+        self.timeout = timeout
+        self._client = client
+        self._factory = client_factory
+        self._lock = threading.Lock()
+
+    @property
+    def library_loaded(self) -> bool:
+        return self._client is not None
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                # Looked up at call time: the default stays replaceable until first use.
+                self._client = (self._factory or _library_client)()
+            return self._client
+
+    def publish(self, data: bytes, *, ordering_key: str, attributes: Mapping[str, str]) -> str:
+        """Publish one message and wait for its acknowledgement; return the server's id."""
+        errors = _library_errors()
+        try:
+            client = self._get_client()
+        except errors as err:
+            raise translate(err, self.topic) from err
+        try:
+            future = client.publish(
+                self.topic,
+                data,
+                ordering_key=ordering_key,
+                retry=None,
+                timeout=self.timeout,
+                **dict(attributes),
+            )
+            message_id = future.result(timeout=self.timeout + _WAIT_MARGIN)
+        except errors as err:
+            self._resume(client, ordering_key)
+            raise translate(err, self.topic) from err
+        return str(message_id)
+
+    def _resume(self, client: Any, ordering_key: str) -> None:
+        if not ordering_key:
+            return
+        try:
+            client.resume_publish(self.topic, ordering_key)
+        except (ValueError, RuntimeError) as err:
+            # Nothing to resume (a key never published) or a stopped client.
+            log.debug("resume_publish failed", topic=self.topic, error=str(err))
+
+    def close(self) -> None:
+        """Flush and stop the library client, when one was built."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            client.stop()
+        except _library_errors() as err:
+            log.debug("stopping the Pub/Sub client failed", topic=self.topic, error=str(err))
+
+
+_publishers: dict[str, PubSubPublisher] = {}
+_publishers_lock = threading.Lock()
+
+
+def get_publisher(topic: str) -> PubSubPublisher:
+    """The process's publisher for `topic`: built once, reused by warm invocations."""
+    with _publishers_lock:
+        publisher = _publishers.get(topic)
+        if publisher is None:
+            publisher = PubSubPublisher(topic)
+            _publishers[topic] = publisher
+        return publisher
+
+
+def reset_clients() -> None:
+    """Stop and forget every cached publisher (tests; a settings reload)."""
+    with _publishers_lock:
+        publishers = list(_publishers.values())
+        _publishers.clear()
+    for publisher in publishers:
+        publisher.close()
