@@ -39,7 +39,7 @@ from shared.adapters import (
 from shared.adapters.result import DropReason, clip
 from shared.config import Settings
 from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
-from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+from shared.triggers import Trigger, describe
 
 MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits with room
 _CHUNK = 64 * 1024
@@ -209,17 +209,6 @@ def _read_body(stream: Any) -> bytes | None:
             return None
 
 
-def _describe(trigger: Trigger) -> dict[str, object]:
-    if isinstance(trigger, SnapshotPushed):
-        return {"repository": trigger.repository, "tag": trigger.tag, "vm": trigger.vm_name}
-    if isinstance(trigger, SetChanged):
-        return {"cocoonset": str(trigger.ref), "why": trigger.why}
-    if isinstance(trigger, WakeRequested):
-        return {"cocoonset": str(trigger.ref)}
-    assert isinstance(trigger, SweepTick)
-    return {"dry_run": trigger.dry_run}
-
-
 def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
     for drop in parsed.dropped:
         log.info(
@@ -240,7 +229,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
             reason=type(trigger).__name__,
             source=trigger.source.value,
             event_id=trigger.event_id,
-            **_describe(trigger),
+            **describe(trigger),
         )
     counts = {"accepted": len(parsed.triggers), "dropped": len(parsed.dropped)}
     if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):

@@ -19,7 +19,6 @@ them: an event dropped by the adapters never imports `kubernetes`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.names import SetRef, parse_vm_name
 from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
-from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
 # (The client modules import only the standard library at module level; the
 # heavy libraries load on a client's first request. The reconciler finds the
@@ -63,21 +62,6 @@ def reset() -> None:
     pubsub_clients.reset_clients()
 
 
-def _describe(trigger: Trigger) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "trigger": type(trigger).__name__,
-        "source": trigger.source.value,
-        "event_id": trigger.event_id,
-    }
-    if isinstance(trigger, SnapshotPushed):
-        fields.update(vm=trigger.vm_name, repository=trigger.repository, tag=trigger.tag)
-    elif isinstance(trigger, SetChanged | WakeRequested):
-        fields["cocoonset"] = str(trigger.ref)
-    else:
-        fields["dry_run"] = trigger.dry_run
-    return fields
-
-
 def _summary(out: Outcome) -> dict[str, Any]:
     return {
         "cocoonset": str(out.ref),
@@ -105,6 +89,12 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
             first_error = first_error or e
             results.append({"cocoonset": str(ref), "result": "error", "reason": str(e)})
             continue
+        except PermanentError as e:
+            # This candidate's own dead end (acknowledged): the others still get
+            # reconciled, and an earlier retryable failure is still raised below.
+            log.info("candidate set skipped", cocoonset=str(ref), reason=str(e))
+            results.append({"cocoonset": str(ref), "result": "ignored", "reason": str(e)})
+            continue
         if out.result != "not-found":
             results.append(_summary(out))
     if first_error is not None:
@@ -122,11 +112,9 @@ def _handle(trigger: Trigger, s: Settings) -> Any:
         entry = request_wake if isinstance(trigger, WakeRequested) else reconcile_set
         return _summary(entry(trigger.ref, kube=kube, registry=registry, settings=s))
     if isinstance(trigger, SweepTick):
-        # Imported by name: the sweep is another function's code and loads only for ticks.
-        try:
-            sweep = importlib.import_module("functions.sweep")
-        except ImportError as e:
-            raise NotImplementedError("the sweep is not built yet") from e
+        # The sweep is another function's code: it loads only for ticks.
+        from functions import sweep  # noqa: PLC0415 - lazy: cold start
+
         return sweep.run_sweep(settings=s, dry_run=trigger.dry_run)
     raise PermanentError(f"unknown trigger {trigger!r}")  # pragma: no cover
 
@@ -135,7 +123,13 @@ def run(triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None
     """Handle every trigger; raise the first retryable failure after trying them all."""
     failure: Exception | None = None
     for trigger in triggers:
-        fields = {"target": target, **_describe(trigger)}
+        fields = {
+            "target": target,
+            "trigger": type(trigger).__name__,
+            "source": trigger.source.value,
+            "event_id": trigger.event_id,
+            **describe(trigger),
+        }
         try:
             outcome = _handle(trigger, settings)
         except PermanentError as e:

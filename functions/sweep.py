@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from functions import runtime
 from shared.clients import kube as kube_clients
-from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.durations import utcnow
 from shared.lifecycle import FROM_SETTINGS, PublisherArg, resolve_publisher
@@ -46,8 +46,7 @@ def run_sweep(
 
     def reconcile(ref: SetRef) -> Outcome:
         if not snapshots:
-            configured = settings.registry_base is not None
-            snapshots.append(registry_clients.get_client(settings) if configured else None)
+            snapshots.append(runtime.registry_client(settings))
         return reconcile_set(
             ref, kube=client, registry=snapshots[0], settings=settings, now=at, publisher=events
         )

@@ -58,3 +58,8 @@ class RegistryError(TransientError):
 
 class RegistryAuthError(ConfigError):
     """401/403 from the registry: never read as 'absent'."""
+
+
+class UnreadableObject(PermanentError):
+    """The API server returned an object the models reject (e.g. written under
+    another CRD version): redelivering cannot make it readable."""

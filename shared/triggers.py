@@ -65,3 +65,14 @@ class SweepTick:
 
 
 Trigger = SnapshotPushed | SetChanged | WakeRequested | SweepTick
+
+
+def describe(trigger: Trigger) -> dict[str, object]:
+    """What a log line says about a trigger (the fields that find its set or snapshot)."""
+    if isinstance(trigger, SnapshotPushed):
+        return {"repository": trigger.repository, "tag": trigger.tag, "vm": trigger.vm_name}
+    if isinstance(trigger, SetChanged):
+        return {"cocoonset": str(trigger.ref), "why": trigger.why}
+    if isinstance(trigger, WakeRequested):
+        return {"cocoonset": str(trigger.ref)}
+    return {"dry_run": trigger.dry_run}

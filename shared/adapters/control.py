@@ -213,7 +213,3 @@ def require_json(message: PubSubMessage) -> Any:
     if message.data is None:
         raise MalformedEvent(f"message.data is not JSON: {clip(repr(message.raw[:64]))}")
     return message.data
-
-
-def as_mapping(value: Any, what: str) -> Mapping[str, Any]:
-    return as_object(value, what=what)

@@ -10,7 +10,9 @@ Every call:
   fields kept, so a read-modify-write never drops what others wrote);
 - raises only `shared.errors` types: 404 NotFound, 409 Conflict (or
   AlreadyExists), 422 Invalid, 401/403 ConfigError, 429/5xx/410/timeouts/
-  connection errors TransientError, other 4xx PermanentError — always
+  connection errors TransientError, other 4xx PermanentError, an object the
+  models reject UnreadableObject (a PermanentError naming it; a list of sets
+  skips and logs it instead, so one odd set never sinks a page) — always
   `raise ... from` the library's exception, which never escapes;
 - is counted (`requests`), for the benchmarks' request figures.
 
@@ -31,9 +33,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from shared import constants as k
+from shared import log
 from shared.config import KubeAuth, Settings
 from shared.errors import (
     AlreadyExists,
@@ -44,6 +49,7 @@ from shared.errors import (
     NotFound,
     PermanentError,
     TransientError,
+    UnreadableObject,
 )
 from shared.models import CocoonSet, Pod
 
@@ -93,6 +99,34 @@ def translate(err: BaseException, what: str) -> CocoonError:
             return TransientError(text)
         return PermanentError(text)
     return TransientError(f"{what}: {type(err).__name__}: {err}")
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _object_id(body: Any) -> str:
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    return f"{meta.get('namespace') or '-'}/{meta.get('name') or '?'}"
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}"
+
+
+def parse(model: type[_M], body: Any) -> _M:
+    """`body` as `model`; an object the models reject is an UnreadableObject naming it."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        # Never the library's error: one bad object (e.g. written under another
+        # CRD version) is permanent for that object, not a crash of the caller.
+        raise UnreadableObject(
+            f"{model.__name__} {_object_id(body)} is unreadable "
+            f"({e.error_count()} error(s)): {_first_error(e)}"
+        ) from e
 
 
 def _retryable_io_errors() -> tuple[type[BaseException], ...]:
@@ -241,7 +275,7 @@ class KubeClient:
             )
         except NotFound:
             return None
-        return CocoonSet.model_validate(body)
+        return parse(CocoonSet, body)
 
     def list_sets(self, namespace: str | None, *, limit: int = 500) -> Iterator[list[CocoonSet]]:
         """Pages of sets (one namespace, or all with None); memory stays one page."""
@@ -269,11 +303,26 @@ class KubeClient:
                     k.PLURAL,
                     **kw,
                 )
-            items = body.get("items") or []
-            yield [CocoonSet.model_validate(item) for item in items]
+            yield self._readable_sets(body.get("items") or [])
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return
+
+    @staticmethod
+    def _readable_sets(items: list[Any]) -> list[CocoonSet]:
+        """One unreadable set is skipped (and logged), never the whole page."""
+        out: list[CocoonSet] = []
+        for item in items:
+            try:
+                out.append(parse(CocoonSet, item))
+            except UnreadableObject as e:
+                cause = e.__cause__
+                log.warning(
+                    "unreadable cocoonset skipped",
+                    cocoonset=_object_id(item),
+                    error=_first_error(cause) if isinstance(cause, ValidationError) else str(e),
+                )
+        return out
 
     @staticmethod
     def _with_precondition(patch: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
@@ -297,7 +346,7 @@ class KubeClient:
             self._with_precondition(patch, resource_version),
             _content_type=MERGE_PATCH,
         )
-        return CocoonSet.model_validate(body)
+        return parse(CocoonSet, body)
 
     def patch_set_status(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
@@ -313,7 +362,7 @@ class KubeClient:
             self._with_precondition(patch, resource_version),
             _content_type=MERGE_PATCH,
         )
-        return CocoonSet.model_validate(body)
+        return parse(CocoonSet, body)
 
     # --- pods -------------------------------------------------------------------
 
@@ -324,7 +373,7 @@ class KubeClient:
             ref.namespace,
             label_selector=f"{k.LABEL_SET_NAME}={ref.name}",
         )
-        return [Pod.model_validate(item) for item in body.get("items") or []]
+        return [parse(Pod, item) for item in body.get("items") or []]
 
     def list_pods_matching(
         self, namespace: str | None, label_selector: str, *, limit: int = 500
@@ -346,7 +395,7 @@ class KubeClient:
                     namespace,
                     **kw,
                 )
-            yield [Pod.model_validate(item) for item in body.get("items") or []]
+            yield [parse(Pod, item) for item in body.get("items") or []]
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return
@@ -358,14 +407,14 @@ class KubeClient:
             )
         except NotFound:
             return None
-        return Pod.model_validate(body)
+        return parse(Pod, body)
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> Pod:
         name = (body.get("metadata") or {}).get("name", "")
         out = self._call(
             f"CREATE pod {namespace}/{name}", self._core.create_namespaced_pod, namespace, body
         )
-        return Pod.model_validate(out)
+        return parse(Pod, out)
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod:
         out = self._call(
@@ -376,7 +425,7 @@ class KubeClient:
             patch,
             _content_type=MERGE_PATCH,
         )
-        return Pod.model_validate(out)
+        return parse(Pod, out)
 
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None

@@ -30,6 +30,7 @@ from shared.models import CocoonSet, Pod
 from shared.names import vm_name
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.steps import (
+    ClearStaleHint,
     CompleteWake,
     CreateMain,
     Done,
@@ -198,6 +199,16 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
     )
 
 
+def released_seat_evidence(cs: CocoonSet) -> bool:
+    """Whether a wake may touch `cs`: release policy, or state a release left behind.
+
+    Evidence of a released seat, not the policy value: a release→retain edit
+    while suspended still restores (the hint is state), while a retain set
+    without that evidence is never touched.
+    """
+    return cs.is_release or bool(cs.hint) or cs.phase is Phase.WAKING
+
+
 def decide_wake(o: Observed) -> Step:
     cs = o.cs
     hint = cs.hint
@@ -206,11 +217,14 @@ def decide_wake(o: Observed) -> Step:
     waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
-        return NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
-    # Evidence of a released seat, not the policy value: a release→retain edit
-    # while suspended still restores (the hint is state), while a retain set
-    # without that evidence is never touched.
-    if not (cs.is_release or hint or phase is Phase.WAKING):
+        normal = NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
+        if hint and main is not None and _stale_hint_suspect(main):
+            # The normal flow already moved the phase on (an in-place unsuspend)
+            # but the hint of a release that never completed is still there.
+            step = _check_main_beside_hint(o, main)
+            return normal if isinstance(step, Retry | NotOurs) else step
+        return normal
+    if not released_seat_evidence(cs):
         return NotOurs("hibernatePolicy=retain and no released seat to restore")
     if not o.registry_configured:
         return Refuse(NO_REGISTRY)
@@ -229,6 +243,11 @@ def decide_wake(o: Observed) -> Step:
             )
         if phase is not Phase.WAKING:
             return PersistWaking(stamp_started=True)
+        leaving = next((p for p in o.pods if p.is_main and p.terminating), None)
+        if leaving is not None:
+            # Its name is the one the restore pod needs: a create now only answers
+            # AlreadyExists. `Waking` is durable, so the retry (or the sweep) restores.
+            return Retry(f"old main {leaving.name} still terminating: retry shortly")
         return CreateMain(build_main_pod(cs, hint=hint))
 
     if waking:
@@ -240,9 +259,10 @@ def decide_wake(o: Observed) -> Step:
             if message is not None:
                 return ReportNoCapacity(pod_uid=main.metadata.uid or "", message=message)
             return Wait(f"restoring {main.name}: VM not live yet")
-        vm = main.vm_name or vm0
-        if vm not in o.dropped:
-            return DropSnapshot(vm)
+        # The deterministic name, never the pod's annotation: whoever can annotate
+        # the pod must not steer the delete to another set's snapshot.
+        if vm0 not in o.dropped:
+            return DropSnapshot(vm0)
         if hint:
             placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == hint else k.PLACEMENT_POOL
             return CompleteWake(placement)
@@ -252,12 +272,27 @@ def decide_wake(o: Observed) -> Step:
         return Done("woken")
 
     if phase in (Phase.SUSPENDED, Phase.SUSPENDING) and hint and not main.terminal:
-        uid = main.metadata.uid or ""
-        alive = o.reread.get(uid)
-        if alive is None:
-            return RereadMain(main.name, uid)
-        if alive:
-            return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")
-        return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
+        return _check_main_beside_hint(o, main)
 
     return NotOurs("nothing released to restore (retain placeholder or kept terminal pod)")
+
+
+def _stale_hint_suspect(main: Pod) -> bool:
+    """A main no wake created (no restore marker) beside a hint: the release never completed."""
+    return not main.terminal and main.annotations.get(k.ANN_RESTORE) != k.TRUE
+
+
+def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
+    """SPEC §5: the main may be a ghost of the deleted pod; re-read it from the API."""
+    uid = main.metadata.uid or ""
+    alive = o.reread.get(uid)
+    if alive is None:
+        return RereadMain(main.name, uid)
+    if not alive:
+        return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
+    if _stale_hint_suspect(main):
+        # The stash wrote the hint but the delete lost (409/5xx) and the user
+        # unsuspended: nothing was released, so the hint only marks a wake that
+        # will never come (and blocks idle suspend). The VM-name stash stays.
+        return ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
+    return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")

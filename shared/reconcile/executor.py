@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
+from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
     AlreadyExists,
@@ -47,10 +48,11 @@ from shared.errors import (
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
-from shared.reconcile.decide import Observed, decide, main_pod
+from shared.reconcile.decide import Observed, decide, main_pod, released_seat_evidence
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.steps import (
     TERMINAL,
+    ClearStaleHint,
     CompleteWake,
     CreateMain,
     Done,
@@ -102,10 +104,6 @@ class Outcome:
     created_main: bool = False
 
 
-def _rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _step_name(step: Step) -> str:
     return type(step).__name__
 
@@ -130,6 +128,8 @@ class _Run:
     created: bool = False
     conflicts: int = 0
     completed_wake: bool = False
+    # A create of the main pod answered AlreadyExists (SPEC §5: "fine, wait").
+    lost_create: bool = False
 
     # --- state ------------------------------------------------------------------
 
@@ -181,6 +181,10 @@ class _Run:
             return self.outcome("not-found", "the set does not exist")
         for _ in range(MAX_STEPS):
             step = decide(self.observed())
+            if isinstance(step, CreateMain) and self.lost_create:
+                # The name is taken by a pod the decision cannot count as the main
+                # (leaving, or not the set's): another POST only repeats the 409.
+                step = Retry("the main pod's name is taken by another pod: retry shortly")
             self.steps.append(_step_name(step))
             if isinstance(step, TERMINAL):
                 return self.finish(step)
@@ -282,6 +286,7 @@ class _Run:
                 pod = self.kube.create_pod(ns, step.body)
             except AlreadyExists:
                 # Another invocation created it: re-read so the next decision sees it.
+                self.lost_create = True
                 pod_now = self.kube.get_pod(ns, str(step.body["metadata"]["name"]))
                 if pod_now is not None:
                     self._replace_pod(pod_now)
@@ -299,6 +304,16 @@ class _Run:
             self.dropped.add(step.vm)
         elif isinstance(step, CompleteWake):
             self.complete_wake(step)
+        elif isinstance(step, ClearStaleHint):
+            # Compare-and-swap: a re-suspend since the read must keep its hint.
+            self.cs = self.kube.patch_set(
+                self.ref,
+                {"metadata": {"annotations": {k.ANN_HIBERNATED_ON_NODE: None}}},
+                resource_version=self.set.metadata.resource_version,
+            )
+            log.info(
+                "cleared a stale hibernated-on-node hint", set=str(self.ref), reason=step.reason
+            )
         elif isinstance(step, RereadMain):
             fresh = self.kube.get_pod(ns, step.name)
             alive = fresh is not None and not fresh.terminating
@@ -382,7 +397,7 @@ class _Run:
                 # key cannot clobber anything else, so no precondition is needed.
                 self.cs = self.kube.patch_set(
                     self.ref,
-                    {"metadata": {"annotations": {k.ANN_WAKE_STARTED: _rfc3339(self.now)}}},
+                    {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}},
                 )
             except (TransientError, NotFound) as e:
                 log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
@@ -398,7 +413,7 @@ class _Run:
                     "annotations": {
                         k.ANN_HIBERNATED_ON_NODE: None,
                         k.ANN_WAKE_STARTED: None,
-                        k.ANN_LAST_WAKE: _rfc3339(self.now),
+                        k.ANN_LAST_WAKE: format_rfc3339(self.now),
                     }
                 }
             },
@@ -518,7 +533,9 @@ def request_wake(
     cs = kube.get_set(ref)
     if cs is None:
         return Outcome(ref=ref, result="not-found", reason="the set does not exist")
-    if not cs.is_release:
+    if not released_seat_evidence(cs):
+        # Gated like the wake itself (SPEC §5: phase and state, not the current
+        # policy value): a set edited to retain while released is still restored.
         return Outcome(
             ref=ref,
             result="not-ours",

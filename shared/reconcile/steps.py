@@ -162,6 +162,18 @@ class RereadMain:
     uid: str
 
 
+@dataclass(frozen=True, slots=True)
+class ClearStaleHint:
+    """The main is alive and no restore made it: the release never completed.
+
+    Clear `hibernated-on-node` (compare-and-swap) so it stops marking a wake in
+    flight (it blocks idle suspend and costs a safety-net reconcile every
+    sweep). The `delete-vm-names` stash stays: teardown still needs it.
+    """
+
+    reason: str
+
+
 Step = (
     Done
     | Wait
@@ -179,6 +191,7 @@ Step = (
     | DropSnapshot
     | CompleteWake
     | RereadMain
+    | ClearStaleHint
 )
 
 TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity)

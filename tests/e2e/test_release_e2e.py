@@ -414,6 +414,39 @@ def test_an_ambiguous_vm_name_reconciles_every_set_that_exists(
     assert [r["status"] for r in lookups] == [404]
 
 
+def test_a_permanent_error_in_one_candidate_neither_skips_the_rest_nor_hides_a_retry(
+    world: World, function_app: Any
+) -> None:
+    # vk-a-b-c-d-0 is (a, b-c-d), (a-b, c-d) or (a-b-c, d): only the last exists.
+    manifest = set_manifest(name="d", namespace="a-b-c", suspend=False, phase="Running")
+    world.create_set(manifest)
+    world.patch_set("a-b-c", "d", {"spec": {"suspend": True}})
+    cs = world.set_status("a-b-c", "d", {"phase": "Suspending"})
+    vm = "vk-a-b-c-d-0"
+    world.create_pod(
+        pod_manifest(
+            name="d-0",
+            namespace="a-b-c",
+            set_name="d",
+            vm=vm,
+            hibernate=True,
+            state="hibernated",
+            generation=cs["metadata"]["generation"],
+        ),
+        owner=cs,
+    )
+    digest = world.push_snapshot(vm)
+    sets = f"/apis/{k.GROUP}/{k.VERSION}/namespaces"
+    # The first candidate's lookup fails for good (400), the second for now (503).
+    world.kube.add_fault(method="GET", path=f"{sets}/a/{k.PLURAL}/b-c-d$", status=400)
+    world.kube.add_fault(method="GET", path=f"{sets}/a-b/{k.PLURAL}/c-d$", status=503)
+
+    status = post(function_app("release"), pushed_event(world, vm=vm, digest=digest)).status_code
+
+    assert status == 500  # the transient failure is redelivered, not acknowledged away
+    assert world.get_set("a-b-c", "d")["status"]["phase"] == "Suspended"  # not skipped
+
+
 def test_a_namespace_outside_the_allowlist_is_never_touched(
     world: World, function_app: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

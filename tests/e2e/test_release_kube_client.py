@@ -8,13 +8,21 @@ exception escapes the wrapper).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from shared import constants as k
 from shared.clients.kube import KubeClient
-from shared.errors import AlreadyExists, CocoonError, Conflict, NotFound, TransientError
+from shared.errors import (
+    AlreadyExists,
+    CocoonError,
+    Conflict,
+    NotFound,
+    TransientError,
+    UnreadableObject,
+)
 from shared.models import CocoonSet
 from shared.names import SetRef
 from tests.fixtures.cocoon_objects import NS, SET, pod_manifest, set_manifest
@@ -137,3 +145,58 @@ def test_server_failures_are_transient_and_typed(
         client.get_set(REF)
     assert isinstance(info.value, CocoonError)
     assert not type(info.value).__module__.startswith(("kubernetes", "urllib3"))
+
+
+@pytest.fixture
+def qemu_set(world: World) -> Any:
+    """A set stored with `backend: qemu`, which the models reject.
+
+    How it gets there in a real cluster: it was written under another CRD
+    version (or before a schema change); the API server does not re-validate
+    stored objects. Reproduced through the API itself: loosen the installed
+    CRD's enum, write the set, put the CRD back.
+    """
+    from kubernetes import client as k8s
+
+    ext = k8s.ApiextensionsV1Api(world._api)
+    crd_name = f"{k.PLURAL}.{k.GROUP}"
+    original = world._api.sanitize_for_serialization(ext.read_custom_resource_definition(crd_name))
+    loose = json.loads(json.dumps(original))
+    for version in loose["spec"]["versions"]:
+        backend = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["agent"][
+            "properties"
+        ]["backend"]
+        backend["enum"] = [*backend["enum"], "qemu"]
+    ext.replace_custom_resource_definition(crd_name, loose)
+    try:
+        world.create_set(set_manifest(name="odd", phase="Running", agent={"backend": "qemu"}))
+    finally:
+        current = ext.read_custom_resource_definition(crd_name)
+        original["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(crd_name, original)
+    return SetRef(NS, "odd")
+
+
+def test_an_unreadable_set_is_a_named_permanent_error(
+    world: World, client: KubeClient, qemu_set: SetRef
+) -> None:
+    with pytest.raises(UnreadableObject, match=f"{NS}/odd"):
+        client.get_set(qemu_set)
+
+
+def test_an_unreadable_set_is_skipped_not_the_whole_page(
+    world: World, client: KubeClient, qemu_set: SetRef, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.create_set(set_manifest(name="fine", phase="Running"))
+
+    names = [cs.name for page in client.list_sets(NS) for cs in page]
+
+    assert names == ["fine"]
+    warnings = [
+        json.loads(line)
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("{") and "unreadable" in line
+    ]
+    assert len(warnings) == 1
+    assert warnings[0]["cocoonset"] == f"{NS}/odd"
+    assert "backend" in warnings[0]["error"]

@@ -17,7 +17,7 @@ from cloudevents.http import CloudEvent, to_binary, to_structured
 from shared import constants as k
 from shared.errors import TransientError
 from shared.reconcile import reconcile_set
-from shared.reconcile.steps import RereadMain, Step
+from shared.reconcile.steps import CreateMain, RereadMain, Step
 from tests.e2e.test_release_e2e import metric_lines, successful
 from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World, ref_of
@@ -209,6 +209,61 @@ def test_a_stale_main_is_waited_out_then_restored(world: World) -> None:
     assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
 
 
+def test_an_old_main_still_terminating_is_waited_out_then_restored(
+    world: World, function_app: Any
+) -> None:
+    cs = released_set(world, phase="Suspending")
+    old = pod_manifest(hibernate=True, state="hibernated")
+    old["metadata"]["finalizers"] = ["tests.cocoonstack.io/hold"]
+    world.create_pod(old, owner=cs)
+    # The release's delete landed but the pod is still leaving (held by a finalizer).
+    world.core.delete_namespaced_pod(POD, NS, grace_period_seconds=0)
+    world.patch_set(NS, SET, {"spec": {"suspend": False}})  # the user unsuspends
+    world.reset_log()
+    wake = function_app("wake")
+
+    assert post(wake, changed_event()).status_code == 500  # retry shortly, no create storm
+
+    assert successful(world, "POST", PODS_PATH) == []
+    assert len(world.api_requests()) < 10
+    assert world.get_set(NS, SET)["status"]["phase"] == "Waking"  # durable for the sweep
+    world.core.patch_namespaced_pod(
+        POD, NS, {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
+    )
+    assert main_pod(world) is None  # the old pod is gone
+
+    assert post(wake, changed_event()).status_code == 200  # the redelivery
+
+    assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
+
+
+def test_a_main_pod_name_taken_by_a_foreign_pod_ends_the_run(world: World) -> None:
+    cs = released_set(world, suspend=False, phase="Waking")
+    taken: list[str] = []
+
+    def squat(step: Step) -> None:
+        # Another workload (say a StatefulSet also named "agent") takes the name
+        # between the decision and the create; the pod is not the set's.
+        if isinstance(step, CreateMain) and not taken:
+            world.core.create_namespaced_pod(
+                NS,
+                {
+                    "metadata": {"name": POD},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            )
+            taken.append(POD)
+
+    world.reset_log()
+    with pytest.raises(TransientError, match="name is taken"):
+        reconcile_set(ref_of(cs), kube=world.client, registry=world.snapshots, hook=squat)
+
+    refused = [r for r in world.api_requests() if r["method"] == "POST" and r["status"] == 409]
+    assert len(refused) == 1  # one create, answered AlreadyExists, then the run ends
+    # Still the foreign pod, untouched.
+    assert world.core.read_namespaced_pod(POD, NS).metadata.labels is None
+
+
 def test_a_truly_alive_hibernated_main_is_left_to_the_in_place_wake(
     world: World, function_app: Any
 ) -> None:
@@ -220,8 +275,13 @@ def test_a_truly_alive_hibernated_main_is_left_to_the_in_place_wake(
     pod = main_pod(world)
     assert pod.metadata.uid == original.metadata.uid
     assert k.ANN_RESTORE not in (pod.metadata.annotations or {})
-    assert world.get_set(NS, SET)["status"]["phase"] == "Suspended"
+    cs_now = world.get_set(NS, SET)
+    assert cs_now["status"]["phase"] == "Suspended"
     assert world.snapshot_present(VM0)
+    # Nothing was released: the hint would only block idle suspend forever; the
+    # VM-name stash stays for teardown.
+    assert k.ANN_HIBERNATED_ON_NODE not in cs_now["metadata"]["annotations"]
+    assert cs_now["metadata"]["annotations"][k.ANN_DELETE_VM_NAMES] == VM0
 
 
 def test_a_suspended_retain_placeholder_is_left_alone(world: World, function_app: Any) -> None:
@@ -403,6 +463,21 @@ def test_a_wake_request_for_a_missing_or_retain_set_is_acknowledged(
     assert post(wake, wake_event("keeper")).status_code == 200
 
     assert world.get_set(NS, "keeper")["spec"]["suspend"] is True
+
+
+def test_a_wake_request_restores_a_set_edited_to_retain_while_released(
+    world: World, function_app: Any
+) -> None:
+    # The policy was edited release -> retain after the seat was released: the
+    # hint and the snapshot are the evidence, not the policy value.
+    released_set(world, policy="retain")
+
+    assert post(function_app("wake"), wake_event()).status_code == 200
+
+    cs = world.get_set(NS, SET)
+    assert cs["spec"]["suspend"] is False
+    assert cs["status"]["phase"] == "Waking"
+    assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
 
 
 def test_twenty_concurrent_wake_requests_create_one_pod(

@@ -10,6 +10,7 @@ from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.reconcile.decide import NO_REGISTRY, Observed, decide
 from shared.reconcile.steps import (
+    ClearStaleHint,
     CompleteWake,
     CreateMain,
     DropSnapshot,
@@ -135,6 +136,11 @@ CASES: list[tuple[str, Observed, Step]] = [
         DropSnapshot(VM0),
     ),
     (
+        "drops-the-sets-own-snapshot-whatever-the-pod-annotation-says",
+        obs({"phase": "Waking", "hint": "node-a"}, [{**LIVE, "vm": "vk-team-b-victim-0"}]),
+        DropSnapshot(VM0),
+    ),
+    (
         "dropped-completes-on-hint-node",
         obs({"phase": "Waking", "hint": "node-a"}, [LIVE], dropped=frozenset({VM0})),
         CompleteWake(k.PLACEMENT_HINT_NODE),
@@ -191,13 +197,42 @@ CASES: list[tuple[str, Observed, Step]] = [
         RereadMain("agent-0", "pod-uid-1"),
     ),
     (
-        "reread-alive-main-is-in-place-wake",
+        "reread-alive-restored-main-is-in-place-wake",
+        obs(
+            {"phase": "Suspended", "hint": "node-a"},
+            [{"hibernate": True, "restore": True}],
+            reread={"pod-uid-1": True},
+        ),
+        NotOurs("agent-0 is alive: an in-place unsuspend wakes it"),
+    ),
+    # --- a stale hint: the stash landed, the delete lost, the user unsuspended
+    (
+        "reread-alive-never-released-main-clears-the-stale-hint",
         obs(
             {"phase": "Suspended", "hint": "node-a"},
             [{"hibernate": True}],
             reread={"pod-uid-1": True},
         ),
-        NotOurs("agent-0 is alive: an in-place unsuspend wakes it"),
+        ClearStaleHint("agent-0 is alive and was never released: stale hint"),
+    ),
+    (
+        "running-with-a-stale-hint-rereads-the-main",
+        obs({"phase": "Running", "hint": "node-a"}, [{"running": True, "vm_id": "vm-1"}]),
+        RereadMain("agent-0", "pod-uid-1"),
+    ),
+    (
+        "running-with-a-stale-hint-alive-clears-it",
+        obs(
+            {"phase": "Running", "hint": "node-a"},
+            [{"running": True, "vm_id": "vm-1"}],
+            reread={"pod-uid-1": True},
+        ),
+        ClearStaleHint("agent-0 is alive and was never released: stale hint"),
+    ),
+    (
+        "running-with-a-hint-and-a-ghost-main-is-the-normal-flows",
+        obs({"phase": "Running", "hint": "node-a"}, [{}], reread={"pod-uid-1": False}),
+        NotOurs(f"phase Running: {NORMAL_FLOW}"),
     ),
     (
         "reread-ghost-waits-and-retries",
@@ -222,6 +257,24 @@ CASES: list[tuple[str, Observed, Step]] = [
         "terminating-main-is-no-main",
         obs({"phase": "Suspended", "hint": "node-a"}, [{"hibernate": True, "terminating": True}]),
         ProbeRegistry((VM0,)),
+    ),
+    (
+        "fast-unsuspend-over-a-terminating-main-persists-waking-first",
+        obs(
+            {"phase": "Suspending", "hint": "node-a"},
+            [{"hibernate": True, "terminating": True}],
+            probes={VM0: Probe.PRESENT},
+        ),
+        PersistWaking(stamp_started=True),
+    ),
+    (
+        "terminating-old-main-holds-the-name-retry-not-create",
+        obs(
+            {"phase": "Waking", "hint": "node-a"},
+            [{"hibernate": True, "terminating": True}],
+            probes={VM0: Probe.PRESENT},
+        ),
+        Retry("old main agent-0 still terminating: retry shortly"),
     ),
     (
         "phase-written-after-completion-disengages",
