@@ -46,7 +46,8 @@ def env(kube: Any, kubeconfig: Path, registry: DistributionServer) -> dict[str, 
     }
 
 
-def _released(api: KubeHTTP, name: str, *, policy: str = "release") -> None:
+def _released(api: KubeHTTP, name: str, *, policy: str = "release", hint: bool = True) -> None:
+    annotations = {k.ANN_HIBERNATED_ON_NODE: "node-2"} if hint else {}
     api.post(
         set_path(NS),
         {
@@ -55,7 +56,7 @@ def _released(api: KubeHTTP, name: str, *, policy: str = "release") -> None:
             "metadata": {
                 "name": name,
                 "namespace": NS,
-                "annotations": {k.ANN_HIBERNATED_ON_NODE: "node-2"},
+                "annotations": annotations,
             },
             "spec": {"hibernatePolicy": policy, "suspend": True, "agent": {"image": "img:1"}},
         },
@@ -86,7 +87,9 @@ def test_wake_unsuspends_then_recreates_the_main_pod_with_restore_intent(
 
 
 def test_wake_refuses_a_retain_set_in_one_line(kube: Any, env: dict[str, str]) -> None:
-    _released(KubeHTTP(kube.url), "kept", policy="retain")
+    # A retain set with no released seat (no hint): nothing to restore. (A set edited to
+    # retain *while released* still carries the hint and is woken: SPEC §5.)
+    _released(KubeHTTP(kube.url), "kept", policy="retain", hint=False)
     result = CliRunner().invoke(wake, [f"{NS}/kept"], env=env)
     assert result.exit_code == 1
     assert result.output.count("\n") == 1
