@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 import socket
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 
 def percentile(samples: Sequence[float], p: float) -> float:
@@ -41,3 +45,18 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
 
 def fig(value: float, unit: str, note: str = "") -> dict[str, object]:
     return {"value": float(value), "unit": unit, "note": note}
+
+
+def spawn_function(
+    source: Path, target: str, port: int, *, env: Mapping[str, str], cwd: Path
+) -> subprocess.Popen[bytes]:
+    """A functions-framework server for `target` of `source` on 127.0.0.1, as in production."""
+    argv = [sys.executable, "-m", "functions_framework", "--source", str(source)]
+    argv += ["--target", target, "--host", "127.0.0.1", "--port", str(port)]
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

@@ -23,7 +23,7 @@ from typing import Any
 import requests
 from cloudevents.http import CloudEvent, to_binary
 
-from benchmarks._util import fig, free_port, median
+from benchmarks._util import fig, free_port, median, spawn_function
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token"
@@ -106,26 +106,9 @@ def time_first_response(
 ) -> float:
     """Milliseconds from spawning functions-framework to its first 2xx answer."""
     port = free_port()
-    env = {**os.environ, **ENV, "PYTHONDONTWRITEBYTECODE": "1"}
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "functions_framework",
-            "--source",
-            str(source),
-            "--target",
-            target,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc = spawn_function(
+        source, target, port, env={**ENV, "PYTHONDONTWRITEBYTECODE": "1"}, cwd=ROOT
     )
     try:
         url = f"http://127.0.0.1:{port}{path}"

@@ -9,7 +9,6 @@ from a Distribution registry: the most common notification a registry sends.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,31 +19,13 @@ from typing import Any
 
 import requests
 
-from benchmarks._util import fig, free_port, median, percentile, wait_port
+from benchmarks._util import fig, free_port, median, percentile, spawn_function, wait_port
 from benchmarks.bench_coldstart import ENV, NOOP, ROOT, irrelevant_request
 
 
 def _serve(source: Path, target: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "functions_framework",
-            "--source",
-            str(source),
-            "--target",
-            target,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-        env={**os.environ, **ENV},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = spawn_function(source, target, port, env=ENV, cwd=ROOT)
     wait_port(port)
     return proc, port
 
