@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+# ASCII digits only: `\d` would also take other scripts' digits, which Terraform's
+# validation of the same variable refuses.
+_PART = re.compile(r"([0-9]+)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
