@@ -12,6 +12,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from infra.proc import free_port
+
+__all__ = ["fig", "free_port", "median", "percentile", "spawn_function", "wait_port"]
+
 
 def percentile(samples: Sequence[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100); NaN for no samples."""
@@ -24,12 +28,6 @@ def percentile(samples: Sequence[float], p: float) -> float:
 
 def median(samples: Sequence[float]) -> float:
     return statistics.median(samples) if samples else math.nan
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 20.0) -> None:

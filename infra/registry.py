@@ -24,17 +24,14 @@ no orphan registry listening.
 from __future__ import annotations
 
 import base64
-import ctypes
 import hashlib
 import io
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
@@ -51,6 +48,7 @@ from typing import Any
 import requests
 import yaml
 
+from infra.proc import die_with_parent, free_port
 from shared.clients.registry_auth import parse_challenge, token_of
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -76,22 +74,6 @@ def find_registry_binary() -> str | None:
         if found:
             return found
     return _DEBIAN_PATH if os.access(_DEBIAN_PATH, os.X_OK) else None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    # Linux only: SIGTERM the registry when the Python process that started it dies.
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 # --------------------------------------------------------------------------- token auth
@@ -454,7 +436,7 @@ class DistributionServer:
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+                    preexec_fn=die_with_parent,  # noqa: PLW1509
                 )
             if self._wait_ready():
                 return self

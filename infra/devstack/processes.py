@@ -15,12 +15,9 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,26 +26,11 @@ from types import FrameType
 
 import requests
 
-PR_SET_PDEATHSIG = 1
+from infra.proc import die_with_parent
 
 
 class StackError(Exception):
     """The local stack could not start or a part of it died (one clear line for the CLI)."""
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the tiny race with its next user is accepted)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ManagedProcess:
@@ -87,7 +69,7 @@ class ManagedProcess:
                 start_new_session=True,
                 # The parent is the main thread that owns the stack; PDEATHSIG fires
                 # when that thread exits, which is exactly when the stack is gone.
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call, no locks
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl call, no locks
             )
         finally:
             log.close()

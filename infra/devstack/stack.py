@@ -42,8 +42,9 @@ import requests
 from cloudevents.http import CloudEvent, to_binary
 
 from infra.devstack.kubehttp import KubeHTTP
-from infra.devstack.processes import ManagedProcess, StackError, free_port, stop_all
+from infra.devstack.processes import ManagedProcess, StackError, stop_all
 from infra.devstack.simulator import NodeSpec, SimEvent, Simulator
+from infra.proc import free_port
 from infra.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from shared import constants as k
 

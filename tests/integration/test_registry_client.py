@@ -13,10 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
+from infra.proc import free_port
 from infra.registry import (
     DistributionServer,
     TokenServer,
-    free_port,
     push_image,
     tag_manifest,
 )
