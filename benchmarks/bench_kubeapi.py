@@ -61,7 +61,7 @@ def _pod(name: str) -> dict[str, Any]:
 def run(*, quick: bool) -> dict[str, Any]:
     from kubernetes import client, config
 
-    from infra.kubeapi import EmbeddedKube
+    from devstack.kubeapi import EmbeddedKube
 
     n_pods = 500 if quick else 10_000
     n_get = 200 if quick else 2_000

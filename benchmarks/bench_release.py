@@ -115,7 +115,7 @@ class Stack:
         )
 
     def push(self, vm: str) -> str:
-        from infra.registry import push_image
+        from devstack.registry import push_image
 
         assert self.settings.registry_base is not None
         digest: str = push_image(
@@ -134,8 +134,8 @@ class Stack:
 def stack() -> Iterator[Stack]:
     from kubernetes import client, config
 
-    from infra.kubeapi import EmbeddedKube
-    from infra.registry import DistributionServer
+    from devstack.kubeapi import EmbeddedKube
+    from devstack.registry import DistributionServer
     from shared.clients.kube import KubeClient
     from shared.clients.registry import RegistryClient
 

@@ -157,7 +157,7 @@ def _pod(i: int, cs: dict[str, Any], waking: bool) -> dict[str, Any]:
 
 def _emulator(n: int, sweep_now_iso: str, kubeconfig: str, conn: Connection) -> None:
     """Seed N sets straight into the store, serve over HTTP until told to stop."""
-    from infra.kubeapi import EmbeddedKube
+    from devstack.kubeapi import EmbeddedKube
     from shared import constants as k
 
     sweep_now = datetime.fromisoformat(sweep_now_iso)
@@ -337,7 +337,7 @@ def measure(n: int, registry_host: str) -> dict[str, Any]:
 
 
 def run(*, quick: bool) -> dict[str, Any]:
-    from infra.registry import DistributionServer, find_registry_binary
+    from devstack.registry import DistributionServer, find_registry_binary
 
     if find_registry_binary() is None:
         raise RuntimeError("docker-registry is not installed (make sysdeps)")

@@ -6,7 +6,7 @@
 #   ./infra/scripts/build-source.sh && terraform -chdir=terraform/examples/gke apply
 #
 # Only what the four targets import is deployed: main.py, shared/, functions/.
-# The local stack (infra/, cli/), tests and the `local` extra (cel-python) stay
+# The local stack (devstack/, cocoon_hibernation/), tests and the `local` extra (cel-python) stay
 # out; the buildpack installs requirements.txt, it never sees pyproject.toml.
 # The output is deterministic for unchanged sources (sorted copy, no caches),
 # so the archive hash only changes when the code or the lock does.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infra.kubeapi import EmbeddedKube
+from devstack.kubeapi import EmbeddedKube
 from tests.conformance.helpers import Custom, api_client_for, cocoonset, pod, wait_for
 
 

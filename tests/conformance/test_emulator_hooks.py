@@ -58,7 +58,7 @@ def test_serve_forever_serves_until_sigterm_then_exits_cleanly(tmp_path: Any) ->
         port = s.getsockname()[1]
     kubeconfig = tmp_path / "kubeconfig"
     code = (
-        "from pathlib import Path; from infra.kubeapi import serve_forever; "
+        "from pathlib import Path; from devstack.kubeapi import serve_forever; "
         f"serve_forever({port}, Path({str(kubeconfig)!r}), None, None)"
     )
     proc = subprocess.Popen(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from infra.kubeapi import EmbeddedKube
+from devstack.kubeapi import EmbeddedKube
 from tests.conformance.helpers import api_client_for, expect_error, pod
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from infra.kubeapi import EmbeddedKube
+from devstack.kubeapi import EmbeddedKube
 from tests.conformance.helpers import GROUP, PLURAL, VERSION, Custom, api_client_for, cocoonset, pod
 
 

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from infra.registry import OCI_MANIFEST, DistributionServer, push_image
+from devstack.registry import OCI_MANIFEST, DistributionServer, push_image
 from tests.conftest import REPO_ROOT
 from tests.fixtures.registry import require_registry_binary
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import requests
 
-from infra.devstack.kubehttp import KubeHTTP, set_path
-from infra.devstack.simulator import NodeSpec
-from infra.devstack.stack import Stack, StackConfig
+from devstack.kubehttp import KubeHTTP, set_path
+from devstack.simulator import NodeSpec
+from devstack.stack import Stack, StackConfig
 from tests.e2e._procs import still_running, tree_of
 
 pytestmark = [
@@ -227,8 +227,8 @@ def test_devstack_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
 
 def test_a_step_that_never_happens_fails_the_demo_naming_it(tmp_path: Path) -> None:
     # The functions are told to ignore the demo's namespace, so A never releases.
-    from infra.devstack.narrate import PlainNarration, summary_lines
-    from infra.devstack.scenario import Scenario
+    from devstack.narrate import PlainNarration, summary_lines
+    from devstack.scenario import Scenario
 
     config = StackConfig(
         tick_seconds=0, sim_interval=0.05, extra_env={"COCOON_NAMESPACES": "elsewhere"}

@@ -501,7 +501,7 @@ def test_the_cli_dry_run_prints_a_table_of_would_be_actions_and_writes_nothing(
 ) -> None:
     from click.testing import CliRunner
 
-    from cli.main import main
+    from cocoon_hibernation.main import main
 
     world.create_set(set_manifest("stuck", phase="Suspending"))
     world.reset_log()
@@ -518,7 +518,7 @@ def test_the_cli_dry_run_prints_a_table_of_would_be_actions_and_writes_nothing(
 def test_the_cli_exits_1_with_the_table_when_work_was_left_undone(world: World) -> None:
     from click.testing import CliRunner
 
-    from cli.main import main
+    from cocoon_hibernation.main import main
 
     world.create_set(set_manifest("stuck", phase="Suspending"))
     world.create_set(set_manifest("fine", phase="Suspending"))

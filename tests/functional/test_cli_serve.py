@@ -90,7 +90,7 @@ def test_cloudevents_of_an_unknown_type_are_acknowledged(
 
 
 def test_serve_refuses_a_bad_environment_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cli.cmd_serve import command
+    from cocoon_hibernation.cmd_serve import command
 
     monkeypatch.setenv("COCOON_REGISTRY_INSECURE", "perhaps")
     result = CliRunner().invoke(command, ["--port", "18080"])
@@ -109,7 +109,7 @@ def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> N
 
     import requests
 
-    from infra.proc import free_port
+    from devstack.proc import free_port
 
     port = free_port()
     cli = str(Path(sys.executable).parent / "cocoon-hibernation")

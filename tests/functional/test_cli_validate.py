@@ -17,7 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
+from cocoon_hibernation.main import main
 from shared.crd import cocoonset_crd
 from tests.conftest import REPO_ROOT
 
@@ -181,9 +181,10 @@ def test_help_lists_commands_without_importing_them() -> None:
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from cli.main import main\n"
+        "from cocoon_hibernation.main import main\n"
         "r = CliRunner().invoke(main, ['--help'])\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('cli.cmd_') or m == 'pydantic')\n"
+        "loaded = sorted(m for m in sys.modules\n"
+        "                if m.startswith('cocoon_hibernation.cmd_') or m == 'pydantic')\n"
         "print(r.exit_code, loaded)\n"
         "print(r.output)\n"
     )

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cli.cmd_suspend import command as suspend
-from cli.cmd_wake import command as wake
-from infra.devstack.kubehttp import KubeHTTP, pod_path, set_path
-from infra.registry import DistributionServer, push_image
+from cocoon_hibernation.cmd_suspend import command as suspend
+from cocoon_hibernation.cmd_wake import command as wake
+from devstack.kubehttp import KubeHTTP, pod_path, set_path
+from devstack.registry import DistributionServer, push_image
 from shared import constants as k
 from shared import log
 from shared.clients.registry import reset_clients

@@ -1,6 +1,6 @@
 """The registry client against a real CNCF Distribution server (Debian docker-registry 2.8).
 
-Every test pushes real images with `infra.registry.push_image` and asks the client the
+Every test pushes real images with `devstack.registry.push_image` and asks the client the
 questions release and wake ask: is `:hibernate` there, and drop it.
 """
 
@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from infra.proc import free_port
-from infra.registry import (
+from devstack.proc import free_port
+from devstack.registry import (
     DistributionServer,
     TokenServer,
     push_image,

@@ -23,8 +23,8 @@ import functions_framework
 import pytest
 from werkzeug.serving import make_server
 
+from devstack.registry import DistributionServer, push_image, wait_until
 from functions import ingest
-from infra.registry import DistributionServer, push_image, wait_until
 from shared.triggers import SnapshotPushed, Source
 from tests.conftest import REPO_ROOT
 from tests.fixtures.ingest import TOKEN, Recorder, auth

@@ -1,4 +1,4 @@
-"""infra.registry: the local Distribution server, its notifications, and push_image."""
+"""devstack.registry: the local Distribution server, its notifications, and push_image."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from infra import registry as infra_registry
-from infra.registry import (
+from devstack import registry as infra_registry
+from devstack.registry import (
     OCI_MANIFEST,
     DistributionServer,
     RegistryBinaryMissing,

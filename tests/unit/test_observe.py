@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.devstack.observe import build_view, transitions
-from infra.devstack.simulator import main_pod_body
+from devstack.observe import build_view, transitions
+from devstack.simulator import main_pod_body
 from shared import constants as k
 
 NODES = {"node-1": 1, "node-2": 1}
@@ -83,7 +83,7 @@ def test_seats_and_hint_changes_are_reported() -> None:
 
 
 def test_function_log_lines_narrate_only_what_changed_something() -> None:
-    from infra.devstack.functionlog import describe
+    from devstack.functionlog import describe
 
     handled = {
         "message": "trigger handled",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infra.devstack.placement import Bind, NodeInfo, Unschedulable, place
+from devstack.placement import Bind, NodeInfo, Unschedulable, place
 from shared import constants as k
 
 N1 = NodeInfo("node-1", {k.LABEL_HOSTNAME: "node-1", k.LABEL_POOL: "default"}, seats=1)

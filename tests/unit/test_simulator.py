@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from infra.devstack.placement import NodeInfo
-from infra.devstack.simulator import (
+from devstack.placement import NodeInfo
+from devstack.simulator import (
     COLD,
     FRESH,
     WARM,
@@ -210,8 +210,8 @@ def test_vk_finalizes_a_terminating_pod() -> None:
 
 
 def _sim() -> Any:
-    from infra.devstack.kubehttp import KubeHTTP
-    from infra.devstack.simulator import Simulator
+    from devstack.kubehttp import KubeHTTP
+    from devstack.simulator import Simulator
 
     # The API client is never called by the bookkeeping under test.
     return Simulator(api=KubeHTTP("http://127.0.0.1:9"), registry_url="http://127.0.0.1:9")

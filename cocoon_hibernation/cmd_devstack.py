@@ -1,0 +1,130 @@
+"""`cocoon-hibernation devstack up|kube`: the local stack, by hand.
+
+`kube` serves the embedded Kubernetes API (SPEC §11) until SIGINT/SIGTERM;
+`up` starts the whole stack (API, registry, the four targets, the cluster
+simulator, the sweep tick), prints how to reach it and waits for Ctrl-C.
+Heavy modules load inside the commands, so `--help` stays instant.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from cocoon_hibernation._common import fail, progress
+from devstack.processes import Interrupted, StackError, install_signal_handlers
+from devstack.simulator import NodeSpec
+from devstack.stack import Stack, StackConfig
+
+
+@click.group(name="devstack")
+def command() -> None:
+    """The local stack: embedded Kubernetes API, registry, functions, simulated cluster."""
+
+
+@command.command(name="kube")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port on 127.0.0.1 (0 picks a free one).",
+)
+@click.option(
+    "--kubeconfig",
+    "kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to write a kubeconfig for the API.",
+)
+@click.option(
+    "--audit-webhook",
+    default=None,
+    metavar="URL",
+    help="Post audit.k8s.io/v1 EventLists of every request here.",
+)
+@click.option(
+    "--audit-token",
+    envvar="COCOON_INGEST_TOKEN",
+    default=None,
+    show_envvar=True,
+    help="Bearer token for the audit webhook (kept out of argv: use the env var).",
+)
+def kube(
+    *, port: int, kubeconfig: Path, audit_webhook: str | None, audit_token: str | None
+) -> None:
+    """Serve the embedded Kubernetes API with the CocoonSet CRD installed."""
+    try:
+        # Lazy: the embedded API needs the 'local' extra (cel-python); --help must not.
+        from devstack.kubeapi import serve_forever  # noqa: PLC0415
+    except ImportError as err:
+        fail(f"the embedded Kubernetes API is not available: {err} (run `uv sync --all-extras`)")
+    serve_forever(port, kubeconfig, audit_webhook, audit_token)
+
+
+@command.command(name="up")
+@click.option(
+    "--nodes",
+    type=click.IntRange(1, 50),
+    default=2,
+    show_default=True,
+    help="Simulated nodes in pool 'default'.",
+)
+@click.option(
+    "--seats", type=click.IntRange(1, 100), default=1, show_default=True, help="Seats per node."
+)
+@click.option(
+    "--tick",
+    type=click.FloatRange(0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between sweep ticks (0 = none).",
+)
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for the kubeconfig, registry and logs (default: a temp dir).",
+)
+def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
+    """Start the whole stack on 127.0.0.1 and keep it up until Ctrl-C."""
+    restore = install_signal_handlers()
+    config = StackConfig(
+        nodes=[NodeSpec(f"node-{i + 1}", seats=seats) for i in range(nodes)],
+        tick_seconds=tick,
+        workdir=workdir,
+        keep_workdir=workdir is not None,
+    )
+    try:
+        with progress("starting the local stack", plain=True) as step:
+            stack = Stack(config, on_progress=step)
+            stack.__enter__()
+        try:
+            env = stack.function_env()
+            click.echo(f"local stack up in {stack.workdir}")
+            click.echo(f"  Kubernetes API  {stack.kube_url}  (kubeconfig {stack.kubeconfig})")
+            click.echo(f"  registry        {stack.registry_url}  (base {stack.registry_base})")
+            for target in ("release", "wake", "sweep", "ingest"):
+                click.echo(f"  {target:<15} {stack.target_url(target)}")
+            click.echo(f"  logs            {stack.workdir / 'logs'}")
+            click.echo("try:")
+            click.echo(f"  source {stack.workdir / 'env.sh'}")
+            click.echo(f"  kubectl --kubeconfig {env['KUBECONFIG']} get cocoonsets -A")
+            click.echo(f"  cocoon-hibernation status --kubeconfig {env['KUBECONFIG']}")
+            click.echo("Ctrl-C stops everything.")
+            sys.stdout.flush()
+            while True:
+                stack.check_alive()
+                time.sleep(0.5)
+        finally:
+            stack.stop()
+    except (Interrupted, KeyboardInterrupt):
+        click.echo("stopped.", err=True)
+    except StackError as err:
+        fail(str(err))
+    finally:
+        restore()

@@ -1,0 +1,1282 @@
+"""REST semantics of kube-apiserver over the store: the verbs, their strategies.
+
+Each public method is one verb on one resource type and runs its whole
+read-decide-write under the store lock, so concurrent requests serialise the
+way etcd transactions do (resourceVersion preconditions are checked against the
+object being replaced). Served shapes (custom resource versions, the
+events.k8s.io view of Events) are converted at the edge: the store keeps one
+storage form per object.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from devstack.kubeapi import builtin, errors, patch, schema
+from devstack.kubeapi.errors import ApiError, Cause
+from devstack.kubeapi.resources import Registry, ResourceType, custom_type_from_crd
+from devstack.kubeapi.selectors import (
+    LABEL_KEY,
+    LABEL_VALUE,
+    FieldSelector,
+    LabelSelector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from devstack.kubeapi.store import Compacted, Key, Store, dumps
+from shared.names import is_dns1123_label, is_dns1123_subdomain
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
+NS_STORAGE = "/namespaces"
+
+PATCH_TYPES_CUSTOM = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+]
+PATCH_TYPES_BUILTIN = [*PATCH_TYPES_CUSTOM, "application/strategic-merge-patch+json"]
+
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter, or use the continue token "
+    "in this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or deleted "
+    "between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def now_rfc3339(delta: float = 0.0) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=delta)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_ts(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def deep_copy(obj: Any) -> Any:
+    return json.loads(json.dumps(obj))
+
+
+@dataclass(slots=True)
+class Query:
+    label: LabelSelector
+    field: FieldSelector
+    limit: int
+    cont: str
+    rv: str
+    rv_match: str
+
+
+@dataclass(slots=True)
+class WriteResult:
+    code: int
+    obj: dict[str, Any]
+    warnings: list[str]
+
+
+class Api:
+    def __init__(
+        self, store: Store, registry: Registry, *, bookmark_interval: float = 60.0
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        # How often an idle watch that allowed bookmarks gets one (upstream: about a minute).
+        self.bookmark_interval = bookmark_interval
+        self._schema_gen = 0
+        # Pod deadlines for graceful deletion: (deadline, storage, key, uid).
+        self.deadlines: list[tuple[float, str, Key, str]] = []
+        self.deadline_added = threading.Event()
+
+    # -- shapes ----------------------------------------------------------------
+
+    def served(self, rt: ResourceType, version: str, obj: dict[str, Any]) -> dict[str, Any]:
+        if rt.storage == "core/events" and rt.group == "events.k8s.io":
+            return builtin.core_event_to_v1(obj)
+        if rt.custom and version != rt.version:
+            return dict(obj, apiVersion=rt.api_version(version))
+        return obj
+
+    def served_raw(self, rt: ResourceType, version: str, key: Key, obj: dict[str, Any]) -> bytes:
+        if (rt.custom and version != rt.version) or (rt.group == "events.k8s.io"):
+            return dumps(self.served(rt, version, obj))
+        return self.store.raw(rt.storage, key, obj)
+
+    def to_storage(self, rt: ResourceType, body: dict[str, Any]) -> dict[str, Any]:
+        if rt.group == "events.k8s.io":
+            return builtin.v1_event_to_core(body)
+        if rt.custom:
+            body["apiVersion"] = rt.api_version()
+        return body
+
+    # -- helpers ---------------------------------------------------------------
+
+    @staticmethod
+    def key(rt: ResourceType, namespace: str | None, name: str) -> Key:
+        return (namespace or "", name) if rt.namespaced else ("", name)
+
+    def _require_namespace(
+        self, rt: ResourceType, namespace: str | None, name: str, creating: bool
+    ) -> None:
+        if not rt.namespaced or namespace is None:
+            return
+        ns = self.store.get(NS_STORAGE, ("", namespace))
+        if ns is None:
+            raise errors.not_found("namespaces", "", namespace)
+        if creating and ns.get("metadata", {}).get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{errors.qualified(rt.plural, rt.group)} "{name}" is forbidden: unable to '
+                "create new "
+                f"content in namespace {namespace} because it is being terminated",
+                name=name,
+                group=rt.group,
+                kind=rt.plural,
+                causes=[
+                    Cause(
+                        "NamespaceTerminating",
+                        f"namespace {namespace} is being terminated",
+                        "metadata.namespace",
+                    )
+                ],
+            )
+
+    def _get_or_404(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        obj = self.store.get(rt.storage, self.key(rt, namespace, name))
+        if obj is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return obj
+
+    def parse_query(self, rt: ResourceType, q: dict[str, str]) -> Query:
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            raise errors.bad_request(f"invalid limit {q.get('limit')!r}") from None
+        return Query(
+            label=parse_label_selector(q.get("labelSelector")),
+            field=parse_field_selector(
+                q.get("fieldSelector"), rt.fields, custom_resource=rt.custom
+            ),
+            limit=max(0, limit),
+            cont=q.get("continue", ""),
+            rv=q.get("resourceVersion", ""),
+            rv_match=q.get("resourceVersionMatch", ""),
+        )
+
+    def matches(self, rt: ResourceType, q: Query, obj: dict[str, Any]) -> bool:
+        if not q.label.empty and not q.label.matches(obj.get("metadata", {}).get("labels")):
+            return False
+        return q.field.empty or q.field.matches(obj)
+
+    # -- reads -----------------------------------------------------------------
+
+    def get(self, rt: ResourceType, version: str, namespace: str | None, name: str) -> bytes:
+        with self.store.lock:
+            if (
+                rt.namespaced
+                and namespace is not None
+                and self.store.get(NS_STORAGE, ("", namespace)) is None
+            ):
+                # Real apiserver answers a plain NotFound for the object itself here.
+                raise errors.not_found(rt.plural, rt.group, name)
+            obj = self._get_or_404(rt, namespace, name)
+            return self.served_raw(rt, version, self.key(rt, namespace, name), obj)
+
+    def get_obj(
+        self, rt: ResourceType, version: str, namespace: str | None, name: str
+    ) -> dict[str, Any]:
+        with self.store.lock:
+            return self.served(rt, version, self._get_or_404(rt, namespace, name))
+
+    def list_objects(
+        self, rt: ResourceType, version: str, namespace: str | None, q: Query
+    ) -> tuple[list[dict[str, Any]], bytes]:
+        """(items in served form, the List JSON) honouring selectors and pagination."""
+        start_after: Key | None = None
+        with self.store.lock:
+            current_rv = self.store.rv
+            snapshot_rv = current_rv
+            if q.cont:
+                try:
+                    token = json.loads(base64.b64decode(q.cont + "=" * (-len(q.cont) % 4)))
+                    snapshot_rv = int(token["rv"])
+                    ns_part, _, name_part = str(token["start"]).rstrip("\x00").partition("/")
+                    start_after = (ns_part, name_part)
+                except (ValueError, KeyError, TypeError):
+                    raise errors.bad_request(
+                        "continue key is not valid: incorrect encoded start resourceVersion "
+                        "(version meta.k8s.io/v1)"
+                    ) from None
+            elif q.rv and q.rv != "0" and q.rv_match == "Exact":
+                try:
+                    snapshot_rv = int(q.rv)
+                except ValueError:
+                    raise errors.bad_request(f"invalid resource version: {q.rv!r}") from None
+                if snapshot_rv > current_rv:
+                    raise ApiError(
+                        504,
+                        "Timeout",
+                        f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                        retry_after=1,
+                        causes=[
+                            Cause(
+                                "ResourceVersionTooLarge",
+                                f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                            )
+                        ],
+                    )
+            try:
+                overrides = (
+                    self.store.overrides_since(rt.storage, snapshot_rv)
+                    if snapshot_rv != current_rv
+                    else {}
+                )
+            except Compacted:
+                if q.cont:
+                    raise errors.gone(_EXPIRED_CONTINUE) from None
+                raise errors.gone(
+                    f"too old resource version: {snapshot_rv} ({self.store.compacted_rv + 1})"
+                ) from None
+            items: list[tuple[Key, dict[str, Any]]] = []
+            more = False
+            remaining = 0
+            last_key: Key | None = None
+            ns_scope = namespace if rt.namespaced else None
+            candidates = self._snapshot_keys(rt, namespace, start_after, overrides)
+            for k in candidates:
+                obj = overrides[k] if k in overrides else self.store.get(rt.storage, k)
+                if obj is None or not self.matches(rt, q, obj):
+                    continue
+                if q.limit and len(items) >= q.limit:
+                    more = True
+                    if q.label.empty and q.field.empty and not overrides:
+                        # this item and every key after it (counted by bisection)
+                        remaining = self.store.count_from(rt.storage, ns_scope, k)
+                    elif q.label.empty and q.field.empty:
+                        remaining = 1 + sum(
+                            1
+                            for k2 in candidates
+                            if (
+                                overrides[k2] if k2 in overrides else self.store.get(rt.storage, k2)
+                            )
+                            is not None
+                        )
+                    break
+                items.append((k, obj))
+                last_key = k
+            raws = [
+                self.served_raw(rt, version, k, o)
+                if k not in overrides
+                else dumps(self.served(rt, version, o))
+                for k, o in items
+            ]
+        meta: dict[str, Any] = {"resourceVersion": str(snapshot_rv)}
+        if more and last_key is not None:
+            token = {
+                "v": "meta.k8s.io/v1",
+                "rv": snapshot_rv,
+                "start": f"{last_key[0]}/{last_key[1]}\x00",
+            }
+            meta["continue"] = base64.b64encode(dumps(token)).decode()
+            if remaining:
+                meta["remainingItemCount"] = remaining
+        head = {
+            "kind": rt.list_kind,
+            "apiVersion": rt.api_version(version),
+            "metadata": meta,
+        }
+        body = dumps(head)[:-1] + b',"items":[' + b",".join(raws) + b"]}"
+        return [self.served(rt, version, o) for _, o in items], body
+
+    def _snapshot_keys(
+        self, rt: ResourceType, namespace: str | None, after: Key | None, overrides: dict[Key, Any]
+    ) -> Iterator[Key]:
+        ns = namespace if rt.namespaced else None
+        if not overrides:
+            yield from self.store.keys_from(rt.storage, ns, after)
+            return
+        extra = sorted(
+            k for k in overrides if (ns is None or k[0] == ns) and (after is None or k > after)
+        )
+        current = self.store.keys_from(rt.storage, ns, after)
+        # merge two sorted streams without duplicates
+        last: Key | None = None
+        for k in heapq.merge(current, iter(extra)):
+            if k != last:
+                yield k
+                last = k
+
+    # -- writes ----------------------------------------------------------------
+
+    def create(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> WriteResult:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the object provided is unrecognized (must be of type map)")
+        self._check_kind(rt, version, body)
+        body = deep_copy(body)
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            meta = body["metadata"] = {}
+        if rt.namespaced:
+            if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            if namespace:
+                meta["namespace"] = namespace
+            if not meta.get("namespace"):
+                raise errors.bad_request("the server could not find the requested resource")
+            namespace = meta["namespace"]
+        else:
+            meta.pop("namespace", None)
+        with self.store.lock:
+            name = meta.get("name") or ""
+            if not name and meta.get("generateName"):
+                for _ in range(16):
+                    candidate = str(meta["generateName"]) + "".join(
+                        random.choices(_GENERATE_ALPHABET, k=5)  # noqa: S311 - names, not secrets
+                    )
+                    if self.store.get(rt.storage, self.key(rt, namespace, candidate)) is None:
+                        name = candidate
+                        break
+                meta["name"] = name
+            if not name:
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    "",
+                    [
+                        Cause(
+                            "FieldValueRequired",
+                            "Required value: name or generateName is required",
+                            "metadata.name",
+                        )
+                    ],
+                )
+            self._require_namespace(rt, namespace, name, creating=True)
+            key = self.key(rt, namespace, name)
+            if self.store.get(rt.storage, key) is not None:
+                raise errors.already_exists(rt.plural, rt.group, name)
+            obj = self.to_storage(rt, body)
+            meta = obj["metadata"]
+            for k in (
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+                "managedFields",
+            ):
+                meta.pop(k, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            if rt.has_generation:
+                meta["generation"] = 1
+            else:
+                meta.pop("generation", None)
+            obj.setdefault("apiVersion", rt.api_version())
+            obj.setdefault("kind", rt.kind)
+            warnings = self._prepare_create(rt, obj, strict=strict)
+            if dry_run:
+                meta["resourceVersion"] = ""
+                return WriteResult(201, self.served(rt, version, obj), warnings)
+            stored = self.store.put(rt.storage, key, obj)
+            self._after_write(rt, None, stored)
+            return WriteResult(201, self.served(rt, version, stored), warnings)
+
+    def _check_kind(self, rt: ResourceType, version: str, body: dict[str, Any]) -> None:
+        kind = body.get("kind")
+        if kind and kind != rt.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({body.get('apiVersion')}) does not match the "
+                f"expected API version ({rt.api_version(version)})"
+                if body.get("apiVersion") != rt.api_version(version)
+                else f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
+
+    def _prepare_create(self, rt: ResourceType, obj: dict[str, Any], *, strict: bool) -> list[str]:
+        meta = obj["metadata"]
+        name = str(meta["name"])
+        causes = self._validate_meta(rt, meta)
+        warnings: list[str] = []
+        if rt.plural == "pods" and not rt.group:
+            obj.pop("status", None)
+            builtin.default_pod(obj)
+            obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
+            causes += builtin.validate_pod(obj)
+        elif rt.plural == "secrets" and not rt.group:
+            builtin.fold_string_data(obj)
+        elif rt.plural == "namespaces" and not rt.group:
+            obj["spec"] = {"finalizers": ["kubernetes"]}
+            obj["status"] = {"phase": "Active"}
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+        elif rt.group == "events.k8s.io":
+            causes += builtin.validate_v1_event(builtin.core_event_to_v1(obj))
+        elif rt.storage == "core/events":
+            causes += builtin.validate_core_event(obj)
+        elif rt.storage == CRD_STORAGE:
+            causes += self._validate_crd(obj)
+            obj["status"] = self._crd_status(obj)
+        elif rt.custom:
+            if "status" in rt.subresources:
+                obj.pop("status", None)
+            obj, warnings, more = self._custom_schema(rt, obj, None, strict=strict)
+            causes += more
+        if causes:
+            raise errors.invalid(rt.kind, rt.group, name, causes)
+        return warnings
+
+    def _custom_schema(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, *, strict: bool
+    ) -> tuple[dict[str, Any], list[str], list[Cause]]:
+        sch = rt.schemas.get(rt.version) or {}
+        processed, unknown, causes = schema.process(obj, old, sch)
+        if unknown and strict:
+            raise errors.bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict '
+                "decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown)
+            )
+        obj.clear()
+        obj.update(processed)
+        return obj, [f'unknown field "{u}"' for u in unknown], causes
+
+    def _validate_meta(self, rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
+        name = str(meta.get("name", ""))
+        causes: list[Cause] = []
+        if rt.plural == "namespaces" and not rt.group:
+            if not is_dns1123_label(name):
+                causes.append(
+                    Cause(
+                        "FieldValueInvalid",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                        "lower case alphanumeric "
+                        "characters or '-', and must start and end with an alphanumeric "
+                        "character (e.g. 'my-name',  "
+                        "or '123-abc', regex used for validation is "
+                        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                        "metadata.name",
+                    )
+                )
+        elif rt.storage != CRD_STORAGE and not is_dns1123_subdomain(name):
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
+                    "lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric "
+                    "character (e.g. "
+                    "'example.com', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                    "metadata.name",
+                )
+            )
+        labels = meta.get("labels") or {}
+        if not isinstance(labels, dict):
+            causes.append(
+                Cause("FieldValueInvalid", "Invalid value: labels must be a map", "metadata.labels")
+            )
+        else:
+            for k, v in labels.items():
+                if not LABEL_KEY.match(str(k)) or len(str(k).rsplit("/", 1)[-1]) > 63:
+                    causes.append(
+                        Cause(
+                            "FieldValueInvalid",
+                            f'Invalid value: "{k}": name part must consist of alphanumeric '
+                            "characters, '-', '_' or '.', and must start and end with an "
+                            "alphanumeric character",
+                            "metadata.labels",
+                        )
+                    )
+                if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.match(v):
+                    causes.append(
+                        Cause(
+                            "FieldValueInvalid",
+                            f'Invalid value: "{v}": a valid label must be an empty string or '
+                            "consist of alphanumeric "
+                            "characters, '-', '_' or '.', and must start and end with an "
+                            "alphanumeric character",
+                            "metadata.labels",
+                        )
+                    )
+        for i, ref in enumerate(meta.get("ownerReferences") or []):
+            for f in ("apiVersion", "kind", "name", "uid"):
+                if not isinstance(ref, dict) or not ref.get(f):
+                    causes.append(
+                        Cause(
+                            "FieldValueRequired",
+                            "Required value",
+                            f"metadata.ownerReferences[{i}].{f}",
+                        )
+                    )
+        return causes
+
+    def update(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        strict: bool = False,
+        precondition_checked: bool = False,
+    ) -> WriteResult:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the object provided is unrecognized (must be of type map)")
+        self._check_kind(rt, version, body)
+        body = deep_copy(body)
+        meta = body.setdefault("metadata", {})
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({name})"
+            )
+        if rt.namespaced and meta.get("namespace") and namespace and meta["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        with self.store.lock:
+            key = self.key(rt, namespace, name)
+            old = self.store.get(rt.storage, key)
+            if old is None:
+                if rt.allow_create_on_update and not subresource:
+                    meta["name"] = name
+                    return self.create(rt, version, namespace, body, dry_run=dry_run, strict=strict)
+                raise errors.not_found(rt.plural, rt.group, name)
+            rv = str(meta.get("resourceVersion") or "")
+            if not precondition_checked:
+                if not rv and not rt.allow_unconditional_update:
+                    raise errors.invalid(
+                        rt.kind,
+                        rt.group,
+                        name,
+                        [
+                            Cause(
+                                "FieldValueInvalid",
+                                "Invalid value: 0x0: must be specified for an update",
+                                "metadata.resourceVersion",
+                            )
+                        ],
+                    )
+                if rv and rv != old["metadata"]["resourceVersion"]:
+                    raise errors.stale(rt.plural, rt.group, name)
+            new = self.to_storage(rt, body)
+            new = self._merge_strategy(rt, subresource, new, old)
+            warnings = self._prepare_update(rt, new, old, subresource, strict=strict)
+            if _same(new, old):
+                return WriteResult(200, self.served(rt, version, old), warnings)
+            if dry_run:
+                return WriteResult(200, self.served(rt, version, new), warnings)
+            stored = self.store.put(rt.storage, key, new)
+            self._after_write(rt, old, stored)
+            final = self._finish_if_released(rt, key, stored)
+            return WriteResult(200, self.served(rt, version, final), warnings)
+
+    def _merge_strategy(
+        self, rt: ResourceType, subresource: str, new: dict[str, Any], old: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What an update may change: spec vs status vs metadata, per upstream strategies."""
+        old_meta = old["metadata"]
+        if subresource == "status":
+            result: dict[str, Any] = deep_copy(old)
+            if "status" in new:
+                result["status"] = new["status"]
+            else:
+                result.pop("status", None)
+            if not rt.custom:
+                # pods/status (and nodes/status) may still change labels and annotations upstream
+                for f in ("labels", "annotations"):
+                    if f in new.get("metadata", {}):
+                        result["metadata"][f] = new["metadata"][f]
+                    else:
+                        result["metadata"].pop(f, None)
+            return result
+        meta = new.setdefault("metadata", {})
+        for f in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+            "resourceVersion",
+        ):
+            if f in old_meta:
+                meta[f] = old_meta[f]
+            else:
+                meta.pop(f, None)
+        meta.pop("managedFields", None)
+        meta.pop("selfLink", None)
+        new["apiVersion"] = old.get("apiVersion")
+        new["kind"] = old.get("kind")
+        if "status" in rt.subresources:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        return new
+
+    def _prepare_update(
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str,
+        *,
+        strict: bool,
+    ) -> list[str]:
+        name = str(old["metadata"]["name"])
+        causes: list[Cause] = []
+        warnings: list[str] = []
+        if subresource != "status":
+            causes += self._validate_meta(rt, new["metadata"])
+            if old["metadata"].get("deletionTimestamp"):
+                added = [
+                    f
+                    for f in new["metadata"].get("finalizers") or []
+                    if f not in (old["metadata"].get("finalizers") or [])
+                ]
+                if added:
+                    causes.append(
+                        Cause(
+                            "FieldValueForbidden",
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            "deleted, found new finalizers " + json.dumps(added),
+                            "metadata.finalizers",
+                        )
+                    )
+        if rt.custom:
+            _, warnings, more = self._custom_schema(rt, new, old, strict=strict)
+            causes += more
+        elif rt.plural == "pods" and not rt.group and subresource != "status":
+            causes += builtin.validate_pod(new)
+            causes += builtin.validate_pod_update(new, old)
+        elif rt.group == "events.k8s.io":
+            causes += builtin.validate_v1_event(builtin.core_event_to_v1(new))
+        elif rt.storage == "core/events":
+            causes += builtin.validate_core_event(new)
+        elif rt.plural == "secrets" and not rt.group:
+            builtin.fold_string_data(new)
+        elif rt.storage == CRD_STORAGE and subresource != "status":
+            causes += self._validate_crd(new)
+            new["status"] = self._crd_status(new)
+        if causes:
+            raise errors.invalid(rt.kind, rt.group, name, causes)
+        if rt.has_generation and _spec_changed(
+            new, old, status_is_spec="status" not in rt.subresources
+        ):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
+        return warnings
+
+    def patch(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str,
+        raw: bytes,
+        content_type: str,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> WriteResult:
+        ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
+        accepted = PATCH_TYPES_CUSTOM if rt.custom else PATCH_TYPES_BUILTIN
+        if ctype not in accepted or ctype == "application/apply-patch+yaml":
+            raise errors.unsupported_media_type(ctype, accepted)
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            raise errors.bad_request(f"error decoding patch: {exc}") from None
+        with self.store.lock:
+            key = self.key(rt, namespace, name)
+            old = self.store.get(rt.storage, key)
+            if old is None:
+                raise errors.not_found(rt.plural, rt.group, name)
+            current = deep_copy(self.served(rt, version, old))
+            if ctype == "application/json-patch+json":
+                result = patch.json_patch(current, body)
+            elif ctype == "application/merge-patch+json":
+                if not isinstance(body, dict):
+                    raise errors.bad_request(
+                        "json: cannot unmarshal into Go value of type map[string]interface {}"
+                    )
+                result = patch.merge_patch(current, body)
+            else:
+                if not isinstance(body, dict):
+                    raise errors.bad_request(
+                        "json: cannot unmarshal into Go value of type map[string]interface {}"
+                    )
+                result = patch.strategic_merge_patch(current, body)
+            if not isinstance(result, dict):
+                raise errors.bad_request("patched object is not an object")
+            rv = str((result.get("metadata") or {}).get("resourceVersion") or "")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise errors.stale(rt.plural, rt.group, name)
+            result.setdefault("metadata", {})["name"] = name
+            return self.update(
+                rt,
+                version,
+                namespace,
+                name,
+                result,
+                subresource=subresource,
+                dry_run=dry_run,
+                strict=strict,
+                precondition_checked=True,
+            )
+
+    def bind(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        """POST pods/NAME/binding: what the scheduler does to place a pod on a node."""
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("target"), dict)
+            or not body["target"].get("name")
+        ):
+            raise errors.invalid(
+                "Binding", "", name, [Cause("FieldValueRequired", "Required value", "target.name")]
+            )
+        node = str(body["target"]["name"])
+        rt = self.registry.lookup("", "v1", "pods")
+        assert rt is not None
+        with self.store.lock:
+            key = (namespace, name)
+            old = self._get_or_404(rt, namespace, name)
+            if old["metadata"].get("deletionTimestamp"):
+                raise errors.conflict(
+                    "pods", "", name, "pod is being deleted, cannot be assigned to a host"
+                )
+            if old.get("spec", {}).get("nodeName"):
+                raise errors.conflict(
+                    "pods",
+                    "",
+                    name,
+                    f'pod {name} is already assigned to node "{old["spec"]["nodeName"]}"',
+                )
+            new = deep_copy(old)
+            new["spec"]["nodeName"] = node
+            conds = [
+                c
+                for c in new.setdefault("status", {}).get("conditions") or []
+                if c.get("type") != "PodScheduled"
+            ]
+            conds.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+            )
+            new["status"]["conditions"] = conds
+            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+            stored = self.store.put(rt.storage, key, new)
+            self._after_write(rt, old, stored)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+    def evict(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        """POST pods/NAME/eviction: a delete that honours disruption budgets (none here)."""
+        rt = self.registry.lookup("", "v1", "pods")
+        assert rt is not None
+        options = body.get("deleteOptions") if isinstance(body, dict) else None
+        with self.store.lock:
+            key = (namespace, name)
+            old = self._get_or_404(rt, namespace, name)
+            if not old["metadata"].get("deletionTimestamp"):
+                self.delete_stored(rt, key, old, dict(options or {}))
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+    # -- deletion --------------------------------------------------------------
+
+    def delete(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str,
+        options: dict[str, Any],
+        *,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        with self.store.lock:
+            key = self.key(rt, namespace, name)
+            old = self.store.get(rt.storage, key)
+            if old is None:
+                raise errors.not_found(rt.plural, rt.group, name)
+            pre = options.get("preconditions") or {}
+            meta = old["metadata"]
+            if pre.get("uid") and pre["uid"] != meta.get("uid"):
+                raise errors.conflict(
+                    rt.plural,
+                    rt.group,
+                    name,
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
+                    f"meta: {meta.get('uid')}",
+                )
+            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+                raise errors.conflict(
+                    rt.plural,
+                    rt.group,
+                    name,
+                    "Precondition failed: ResourceVersion in precondition: "
+                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                    f"{meta.get('resourceVersion')}",
+                )
+            if dry_run:
+                return WriteResult(200, self.served(rt, version, old), [])
+            final = self.delete_stored(rt, key, old, options)
+            if rt.storage == CRD_STORAGE and self.store.get(rt.storage, key) is None:
+                self.crd_removed(old)
+            if self.store.get(rt.storage, key) is None and not rt.return_deleted_object:
+                # Gone at once: most registries answer a Status naming what was deleted.
+                details = {"name": name, "kind": rt.plural, "uid": meta.get("uid")}
+                if rt.group:
+                    details["group"] = rt.group
+                status = {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": details,
+                }
+                return WriteResult(200, status, [])
+            return WriteResult(200, self.served(rt, version, final), [])
+
+    def delete_stored(
+        self, rt: ResourceType, key: Key, old: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Delete (or start deleting) a stored object; caller holds the lock."""
+        meta = old["metadata"]
+        policy = options.get("propagationPolicy")
+        if options.get("orphanDependents") is True and not policy:
+            policy = "Orphan"
+        finalizers = list(meta.get("finalizers") or [])
+        add: list[str] = []
+        if policy == "Orphan" and "orphan" not in finalizers:
+            add.append("orphan")
+        elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            add.append("foregroundDeletion")
+        is_pod = rt.plural == "pods" and not rt.group
+        is_namespace = rt.plural == "namespaces" and not rt.group
+        grace = 0
+        if is_pod:
+            requested = options.get("gracePeriodSeconds")
+            grace = (
+                int(requested)
+                if requested is not None
+                else int(old.get("spec", {}).get("terminationGracePeriodSeconds", 30) or 0)
+            )
+            phase = old.get("status", {}).get("phase")
+            if not old.get("spec", {}).get("nodeName") or phase in ("Succeeded", "Failed"):
+                grace = 0
+            grace = max(grace, 0)
+        if is_namespace:
+            if meta.get("deletionTimestamp"):
+                return old
+            new = deep_copy(old)
+            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            new.setdefault("status", {})["phase"] = "Terminating"
+            stored = self.store.put(rt.storage, key, new)
+            self._after_write(rt, old, stored)
+            return stored
+        if not finalizers and not add and grace == 0:
+            final = self.store.remove(rt.storage, key)
+            assert final is not None
+            return final
+        new = deep_copy(old)
+        nmeta = new["metadata"]
+        if add:
+            nmeta["finalizers"] = finalizers + add
+        if not meta.get("deletionTimestamp"):
+            if rt.has_generation:
+                nmeta["generation"] = int(meta.get("generation") or 0) + 1
+            nmeta["deletionTimestamp"] = now_rfc3339(grace)
+            nmeta["deletionGracePeriodSeconds"] = grace
+        else:
+            current = int(meta.get("deletionGracePeriodSeconds") or 0)
+            if grace < current:
+                nmeta["deletionTimestamp"] = now_rfc3339(grace)
+                nmeta["deletionGracePeriodSeconds"] = grace
+            elif not add:
+                return old  # a repeated delete changes nothing
+        if is_pod and grace == 0 and not (nmeta.get("finalizers") or []):
+            final = self.store.remove(rt.storage, key)
+            assert final is not None
+            return final
+        stored = self.store.put(rt.storage, key, new)
+        self._after_write(rt, old, stored)
+        if is_pod and grace > 0:
+            self.deadlines.append((time.time() + grace, rt.storage, key, str(meta.get("uid"))))
+            self.deadline_added.set()
+        return stored
+
+    def _finish_if_released(
+        self, rt: ResourceType, key: Key, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An object being deleted goes once its last finalizer is gone (and grace is over)."""
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+            if rt.plural == "pods" and not rt.group and meta.get("deletionTimestamp"):
+                return self._pod_terminal_status(rt, key, obj)
+            return obj
+        if rt.plural == "namespaces" and not rt.group:
+            return obj
+        if int(meta.get("deletionGracePeriodSeconds") or 0) > 0:
+            return self._pod_terminal_status(rt, key, obj)
+        final = self.store.remove(rt.storage, key)
+        return final or obj
+
+    def _pod_terminal_status(
+        self, rt: ResourceType, key: Key, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        # No kubelet here: a terminating pod whose status reports a terminal phase
+        # is finished the way the kubelet would (a final delete with grace 0).
+        if obj.get("status", {}).get("phase") in ("Succeeded", "Failed") and not obj[
+            "metadata"
+        ].get("finalizers"):
+            final = self.store.remove(rt.storage, key)
+            return final or obj
+        return obj
+
+    def expire_pod(self, storage: str, key: Key, uid: str) -> None:
+        """The grace period of a terminating pod ended: what the kubelet's final delete does."""
+        with self.store.lock:
+            obj = self.store.get(storage, key)
+            if (
+                obj is None
+                or obj["metadata"].get("uid") != uid
+                or not obj["metadata"].get("deletionTimestamp")
+            ):
+                return
+            if obj["metadata"].get("finalizers"):
+                if obj["metadata"].get("deletionGracePeriodSeconds"):
+                    new = deep_copy(obj)
+                    new["metadata"]["deletionGracePeriodSeconds"] = 0
+                    self.store.put(storage, key, new)
+                return
+            self.store.remove(storage, key)
+
+    def delete_collection(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        q: Query,
+        options: dict[str, Any],
+    ) -> bytes:
+        with self.store.lock:
+            deleted: list[dict[str, Any]] = []
+            for k in list(
+                self.store.keys_from(rt.storage, namespace if rt.namespaced else None, None)
+            ):
+                obj = self.store.get(rt.storage, k)
+                if obj is None or not self.matches(rt, q, obj):
+                    continue
+                deleted.append(self.served(rt, version, self.delete_stored(rt, k, obj, options)))
+            head = {
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version(version),
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": deleted,
+            }
+            return dumps(head)
+
+    # -- CRDs ------------------------------------------------------------------
+
+    def _validate_crd(self, crd: dict[str, Any]) -> list[Cause]:
+        spec = crd.get("spec")
+        causes: list[Cause] = []
+        if not isinstance(spec, dict):
+            return [Cause("FieldValueRequired", "Required value", "spec")]
+        names = spec.get("names") or {}
+        for f in ("plural", "kind"):
+            if not names.get(f):
+                causes.append(Cause("FieldValueRequired", "Required value", f"spec.names.{f}"))
+        if not spec.get("group"):
+            causes.append(Cause("FieldValueRequired", "Required value", "spec.group"))
+        if not spec.get("versions"):
+            causes.append(
+                Cause(
+                    "FieldValueRequired",
+                    "Required value: must have exactly one version marked as storage version",
+                    "spec.versions",
+                )
+            )
+        expected = f"{names.get('plural')}.{spec.get('group')}"
+        if crd["metadata"].get("name") != expected:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    f'Invalid value: "{crd["metadata"].get("name")}": must be '
+                    'spec.names.plural+"."+spec.group',
+                    "metadata.name",
+                )
+            )
+        if spec.get("scope") not in ("Namespaced", "Cluster"):
+            causes.append(
+                Cause(
+                    "FieldValueNotSupported",
+                    f'Unsupported value: "{spec.get("scope", "")}": supported values: '
+                    '"Cluster", "Namespaced"',
+                    "spec.scope",
+                )
+            )
+        return causes
+
+    @staticmethod
+    def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
+        ts = now_rfc3339()
+        storage = [v["name"] for v in crd["spec"]["versions"] if v.get("storage")] or [
+            crd["spec"]["versions"][0]["name"]
+        ]
+        return {
+            "acceptedNames": crd["spec"]["names"],
+            "conditions": [
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": ts,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": ts,
+                },
+            ],
+            "storedVersions": storage,
+        }
+
+    def _after_write(
+        self, rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any]
+    ) -> None:
+        if rt.storage != CRD_STORAGE:
+            return
+        if new["metadata"].get("deletionTimestamp"):
+            return
+        self._schema_gen += 1
+        ct = custom_type_from_crd(new, self._schema_gen)
+        self.registry.add_custom(ct)
+        # Compiling CEL takes a moment the first time (the parser loads); do it
+        # off the request path so the first write of a custom resource is quick.
+        threading.Thread(target=schema.precompile, args=(ct.schemas,), daemon=True).start()
+        if old is not None:
+            # Defaults of a changed schema show on read for existing objects, as upstream.
+            sch = ct.schemas.get(ct.version) or {}
+            for k, obj in self.store.all_items(ct.storage):
+                self.store.replace_silently(ct.storage, k, schema.apply_defaults(obj, sch))
+
+    def crd_removed(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
+        rt = self.registry.find_custom(group, plural)
+        if rt is None:
+            return
+        with self.store.lock:
+            for k, _ in self.store.all_items(rt.storage):
+                self.store.remove(rt.storage, k)
+        self.registry.remove_custom(group, plural)
+
+    def install_crd(self, crd: dict[str, Any]) -> None:
+        rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert rt is not None
+        name = crd["metadata"]["name"]
+        with self.store.lock:
+            existing = self.store.get(rt.storage, ("", name))
+            if existing is None:
+                self.create(rt, "v1", None, crd)
+            else:
+                body = deep_copy(crd)
+                body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                self.update(rt, "v1", None, name, body)
+
+    # -- watch -----------------------------------------------------------------
+
+    def watch(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        q: Query,
+        timeout: float,
+        stopped: Callable[[], bool],
+        bookmarks: bool = False,
+        render: Callable[[dict[str, Any]], bytes] | None = None,
+    ) -> Iterator[bytes]:
+        """Newline-delimited watch events, as kube-apiserver streams them."""
+        deadline = time.monotonic() + timeout
+        ns = namespace if rt.namespaced else None
+        store = self.store
+        with store.lock:
+            initial: list[bytes] = []
+            if q.rv in ("", "0"):
+                for k in store.keys_from(rt.storage, ns, None):
+                    obj = store.get(rt.storage, k)
+                    if obj is not None and self.matches(rt, q, obj):
+                        raw = (
+                            render(self.served(rt, version, obj))
+                            if render
+                            else self.served_raw(rt, version, k, obj)
+                        )
+                        initial.append(_event_line("ADDED", raw))
+                pos = store.end
+            else:
+                try:
+                    start = int(q.rv)
+                except ValueError:
+                    raise errors.bad_request(f"invalid resource version: {q.rv!r}") from None
+                try:
+                    pos = store.position_after(start)
+                except Compacted as exc:
+                    yield _error_line(
+                        410, "Expired", f"too old resource version: {exc.requested} ({exc.oldest})"
+                    )
+                    return
+        yield from initial
+        last_rv = 0
+        # Every event up to `consumed_rv` has been sent or filtered out: a bookmark
+        # may name it (a later one could skip events the client never saw).
+        consumed_rv = int(q.rv) if q.rv not in ("", "0") else self._rv_at(pos)
+        next_mark = time.monotonic() + self.bookmark_interval
+
+        def bookmark() -> bytes:
+            mark = {
+                "kind": rt.kind,
+                "apiVersion": rt.api_version(version),
+                "metadata": {"resourceVersion": str(consumed_rv)},
+            }
+            return _event_line("BOOKMARK", dumps(mark))
+
+        while not stopped() and not store.closed:
+            with store.lock:
+                try:
+                    batch = store.events_from(pos)
+                except Compacted as exc:
+                    yield _error_line(
+                        410, "Expired", f"too old resource version: {last_rv} ({exc.oldest})"
+                    )
+                    return
+                lines: list[bytes] = []
+                if not batch:
+                    now = time.monotonic()
+                    if deadline - now <= 0:
+                        break
+                    if bookmarks and now >= next_mark:
+                        next_mark = now + self.bookmark_interval
+                        lines.append(bookmark())
+                    else:
+                        wait = min(deadline - now, 0.5)
+                        if bookmarks:
+                            wait = min(wait, max(0.0, next_mark - now))
+                        store.changed.wait(wait)
+                        continue
+                pos += len(batch)
+                for ev in batch:
+                    consumed_rv = ev.rv
+                    if ev.storage != rt.storage or (ns is not None and ev.key[0] != ns):
+                        continue
+                    last_rv = ev.rv
+                    kind = ev.type
+                    new_ok = self.matches(rt, q, ev.obj)
+                    if kind == "MODIFIED":
+                        old_ok = ev.prev is not None and self.matches(rt, q, ev.prev)
+                        if new_ok and not old_ok:
+                            kind = "ADDED"
+                        elif old_ok and not new_ok:
+                            kind = "DELETED"
+                        elif not new_ok:
+                            continue
+                    elif not new_ok:
+                        continue
+                    shown = self.served(rt, version, ev.obj)
+                    lines.append(_event_line(kind, render(shown) if render else dumps(shown)))
+            yield from lines
+            if time.monotonic() >= deadline:
+                break
+        if bookmarks and not store.closed:
+            yield bookmark()
+
+    def _rv_at(self, pos: int) -> int:
+        """The resourceVersion a watch positioned at `pos` has caught up to."""
+        with self.store.lock:
+            idx = pos - self.store.base
+            if 0 < idx <= len(self.store.history):
+                return self.store.history[idx - 1].rv
+            return (
+                self.store.rv
+                if idx > len(self.store.history) or not self.store.history
+                else self.store.compacted_rv
+            )
+
+
+def _event_line(kind: str, raw: bytes) -> bytes:
+    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+
+
+def _error_line(code: int, reason: str, message: str) -> bytes:
+    status = ApiError(code, reason, message).status()
+    return _event_line("ERROR", dumps(status))
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Equal but for resourceVersion: such an update is a no-op upstream (no new RV)."""
+    ma = {k: v for k, v in a.get("metadata", {}).items() if k != "resourceVersion"}
+    mb = {k: v for k, v in b.get("metadata", {}).items() if k != "resourceVersion"}
+    if ma != mb:
+        return False
+    return {k: v for k, v in a.items() if k != "metadata"} == {
+        k: v for k, v in b.items() if k != "metadata"
+    }
+
+
+def _spec_changed(new: dict[str, Any], old: dict[str, Any], *, status_is_spec: bool) -> bool:
+    """Generation moves on any change outside metadata (and status, when it is a subresource)."""
+    skip = (
+        ("metadata", "apiVersion", "kind")
+        if status_is_spec
+        else ("metadata", "status", "apiVersion", "kind")
+    )
+    return {k: v for k, v in new.items() if k not in skip} != {
+        k: v for k, v in old.items() if k not in skip
+    }

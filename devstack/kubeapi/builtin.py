@@ -1,0 +1,299 @@
+"""Type-specific strategies of built-in resources (what kube-apiserver's registry does).
+
+Pods: create-time defaults (the API defaulters plus the DefaultTolerationSeconds
+admission plugin), status reset to Pending with a QoS class, spec immutability
+on update, QoS. Events: the events.k8s.io/v1 view of core Events (one storage,
+two shapes, as upstream). Namespaces: the `kubernetes` finalizer and name label.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+from devstack.kubeapi.errors import Cause
+from shared.names import is_dns1123_label
+
+_DEFAULT_TOLERATIONS = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+
+def _image_pull_policy(image: str) -> str:
+    tail = image.rsplit("/", 1)[-1]
+    if "@" in tail:
+        return "IfNotPresent"
+    if ":" not in tail or tail.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def _default_container(c: dict[str, Any]) -> None:
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    if isinstance(c.get("image"), str):
+        c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+
+
+def default_pod(pod: dict[str, Any]) -> None:
+    spec = pod.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    for field in ("containers", "initContainers"):
+        for c in spec.get(field) or []:
+            if isinstance(c, dict):
+                _default_container(c)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    tolerations = spec.setdefault("tolerations", [])
+    if isinstance(tolerations, list):
+        for t in _DEFAULT_TOLERATIONS:
+            if not any(
+                isinstance(x, dict) and x.get("key") == t["key"] and x.get("effect") == t["effect"]
+                for x in tolerations
+            ):
+                tolerations.append(dict(t))
+
+
+def qos_class(pod: dict[str, Any]) -> str:
+    containers = [
+        c
+        for f in ("containers", "initContainers")
+        for c in (pod.get("spec", {}).get(f) or [])
+        if isinstance(c, dict)
+    ]
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or req.get(r, lim[r]) != lim[r]:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def validate_pod(pod: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return [Cause("FieldValueRequired", "Required value", "spec")]
+    containers = spec.get("containers")
+    if not containers:
+        causes.append(Cause("FieldValueRequired", "Required value", "spec.containers"))
+    for field in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(field) or []):
+            path = f"spec.{field}[{i}]"
+            name = c.get("name") if isinstance(c, dict) else None
+            if not name:
+                causes.append(Cause("FieldValueRequired", "Required value", f"{path}.name"))
+            elif not is_dns1123_label(str(name)):
+                causes.append(
+                    Cause(
+                        "FieldValueInvalid",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                        "lower case "
+                        "alphanumeric characters or '-', and must start and end with an "
+                        "alphanumeric character",
+                        f"{path}.name",
+                    )
+                )
+            if isinstance(c, dict) and not c.get("image"):
+                causes.append(Cause("FieldValueRequired", "Required value", f"{path}.image"))
+    if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
+        causes.append(
+            Cause(
+                "FieldValueNotSupported",
+                f'Unsupported value: "{spec.get("restartPolicy")}": supported values: '
+                '"Always", "OnFailure", "Never"',
+                "spec.restartPolicy",
+            )
+        )
+    return causes
+
+
+_POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)"
+)
+
+
+def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """Pod spec is immutable but for images, deadlines, added tolerations, gates."""
+    a = copy.deepcopy(new.get("spec") or {})
+    b = old.get("spec") or {}
+    for field in ("containers", "initContainers"):
+        for ca, cb in zip(a.get(field) or [], b.get(field) or [], strict=False):
+            if isinstance(ca, dict) and isinstance(cb, dict) and "image" in cb:
+                ca["image"] = cb["image"]
+    for field in ("activeDeadlineSeconds", "terminationGracePeriodSeconds"):
+        if field in b:
+            a[field] = b[field]
+        else:
+            a.pop(field, None)
+    old_tol = b.get("tolerations") or []
+    new_tol = a.get("tolerations") or []
+    if all(t in new_tol for t in old_tol):
+        if "tolerations" in b:
+            a["tolerations"] = b["tolerations"]
+        else:
+            a.pop("tolerations", None)
+    # scheduling gates may only be removed
+    old_gates = b.get("schedulingGates") or []
+    if all(g in old_gates for g in a.get("schedulingGates") or []):
+        if "schedulingGates" in b:
+            a["schedulingGates"] = b["schedulingGates"]
+        else:
+            a.pop("schedulingGates", None)
+    if a != b:
+        return [Cause("FieldValueForbidden", _POD_UPDATE_FORBIDDEN, "spec")]
+    return []
+
+
+# --- events.k8s.io/v1 <-> core/v1 Event --------------------------------------
+
+# (events.k8s.io/v1 field, core/v1 field): one storage, renamed fields.
+_EVENT_FIELDS = (
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+)
+_EVENT_SAME = ("reason", "type", "action", "related", "reportingInstance", "eventTime", "series")
+
+
+def core_event_to_v1(core: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": "Event",
+        "apiVersion": "events.k8s.io/v1",
+        "metadata": core.get("metadata", {}),
+    }
+    for new, old in _EVENT_FIELDS:
+        if core.get(old) not in (None, "", {}):
+            out[new] = core[old]
+    for f in _EVENT_SAME:
+        if core.get(f) not in (None, ""):
+            out[f] = core[f]
+    # events.k8s.io/v1 eventTime has no omitempty upstream: a core Event without
+    # one reads back as `"eventTime": null`.
+    out.setdefault("eventTime", None)
+    return out
+
+
+def v1_event_to_core(ev: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "Event", "apiVersion": "v1", "metadata": ev.get("metadata", {})}
+    for new, old in _EVENT_FIELDS:
+        if ev.get(new) is not None:
+            out[old] = ev[new]
+    for f in _EVENT_SAME:
+        if ev.get(f) is not None:
+            out[f] = ev[f]
+    out.setdefault("involvedObject", {})
+    out.setdefault("source", {})
+    out.setdefault("reportingInstance", "")
+    out.setdefault("reportingComponent", "")
+    return out
+
+
+def validate_core_event(
+    ev: dict[str, Any], *, controller_field: str = "reportingComponent"
+) -> list[Cause]:
+    """The legacy Event validation every Event passes (core/v1 stops here)."""
+    causes: list[Cause] = []
+    ns = str(ev.get("metadata", {}).get("namespace") or "")
+    inv = ev.get("involvedObject") or {}
+    inv_ns = str(inv.get("namespace") or "")
+    mismatch = Cause(
+        "FieldValueInvalid",
+        f'Invalid value: "{inv_ns}": does not match event.namespace',
+        "involvedObject.namespace",
+    )
+    if not ev.get("eventTime"):
+        if (not inv_ns and ns not in ("", "default")) or (inv_ns and inv_ns != ns):
+            causes.append(mismatch)
+        return causes
+    # "New" events (eventTime set) must say who reported what.
+    if not inv_ns and ns not in ("default", "kube-system"):
+        causes.append(mismatch)
+    if not ev.get("reportingComponent"):
+        causes.append(Cause("FieldValueRequired", "Required value", controller_field))
+    for f, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+        value = str(ev.get(f) or "")
+        if not value:
+            causes.append(Cause("FieldValueRequired", "Required value", f))
+        elif len(value) > limit:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    f'Invalid value: "": can have at most {limit} characters',
+                    f,
+                )
+            )
+    if len(str(ev.get("message") or "")) > 1024:
+        causes.append(
+            Cause(
+                "FieldValueInvalid",
+                'Invalid value: "": can have at most 1024 characters',
+                "message",
+            )
+        )
+    return causes
+
+
+def validate_v1_event(ev: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    for f in ("eventTime", "reportingController", "reportingInstance", "action", "reason"):
+        if not ev.get(f):
+            causes.append(Cause("FieldValueRequired", "Required value", f))
+    if ev.get("type") not in ("Normal", "Warning"):
+        causes.append(
+            Cause(
+                "FieldValueInvalid",
+                f'Invalid value: "{ev.get("type", "")}": has invalid value: {ev.get("type", "")}',
+                "type",
+            )
+        )
+    if len(str(ev.get("note", ""))) > 1024:
+        causes.append(Cause("FieldValueTooLong", "Too long: may not be longer than 1024", "note"))
+    return causes
+
+
+def fold_string_data(secret: dict[str, Any]) -> None:
+    """Secrets: `stringData` is write-only, merged into base64 `data`; type defaults to Opaque."""
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        data = secret.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+    secret.setdefault("type", "Opaque")
