@@ -9,22 +9,14 @@ never waits for one node while the rest of the pool has room.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from shared import constants as k
-from shared.models import CocoonSet, Quantity, dump
+from shared.models import CocoonSet, dump
 from shared.names import main_pod_name, vm_name
+from shared.quantity import canonical_quantity, quantity_is_zero
 
-_QUANTITY_NUMBER = re.compile(r"^\s*[+-]?(\d+(?:\.\d*)?|\.\d+)")
-
-
-def quantity_is_zero(value: Quantity) -> bool:
-    """True for `0`, `"0"`, `"0Gi"`, `"0.0"`; an unparsable quantity is not zero."""
-    if isinstance(value, int):
-        return value == 0
-    m = _QUANTITY_NUMBER.match(value)
-    return m is not None and float(m.group(1)) == 0.0
+__all__ = ["build_main_pod", "quantity_is_zero", "vm_spec_annotations"]
 
 
 def vm_spec_annotations(cs: CocoonSet) -> dict[str, str]:
@@ -35,7 +27,8 @@ def vm_spec_annotations(cs: CocoonSet) -> dict[str, str]:
         k.ANN_IMAGE: agent.image,
         k.ANN_MODE: agent.mode.value,
         k.ANN_OS: agent.os.value,
-        k.ANN_STORAGE: "" if agent.storage is None else str(agent.storage),
+        # Canonical, as the operator prints it: it compares these strings to detect drift.
+        k.ANN_STORAGE: "" if agent.storage is None else canonical_quantity(agent.storage),
         k.ANN_NETWORK: agent.network or "",
         k.ANN_SNAPSHOT_POLICY: cs.spec.snapshot_policy.value,
         k.ANN_MANAGED: k.TRUE,
@@ -52,7 +45,7 @@ def _resources(cs: CocoonSet) -> dict[str, Any]:
     agent = cs.spec.agent
     res: dict[str, Any] = dump(agent.resources) if agent.resources is not None else {}
     if agent.storage is not None and not quantity_is_zero(agent.storage):
-        storage = str(agent.storage)
+        storage = canonical_quantity(agent.storage)
         # Request and limit both: the scheduler reserves the disk the VM will
         # use, and the kubelet never lets the placeholder grow past it.
         res["requests"] = {**(res.get("requests") or {}), "ephemeral-storage": storage}

@@ -105,3 +105,19 @@ def test_pin_wins_over_hint_and_is_never_spec_node_name() -> None:
 )
 def test_quantity_zero(value: int | str, zero: bool) -> None:
     assert quantity_is_zero(value) is zero
+
+
+@pytest.mark.parametrize(
+    ("storage", "canonical"), [("1024Mi", "1Gi"), ("1.5Gi", "1536Mi"), ("1000M", "1G")]
+)
+def test_storage_is_written_as_the_operator_prints_it(storage: str, canonical: str) -> None:
+    """Issue 13, defect 3: the operator compares VM-spec strings and deletes a pod
+    that differs; `1024Mi` beside its `1Gi` would cost the restored VM its state."""
+    cs = CocoonSet.model_validate(
+        set_manifest(suspend=False, phase="Waking", agent={"storage": storage})
+    )
+    pod = build_main_pod(cs, hint="")
+    assert pod["metadata"]["annotations"][k.ANN_STORAGE] == canonical
+    res = pod["spec"]["containers"][0]["resources"]
+    assert res["requests"]["ephemeral-storage"] == canonical
+    assert res["limits"]["ephemeral-storage"] == canonical
