@@ -2,7 +2,8 @@
 
 Routes (SPEC §11): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
 (binary or structured), ``POST /registry`` and ``/kubernetes/audit`` are the
-``ingest`` webhooks, ``GET /healthz`` answers ``ok``. Anything else is 404.
+``ingest`` webhooks, ``GET /healthz`` answers ``ok``, ``GET /metrics`` serves the
+operator's slot-release counters in Prometheus text format. Anything else is 404.
 
 Each route is the very app functions-framework builds for that target from
 ``main.py`` (``create_app``), mounted under its path, so the CloudEvent
@@ -19,14 +20,20 @@ from typing import Any
 
 import flask
 import functions_framework
+import prometheus_client
 
 # The server `functions-framework` itself runs (gunicorn, threaded): the same in-process
 # behaviour as the per-target deployments. Private module, pinned with functions-framework 3.10.
 from functions_framework._http import create_server
 
+# Only `serve` (a long-running process) imports these: the per-target Cloud Run
+# functions count in log lines, and never pay prometheus-client's import.
+from functions.metrics import install
+
 CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -55,11 +62,14 @@ def create_app(source: Path | None = None) -> Any:
         for target in CLOUDEVENT_TARGETS
     }
     ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
+    metrics_app: WSGIApp = prometheus_client.make_wsgi_app(install())
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
         if path == HEALTH_PATH:
             return _plain("200 OK", b"ok", start_response)
+        if path == METRICS_PATH:
+            return metrics_app(environ, start_response)
         if path in INGEST_PATHS:
             return ingest_app(environ, start_response)
         head, _, rest = path.lstrip("/").partition("/")

@@ -98,9 +98,9 @@ REASON_IDLE_SUSPENDED: Final = "IdleSuspended"
 REASON_BAD_ANNOTATION: Final = "InvalidAnnotation"
 EVENT_COMPONENT: Final = "cocoon-hibernation"
 
-METRIC_PODS_DELETED: Final = "slot_release_pods_deleted_total"
-METRIC_WAKE: Final = "slot_release_wake_total"
-METRIC_WAKE_UNSCHEDULABLE: Final = "slot_release_wake_unschedulable_total"
+METRIC_PODS_DELETED: Final = "cocoon_operator_slot_release_pods_deleted_total"
+METRIC_WAKE: Final = "cocoon_operator_slot_release_wake_total"
+METRIC_WAKE_UNSCHEDULABLE: Final = "cocoon_operator_slot_release_wake_unschedulable_total"
 
 PLACEMENT_HINT_NODE: Final = "hint-node"
 PLACEMENT_POOL: Final = "pool"

@@ -3,7 +3,8 @@
 Cloud Run forwards stdout lines that parse as JSON as `jsonPayload`, lifting
 `severity` and `message`; the counters of SPEC §8 are log lines too (a field
 `metric`), so log-based metrics in Terraform count them without a metrics
-client on the cold-start path.
+client on the cold-start path. A long-running process (`serve`) adds a sink
+that also feeds Prometheus counters (`functions/metrics.py`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,17 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from shared.config import LogFormat
 
 _lock = threading.Lock()
+
+# Called with (metric, value, labels) on every count: `serve` feeds Prometheus from here.
+CounterSink = Callable[[str, int, Mapping[str, str]], None]
+_counter_sinks: list[CounterSink] = []
 
 
 class _State:
@@ -78,3 +84,12 @@ def error(message: str, **fields: Any) -> None:
 def count(metric: str, value: int = 1, **labels: str) -> None:
     """One increment of a counter of SPEC §8 (read by log-based metrics)."""
     emit("INFO", f"{metric} +{value}", metric=metric, value=value, labels=labels)
+    for sink in tuple(_counter_sinks):
+        sink(metric, value, labels)
+
+
+def add_counter_sink(sink: CounterSink) -> None:
+    """Also send every count to `sink` (idempotent: a sink is added once)."""
+    with _lock:
+        if sink not in _counter_sinks:
+            _counter_sinks.append(sink)

@@ -6,15 +6,15 @@
 
 locals {
   log_metrics = {
-    slot_release_pods_deleted_total = {
+    cocoon_operator_slot_release_pods_deleted_total = {
       description = "Pods deleted to release a suspended CocoonSet's seat."
       labels      = ["namespace", "cocoonset"]
     }
-    slot_release_wake_total = {
+    cocoon_operator_slot_release_wake_total = {
       description = "Completed wakes of released CocoonSets, by placement (hint-node or pool)."
       labels      = ["namespace", "cocoonset", "placement"]
     }
-    slot_release_wake_unschedulable_total = {
+    cocoon_operator_slot_release_wake_unschedulable_total = {
       description = "Wake attempts whose main pod was Unschedulable (no seat free)."
       labels      = ["namespace", "cocoonset"]
     }
@@ -63,9 +63,9 @@ resource "google_monitoring_alert_policy" "wake_unschedulable" {
   severity     = "WARNING"
 
   conditions {
-    display_name = "slot_release_wake_unschedulable_total > 0"
+    display_name = "cocoon_operator_slot_release_wake_unschedulable_total > 0"
     condition_threshold {
-      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.counter["slot_release_wake_unschedulable_total"].name}\""
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.counter["cocoon_operator_slot_release_wake_unschedulable_total"].name}\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
