@@ -574,6 +574,23 @@ class CocoonSet(_Model):
 
 # --- pods (only what the reconciler reads) -------------------------------------------
 
+_GO_INT: Final = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+def parse_go_int(raw: str) -> int:
+    """An integer annotation as the operator reads it: strconv.ParseInt(raw, 10, 64).
+
+    ASCII digits with an optional sign only; anything else (`1_0`, ` 7`, `٣`,
+    out of int64 range) reads as 0, where Python's int() would accept the first
+    three and disagree with the operator about a generation.
+    """
+    if not _GO_INT.match(raw):
+        return 0
+    value = int(raw)
+    return value if _INT64_MIN <= value <= _INT64_MAX else 0
+
 
 class ContainerStateRunning(_Model):
     started_at: str | None = Field(default=None, alias="startedAt")
@@ -641,10 +658,19 @@ class Pod(_Model):
 
     @property
     def managed(self) -> bool:
-        # Agents are always managed by vk-cocoon (SPEC §2); toolboxes say so explicitly.
-        return self.role in (k.ROLE_MAIN, k.ROLE_SUB_AGENT) or (
-            self.annotations.get(k.ANN_MANAGED) == k.TRUE
-        )
+        # The annotation alone, as the operator reads it (meta.ParseVMSpec): it writes
+        # `managed: "true"` on every agent, and a pod without it has no VM to gate on.
+        return self.annotations.get(k.ANN_MANAGED) == k.TRUE
+
+    def controlled_by(self, owner_uid: str | None) -> bool:
+        """metav1.IsControlledBy: the pod's controller reference names this uid."""
+        ref = next((r for r in self.metadata.owner_references if r.controller), None)
+        return ref is not None and bool(owner_uid) and ref.uid == owner_uid
+
+    @property
+    def generation_stamp(self) -> int:
+        """The set generation last stamped on the pod (vk-cocoon echoes it); else 0."""
+        return parse_go_int(self.annotations.get(k.ANN_GENERATION, ""))
 
     @property
     def vm_name(self) -> str:
@@ -660,12 +686,8 @@ class Pod(_Model):
 
     @property
     def lifecycle_generation(self) -> int:
-        """Missing or garbage reads as 0 (SPEC §2)."""
-        raw = self.annotations.get(k.ANN_LIFECYCLE_GENERATION, "")
-        try:
-            return int(raw)
-        except ValueError:
-            return 0
+        """Missing or garbage reads as 0 (SPEC §2), as Go's strconv.ParseInt reads it."""
+        return parse_go_int(self.annotations.get(k.ANN_LIFECYCLE_GENERATION, ""))
 
     @property
     def terminal(self) -> bool:

@@ -21,7 +21,7 @@ Invariants kept here (the reasons are in SPEC §4/§5):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
@@ -47,6 +47,7 @@ from shared.reconcile.steps import (
     RereadMain,
     Retry,
     SetPhase,
+    StampGeneration,
     Stash,
     Step,
     Wait,
@@ -73,15 +74,45 @@ class Observed:
     completed_wake: bool = False
 
 
+def owned_pods(cs: CocoonSet, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
+    """The pods `cs` controls (metav1.IsControlledBy), as the operator keeps them.
+
+    Pods are listed by the name label, but a label is only a hint: a pod that
+    carries it without the set's controller reference is never flagged,
+    stamped, gated on, stashed or deleted.
+    """
+    return tuple(p for p in pods if p.controlled_by(cs.metadata.uid))
+
+
 def decide(o: Observed) -> Step:
     cs = o.cs
+    o = replace(o, pods=owned_pods(cs, o.pods))
     if cs.metadata.deletion_timestamp is not None:
         return NotOurs("the set is being deleted")
+    failed = _failed_main(o)
+    if failed is not None:
+        return failed
     if cs.suspended:
         if cs.is_release:
             return decide_release(o)
         return NotOurs(f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken")
     return decide_wake(o)
+
+
+def _failed_main(o: Observed) -> Step | None:
+    """A failed main is the operator's `Failed` phase, checked before suspend as it does.
+
+    Writing `Suspended` (or `Waking`) over it would flip the phase back and forth
+    with the operator on every pass; the failure is the operator's to triage.
+    """
+    cs = o.cs
+    main = main_pod(o.pods)
+    if main is None or not main.terminal or not released_seat_evidence(cs):
+        return None
+    if cs.phase is not Phase.FAILED:
+        why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
+        return SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
+    return NotOurs(f"main pod {main.name} failed: the operator's to triage")
 
 
 # --- release (SPEC §4) ----------------------------------------------------------------
@@ -113,6 +144,7 @@ def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
 def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
     """Status agents' VM names ∪ previously stashed ∪ live pods' VM names, sorted."""
     names = {a.vm_name for a in cs.status.agents or () if a.vm_name}
+    names.update(t.vm_name for t in cs.status.toolboxes or () if t.vm_name)
     names.update(n for n in cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "").split(","))
     names.update(p.vm_name for p in pods)
     names.discard("")
@@ -125,12 +157,17 @@ def decide_release(o: Observed) -> Step:
         return Refuse(NO_REGISTRY)
     active = [p for p in o.pods if not p.terminating]
 
-    # 1. Request hibernation on every owned, non-terminating pod.
+    # 1. Request hibernation on every owned, non-terminating pod, with the set's
+    # current generation stamp in the same patch (vk-cocoon echoes the stamp).
     unflagged = tuple(
-        sorted(p.name for p in active if p.annotations.get(k.ANN_HIBERNATE) != k.TRUE)
+        sorted(
+            p.name
+            for p in active
+            if p.annotations.get(k.ANN_HIBERNATE) != k.TRUE or p.generation_stamp < cs.generation
+        )
     )
     if unflagged:
-        return RequestHibernation(unflagged)
+        return RequestHibernation(unflagged, cs.generation)
 
     # Terminal pods are kept for triage and pods already being deleted are
     # leaving: when nothing else holds a seat, the release is complete.
@@ -141,7 +178,8 @@ def decide_release(o: Observed) -> Step:
         return Done("released")
 
     # 2. The gate, from this fresh read: annotations first (free), then the registry.
-    gated = [p for p in o.pods if p.managed and not p.terminal]
+    # Pods already being deleted are leaving: the gate skips them.
+    gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
         why = _hibernation_pending(cs, pod)
         if why is not None:
@@ -194,7 +232,7 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
     return (
         main is not None
         and main.annotations.get(k.ANN_RESTORE) == k.TRUE
-        and k.ANN_HIBERNATE not in main.annotations
+        and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
         and bool(cs.hint)
     )
 
@@ -229,6 +267,13 @@ def decide_wake(o: Observed) -> Step:
     if not o.registry_configured:
         return Refuse(NO_REGISTRY)
     vm0 = vm_name(cs.namespace, cs.name, 0)
+    lagging = tuple(
+        sorted(p.name for p in o.pods if not p.terminating and p.generation_stamp < cs.generation)
+    )
+    if lagging:
+        # The operator stamps every owned pod on every pass; so does whoever
+        # reconciles the set here, or a later hibernate report would be stale.
+        return StampGeneration(lagging, cs.generation)
 
     if main is None:
         probe = o.probes.get(vm0)
@@ -257,7 +302,9 @@ def decide_wake(o: Observed) -> Step:
                 return PersistWaking(stamp_started=stamp)
             message = main.unschedulable_message()
             if message is not None:
-                return ReportNoCapacity(pod_uid=main.metadata.uid or "", message=message)
+                return ReportNoCapacity(
+                    pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
+                )
             return Wait(f"restoring {main.name}: VM not live yet")
         # The deterministic name, never the pod's annotation: whoever can annotate
         # the pod must not steer the delete to another set's snapshot.

@@ -48,8 +48,15 @@ from shared.errors import (
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
-from shared.reconcile.decide import Observed, decide, main_pod, released_seat_evidence
+from shared.reconcile.decide import (
+    Observed,
+    decide,
+    main_pod,
+    owned_pods,
+    released_seat_evidence,
+)
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
+from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
     TERMINAL,
     ClearStaleHint,
@@ -68,6 +75,7 @@ from shared.reconcile.steps import (
     RereadMain,
     Retry,
     SetPhase,
+    StampGeneration,
     Stash,
     Step,
     Wait,
@@ -137,13 +145,41 @@ class _Run:
         self.cs = cs if cs is not None else self.kube.get_set(self.ref)
         if self.cs is None:
             return False
-        self.pods = tuple(self.kube.list_pods(self.ref))
+        # Listed by label, kept only if the set controls them (as the operator keeps them).
+        self.pods = owned_pods(self.cs, tuple(self.kube.list_pods(self.ref)))
         # What this invocation learned from the pods no longer holds after a re-read.
         self.reread.clear()
         return True
 
     def _replace_pod(self, pod: Pod) -> None:
+        if not pod.controlled_by(self.set.metadata.uid):
+            self._drop_pod(pod.name)  # a labelled pod the set does not control
+            return
         self.pods = (*(p for p in self.pods if p.name != pod.name), pod)
+
+    def _stamp(self, names: tuple[str, ...], annotations: dict[str, str]) -> None:
+        """Annotate pods as read: the resourceVersion precondition keeps a stamp from
+        going backwards over a newer one written since (409 = re-read, re-decide)."""
+        for name in names:
+            pod = next((p for p in self.pods if p.name == name), None)
+            rv = pod.metadata.resource_version if pod is not None else None
+            meta: dict[str, object] = {"annotations": annotations}
+            if rv:
+                meta["resourceVersion"] = rv
+            try:
+                patched = self.kube.patch_pod(self.ref.namespace, name, {"metadata": meta})
+            except NotFound:
+                self._drop_pod(name)
+                continue
+            self._replace_pod(patched)
+
+    def _write_phase(self, phase: Phase) -> None:
+        """The phase with the status the operator would write beside it (compare-and-swap)."""
+        self.cs = self.kube.patch_set_status(
+            self.ref,
+            {"status": build_status(self.set, self.pods, phase, now=self.now)},
+            resource_version=self.set.metadata.resource_version,
+        )
 
     def _drop_pod(self, name: str) -> None:
         self.pods = tuple(p for p in self.pods if p.name != name)
@@ -251,21 +287,13 @@ class _Run:
         if isinstance(step, ProbeRegistry):
             self.probe(step)
         elif isinstance(step, RequestHibernation):
-            for name in step.pods:
-                try:
-                    pod = self.kube.patch_pod(
-                        ns, name, {"metadata": {"annotations": {k.ANN_HIBERNATE: k.TRUE}}}
-                    )
-                except NotFound:
-                    self._drop_pod(name)
-                    continue
-                self._replace_pod(pod)
-        elif isinstance(step, SetPhase):
-            self.cs = self.kube.patch_set_status(
-                self.ref,
-                {"status": {"phase": step.phase.value}},
-                resource_version=self.set.metadata.resource_version,
+            self._stamp(
+                step.pods, {k.ANN_HIBERNATE: k.TRUE, k.ANN_GENERATION: str(step.generation)}
             )
+        elif isinstance(step, StampGeneration):
+            self._stamp(step.pods, {k.ANN_GENERATION: str(step.generation)})
+        elif isinstance(step, SetPhase):
+            self._write_phase(step.phase)
         elif isinstance(step, Stash):
             annotations: dict[str, str] = {}
             if step.delete_vm_names:
@@ -383,11 +411,7 @@ class _Run:
                 log.count(k.METRIC_PODS_DELETED, namespace=ns, cocoonset=self.ref.name)
 
     def persist_waking(self, step: PersistWaking) -> None:
-        self.cs = self.kube.patch_set_status(
-            self.ref,
-            {"status": {"phase": Phase.WAKING.value}},
-            resource_version=self.set.metadata.resource_version,
-        )
+        self._write_phase(Phase.WAKING)
         log.info("wake engaged: phase Waking", set=str(self.ref))
         # Only the CAS winner gets here; the version it wrote names the occurrence.
         event = lifecycle.waking(self.set, hint=self.set.hint, now=self.now)
@@ -466,7 +490,7 @@ class _Run:
         # AlreadyExists for a repeat, so re-entries neither spam nor recount.
         created = self.event(
             k.REASON_WAKE_NO_CAPACITY,
-            step.message or "the restored main pod is unschedulable",
+            step.event_message,
             type="Warning",
             key=f"{step.pod_uid}/{step.message}",
         )

@@ -73,7 +73,13 @@ class ReportNoCapacity:
     """The restored main pod cannot be scheduled: warn (once per situation) and keep waiting."""
 
     pod_uid: str
-    message: str
+    message: str  # the scheduler's
+    pod_name: str = ""
+
+    @property
+    def event_message(self) -> str:
+        """The Warning's text, worded as the operator words its WakeNoCapacity."""
+        return f"main pod {self.pod_name} unschedulable: {self.message}"
 
 
 # --- effects ----------------------------------------------------------------------
@@ -88,9 +94,23 @@ class ProbeRegistry:
 
 @dataclass(frozen=True, slots=True)
 class RequestHibernation:
-    """SPEC §4.1: annotate these pods `hibernate: "true"`."""
+    """SPEC §4.1: annotate these pods `hibernate: "true"` and the set's generation, in one patch.
+
+    vk-cocoon echoes the pod's generation stamp (never the set's) as the
+    observed generation of its `hibernated` report, so the stamp must be
+    current before vk-cocoon acts, or the gate never passes.
+    """
 
     pods: tuple[str, ...]
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class StampGeneration:
+    """Stamp the set's current generation on owned pods whose stamp lags (as the operator does)."""
+
+    pods: tuple[str, ...]
+    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +203,7 @@ Step = (
     | ReportNoCapacity
     | ProbeRegistry
     | RequestHibernation
+    | StampGeneration
     | SetPhase
     | Stash
     | FlagAndDelete

@@ -48,6 +48,4 @@ def test_a_count_is_one_log_line_and_one_prometheus_sample() -> None:
     text = prometheus_client.generate_latest(registry).decode()
     for name in OPERATOR_NAMES:
         assert f"# TYPE {name} counter" in text
-    assert "_created" not in "\n".join(
-        line for line in text.splitlines() if "slot_release" in line
-    )
+    assert "_created" not in "\n".join(line for line in text.splitlines() if "slot_release" in line)

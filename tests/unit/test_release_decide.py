@@ -8,6 +8,7 @@ import pytest
 
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
+from shared.models import ToolboxStatus
 from shared.reconcile.decide import NO_REGISTRY, Observed, decide
 from shared.reconcile.steps import (
     Done,
@@ -76,7 +77,7 @@ CASES: list[tuple[str, Observed, Step]] = [
         Refuse(NO_REGISTRY),
     ),
     # --- 1. request hibernation
-    ("request-hibernation", obs(pods=[{}]), RequestHibernation(("agent-0",))),
+    ("request-hibernation", obs(pods=[{}]), RequestHibernation(("agent-0",), 2)),
     (
         "terminating-pod-is-not-asked",
         obs(pods=[{"terminating": True}]),
@@ -189,9 +190,15 @@ CASES: list[tuple[str, Observed, Step]] = [
         Stash(f"{VM0},vk-team-a-agent-1", "node-a"),
     ),
     (
-        "failed-lifecycle-is-terminal",
+        # Issue 13: a failed main is the operator's Failed phase, checked before suspend.
+        "failed-lifecycle-main-is-failed",
         obs(pods=[{"hibernate": True, "state": "failed"}]),
-        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+        SetPhase(Phase.FAILED, "main pod agent-0 failed: Running"),
+    ),
+    (
+        "failed-main-already-failed-is-left-alone",
+        obs({"phase": "Failed"}, [{"hibernate": True, "state": "failed"}]),
+        NotOurs("main pod agent-0 failed: the operator's to triage"),
     ),
     (
         "no-pods-settles-suspended",
@@ -200,8 +207,23 @@ CASES: list[tuple[str, Observed, Step]] = [
     ),
     ("no-pods-already-suspended", obs({"phase": "Suspended"}, []), Done("released")),
     (
-        "only-terminal-pods-settle",
+        "failed-phase-main-is-failed",
         obs(pods=[{"hibernate": True, "phase": "Failed"}]),
+        SetPhase(Phase.FAILED, "main pod agent-0 failed: Failed"),
+    ),
+    (
+        "only-terminal-non-main-pods-settle",
+        obs(
+            pods=[
+                {
+                    "name": "agent-1",
+                    "role": k.ROLE_SUB_AGENT,
+                    "slot": "1",
+                    "hibernate": True,
+                    "phase": "Failed",
+                }
+            ]
+        ),
         SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
     ),
 ]
@@ -253,3 +275,85 @@ def test_registry_is_only_asked_after_every_annotation_passes() -> None:
         ]
     )
     assert isinstance(decide(observed), Wait)
+
+
+# --- issue 13: the real operator and vk-cocoon, not our model of them -----------------
+
+STRANGER = {
+    # Carries the set's labels and its own hibernated, pushed VM, but the set does
+    # not control it (no controller reference with the set's uid).
+    "name": "agent-stranger",
+    "uid": "pod-uid-stranger",
+    "vm": "vk-team-a-agent-stranger",
+    **{k2: v for k2, v in HIBERNATED.items()},
+}
+
+
+@pytest.mark.parametrize(
+    "stranger",
+    [
+        {**STRANGER, "owner_uid": None},
+        {**STRANGER, "owner_uid": "another-sets-uid"},
+    ],
+    ids=["no-owner", "other-owner"],
+)
+def test_a_labelled_pod_the_set_does_not_control_is_never_touched(
+    stranger: dict[str, Any],
+) -> None:
+    # Not flagged (it lacks hibernate here), not stashed, not deleted.
+    unflagged = {**stranger, "hibernate": False}
+    assert decide(obs(pods=[HIBERNATED, unflagged])) == ProbeRegistry((VM0,))
+    assert decide(obs(pods=[HIBERNATED, stranger], probes=PRESENT)) == Stash(VM0, "node-a")
+    assert (
+        decide(
+            obs({"annotations": STASHED, "hint": "node-a"}, [HIBERNATED, stranger], probes=PRESENT)
+        )
+        == main_target
+    )
+    # A set whose only labelled pod is a stranger has nothing to release.
+    assert decide(obs(pods=[stranger])) == SetPhase(Phase.SUSPENDED, "no owned pod holds a seat")
+
+
+def test_the_hibernate_request_carries_the_current_generation_stamp() -> None:
+    """vk-cocoon echoes the pod's stamp: a hibernate=true pod stamped 1 on a set at
+    generation 2 must be re-stamped, or its report can never pass the gate."""
+    lagging = {**HIBERNATED, "stamp": 1, "generation": 1}
+    assert decide(obs(pods=[lagging])) == RequestHibernation(("agent-0",), 2)
+    # Stamped and echoed at 2: the gate goes on to the registry.
+    assert decide(obs(pods=[{**HIBERNATED, "stamp": 2}])) == ProbeRegistry((VM0,))
+
+
+def test_pods_being_deleted_are_skipped_by_the_gate() -> None:
+    leaving = {
+        "name": "agent-1",
+        "uid": "pod-uid-2",
+        "role": k.ROLE_SUB_AGENT,
+        "slot": "1",
+        "vm": "vk-team-a-agent-1",
+        "state": "ready",
+        "hibernate": True,
+        "terminating": True,
+    }
+    assert decide(obs(pods=[HIBERNATED, leaving])) == ProbeRegistry((VM0,))
+
+
+def test_managed_comes_from_the_annotation() -> None:
+    # A main without `managed: "true"` has no VM lifecycle to wait for (the operator
+    # reads the annotation, not the role): it is not gated on.
+    unmanaged = {"hibernate": True, "state": "ready", "managed": False}
+    assert decide(obs(pods=[unmanaged], probes=PRESENT)) == Stash(VM0, "node-a")
+
+
+@pytest.mark.parametrize("raw", ["1_0", " 7", "7 ", "\u0663", "+", "99999999999999999999"])
+def test_observed_generation_parses_as_go(raw: str) -> None:
+    # Go's strconv.ParseInt reads these as errors (0): stale, so the gate waits.
+    pod = {**HIBERNATED, "generation": None, "annotations": {k.ANN_LIFECYCLE_GENERATION: raw}}
+    step = decide(obs(pods=[pod]))
+    assert isinstance(step, Wait), step
+
+
+def test_the_stash_includes_toolbox_vm_names() -> None:
+    cs_kw = {"annotations": {}}
+    observed = obs(cs_kw, [HIBERNATED], probes=PRESENT)
+    observed.cs.status.toolboxes = [ToolboxStatus(name="tb", vm_name="vk-team-a-agent-tb")]
+    assert decide(observed) == Stash(f"{VM0},vk-team-a-agent-tb", "node-a")

@@ -23,6 +23,7 @@ from shared.reconcile.steps import (
     RereadMain,
     Retry,
     SetPhase,
+    StampGeneration,
     Step,
     Wait,
 )
@@ -119,7 +120,9 @@ CASES: list[tuple[str, Observed, Step]] = [
             {"phase": "Waking", "hint": "node-a"},
             [{**RESTORING, "node": None, "unschedulable": "0/3 nodes are available"}],
         ),
-        ReportNoCapacity(pod_uid="pod-uid-1", message="0/3 nodes are available"),
+        ReportNoCapacity(
+            pod_uid="pod-uid-1", message="0/3 nodes are available", pod_name="agent-0"
+        ),
     ),
     (
         "stale-phase-while-restoring-re-enters-waiting",
@@ -249,9 +252,10 @@ CASES: list[tuple[str, Observed, Step]] = [
         NotOurs("nothing released to restore (retain placeholder or kept terminal pod)"),
     ),
     (
-        "kept-terminal-main-left-alone",
+        # The operator checks a failed main before anything else: Failed, as it writes.
+        "kept-terminal-main-is-failed",
         obs({"phase": "Suspended", "hint": "node-a"}, [{"hibernate": True, "phase": "Failed"}]),
-        NotOurs("nothing released to restore (retain placeholder or kept terminal pod)"),
+        SetPhase(Phase.FAILED, "main pod agent-0 failed: Failed"),
     ),
     (
         "terminating-main-is-no-main",
@@ -310,3 +314,52 @@ def test_waking_with_snapshot_creates_the_restore_pod() -> None:
         "preference"
     ]["matchExpressions"][0]["values"] == ["node-a"]
     assert "nodeName" not in spec
+
+
+# --- issue 13: the real operator and vk-cocoon, not our model of them -----------------
+
+
+def test_no_capacity_warning_reads_as_the_operators() -> None:
+    step = decide(
+        obs(
+            {"phase": "Waking", "hint": "node-a"},
+            [{**RESTORING, "node": None, "unschedulable": "0/3 nodes are available"}],
+        )
+    )
+    assert isinstance(step, ReportNoCapacity)
+    assert step.event_message == "main pod agent-0 unschedulable: 0/3 nodes are available"
+
+
+def test_unfinished_wake_needs_hibernate_not_true_and_restore_true() -> None:
+    # `hibernate: "false"` is not a hibernate request: the restore is unfinished.
+    main = {**RESTORING, "annotations": {k.ANN_HIBERNATE: "false"}}
+    step = decide(obs({"phase": "Running", "hint": "node-a"}, [main]))
+    assert step == PersistWaking(stamp_started=True)
+    # `restore-from-hibernate: "false"` is no restore marker at all.
+    marker_false = {
+        "restore": False,
+        "node": "node-a",
+        "annotations": {k.ANN_RESTORE: "false"},
+    }
+    step = decide(obs({"phase": "Running", "hint": "node-a"}, [marker_false]))
+    assert not isinstance(step, PersistWaking)
+
+
+def test_a_wake_stamps_a_lagging_generation() -> None:
+    step = decide(obs({"phase": "Waking", "hint": "node-a", "generation": 3}, [RESTORING]))
+    assert step == StampGeneration(("agent-0",), 3)
+
+
+def test_a_failed_restore_is_the_operators_failed_phase() -> None:
+    failed = {**RESTORING, "state": "failed"}
+    step = decide(obs({"phase": "Waking", "hint": "node-a"}, [failed]))
+    assert step == SetPhase(Phase.FAILED, "main pod agent-0 failed: Running")
+    # Once Failed, never flipped back to Waking (the stale-status arm would).
+    step = decide(obs({"phase": "Failed", "hint": "node-a"}, [failed]))
+    assert step == NotOurs("main pod agent-0 failed: the operator's to triage")
+
+
+def test_a_main_the_set_does_not_control_is_not_its_main() -> None:
+    stranger = {**LIVE, "owner_uid": None}
+    # No owned main: the wake probes for the snapshot to restore its own.
+    assert decide(obs({"phase": "Waking", "hint": "node-a"}, [stranger])) == ProbeRegistry((VM0,))
