@@ -90,7 +90,7 @@ def test_missing_objects(client: KubeClient, world: World) -> None:
 
 def test_pod_create_delete_and_preconditions(world: World, client: KubeClient) -> None:
     world.ensure_namespace(NS)
-    body = pod_manifest()
+    body = pod_manifest(owner_uid=None)  # no owner: the garbage collector would take it
     body["metadata"] = {
         key: v for key, v in body["metadata"].items() if key not in ("uid", "resourceVersion")
     }

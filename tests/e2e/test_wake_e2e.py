@@ -447,7 +447,11 @@ def test_an_unschedulable_restore_warns_once_per_situation(
     warnings = [e for e in world.events(NS) if e.reason == k.REASON_WAKE_NO_CAPACITY]
     assert len(warnings) == 1
     assert warnings[0].type == "Warning"
-    assert warnings[0].message == "0/3 nodes are available: 3 Insufficient cpu."
+    # Worded as the operator words it (issue 13).
+    assert (
+        warnings[0].message
+        == "main pod agent-0 unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    )
     assert len(metric_lines(capsys.readouterr().out, k.METRIC_WAKE_UNSCHEDULABLE)) == 1
     assert world.get_set(NS, SET)["status"]["phase"] == "Waking"
     assert world.snapshot_present(VM0)
