@@ -13,11 +13,19 @@ one of the local stack). It is a test double for the world, not a product:
   kube-scheduler's does. When nothing
   fits it writes ``PodScheduled=False``, reason ``Unschedulable``, with a
   kube-scheduler shaped message, once per distinct message.
-* **operator** (the normal flow, SPEC §12) -- for a set that is not suspended
-  and whose phase is unset, ``Pending`` or ``Running``: creates the main pod
-  (SPEC §2/§3, *without* the restore marker) when the set has no pods, and
-  derives the phase (``Pending`` -> ``Running`` once the main pod is Ready)
-  with ``status.agents``. It never writes ``Suspending``/``Suspended``/
+* **operator** (the normal flow, SPEC §12), as cocoon-operator's source
+  behaves where the functions meet it: it keeps only the pods a set
+  *controls* (controller ownerReference with the set's uid), stamps the set's
+  ``metadata.generation`` on every one of them first, on every pass; a failed
+  main (pod phase ``Failed`` or lifecycle ``failed``) makes the phase
+  ``Failed`` before anything else. For a set that is not suspended and whose
+  phase is unset, ``Pending``, ``Running`` (or ``Suspending`` without a hint,
+  a fast unsuspend): clears ``hibernate`` on its pods, deletes a main pod
+  whose VM-spec annotations differ *as strings* from what it would write
+  (drift; the next pass recreates it), creates the main pod (the same builder
+  as the functions' wake, *without* the restore marker) when the set has no
+  pods, and derives the phase (``Pending`` -> ``Running`` once the main pod is
+  Ready) with ``status.agents``. It never writes ``Suspending``/``Suspended``/
   ``Waking`` for a release-policy set and never creates a pod for a set in
   those phases: those belong to the functions. A suspended *retain* set gets
   the minimal retain flow: ``hibernate=true`` on its pods, ``Suspending`` then
@@ -28,11 +36,15 @@ one of the local stack). It is a test double for the world, not a product:
   A restore-marked pod restores *warm* when its node still holds that VM's
   node-local snapshot (the node it hibernated on, and the pod was deleted with
   ``keep-snapshot-on-delete``), else *cold* by pulling ``:hibernate`` from the
-  registry; the outcome is written to ``lifecycle-state-message`` and kept in
-  :attr:`Simulator.restores`. On ``hibernate=true`` it pushes a real
-  ``<prefix>/<vm>:hibernate`` image to the registry and only then writes
-  lifecycle ``hibernated`` with the observed generation (one patch). A pod
-  being deleted is finalized at once (grace 0); a deleted pod's seat frees.
+  registry; a managed pod *without* the marker restores the same way on its
+  own when the registry has a ``:hibernate`` tag for its VM, and boots fresh
+  only when it has none. The outcome is written to ``lifecycle-state-message``
+  and kept in :attr:`Simulator.restores`. On ``hibernate=true`` it snapshots a
+  running VM once: it pushes a real ``<prefix>/<vm>:hibernate`` image to the
+  registry and only then writes lifecycle ``hibernated`` with the observed
+  generation -- the *pod's* ``cocoonset.cocoonstack.io/generation`` stamp,
+  never the set's (it does not read the set) -- in one patch. A pod being
+  deleted is finalized at once (grace 0); a deleted pod's seat frees.
 
 Every tick reads the world (sets, pods), decides purely
 (:func:`decide`) and then acts; conflicts and vanished objects are dropped
@@ -66,11 +78,15 @@ from devstack.registry import push_image
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
-from shared.names import main_pod_name, vm_name
+from shared.models import CocoonSet, parse_go_int
+from shared.names import vm_name
+from shared.reconcile.mainpod import build_main_pod, vm_spec_annotations
 
 WARM = "warm"
 COLD = "cold"
 FRESH = "fresh"
+# No restore marker: vk-cocoon restores if the registry has a `:hibernate` tag, else boots fresh.
+AUTO = "auto"
 MSG_RESTORED = "restored {how} on {node}"
 
 _NORMAL_FLOW_PHASES = {None, "", Phase.PENDING.value, Phase.RUNNING.value}
@@ -123,9 +139,56 @@ def _unschedulable_message(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _controller_uid(pod: Mapping[str, Any]) -> str:
+    refs = _meta(pod).get("ownerReferences") or []
+    ref = next((r for r in refs if r.get("controller")), None)
+    return str(ref.get("uid") or "") if ref is not None else ""
+
+
 def _owned(set_obj: Mapping[str, Any], pods: Iterable[JSON]) -> list[JSON]:
+    """Labelled pods the set controls (metav1.IsControlledBy), as the operator keeps them."""
     ns, name = _key(set_obj)
-    return [p for p in pods if _key(p)[0] == ns and _labels(p).get(k.LABEL_SET_NAME) == name]
+    uid = str(_meta(set_obj).get("uid") or "")
+    return [
+        p
+        for p in pods
+        if _key(p)[0] == ns
+        and _labels(p).get(k.LABEL_SET_NAME) == name
+        and uid
+        and _controller_uid(p) == uid
+    ]
+
+
+def _pod_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Failed" or _ann(pod).get(
+        k.ANN_LIFECYCLE_STATE
+    ) == LifecycleState.FAILED.value
+
+
+# The VM-spec keys the operator compares (meta.ParseVMSpec), absent = "".
+_VM_SPEC_KEYS = (
+    k.ANN_VM_NAME,
+    k.ANN_IMAGE,
+    k.ANN_MODE,
+    k.ANN_OS,
+    k.ANN_STORAGE,
+    k.ANN_NETWORK,
+    k.ANN_SNAPSHOT_POLICY,
+    k.ANN_MANAGED,
+    k.ANN_FORCE_PULL,
+    k.ANN_NO_DIRECT_IO,
+    k.ANN_CONN_TYPE,
+    k.ANN_BACKEND,
+    k.ANN_PROBE_PORT,
+)
+
+
+def vm_spec_drifted(set_obj: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """The operator's drift check: the pod's VM-spec annotations, as strings, against its own."""
+    want = vm_spec_annotations(CocoonSet.model_validate(set_obj))
+    want[k.ANN_VM_NAME] = _ann(pod).get(k.ANN_VM_NAME, "")  # the operator copies the name
+    have = _ann(pod)
+    return any(have.get(key, "") != want.get(key, "") for key in _VM_SPEC_KEYS)
 
 
 def _spec(set_obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -212,6 +275,15 @@ class ResumeVM:
 
 
 @dataclass(frozen=True, slots=True)
+class DeletePod:
+    """The operator deletes a pod (VM-spec drift), with a UID precondition."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
 class FinalizeDelete:
     namespace: str
     name: str
@@ -227,89 +299,17 @@ Action = (
     | BootVM
     | HibernateVM
     | ResumeVM
+    | DeletePod
     | FinalizeDelete
 )
 
 
 def main_pod_body(set_obj: Mapping[str, Any]) -> JSON:
-    """The normal flow's main pod (SPEC §2/§3), without the restore marker."""
-    ns, name = _key(set_obj)
-    spec = _spec(set_obj)
-    agent = spec.get("agent") or {}
-    vm = vm_name(ns, name, 0)
-    annotations = {
-        k.ANN_VM_NAME: vm,
-        k.ANN_IMAGE: str(agent.get("image", "")),
-        k.ANN_MODE: str(agent.get("mode") or "clone"),
-        k.ANN_OS: str(agent.get("os") or "linux"),
-        k.ANN_SNAPSHOT_POLICY: str(spec.get("snapshotPolicy") or "always"),
-        k.ANN_MANAGED: k.TRUE,
-        k.ANN_BACKEND: str(agent.get("backend") or "cloud-hypervisor"),
-        k.ANN_GENERATION: str(_meta(set_obj).get("generation") or 0),
-    }
-    selector = {k.LABEL_POOL: str(spec.get("nodePool") or k.DEFAULT_POOL)}
-    if spec.get("snapshotCompatibilityClass"):
-        selector[k.LABEL_SNAPSHOT_CPU_CLASS] = str(spec["snapshotCompatibilityClass"])
-    pod_spec: JSON = {
-        "containers": [
-            {
-                "name": k.MAIN_CONTAINER,
-                "image": k.PLACEHOLDER_IMAGE,
-                "resources": agent.get("resources") or {},
-            }
-        ],
-        "terminationGracePeriodSeconds": k.POD_GRACE_SECONDS,
-        "nodeSelector": selector,
-        "tolerations": [
-            {"key": k.TOLERATION_VK_PROVIDER, "operator": "Exists"},
-            {"key": k.TOLERATION_NOT_READY, "operator": "Exists", "effect": "NoExecute"},
-            {"key": k.TOLERATION_UNREACHABLE, "operator": "Exists", "effect": "NoExecute"},
-        ],
-    }
-    if spec.get("nodeName"):
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": k.LABEL_HOSTNAME,
-                                    "operator": "In",
-                                    "values": [spec["nodeName"]],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": main_pod_name(name),
-            "namespace": ns,
-            "labels": {
-                k.LABEL_SET_NAME: name,
-                k.LABEL_ROLE: k.ROLE_MAIN,
-                k.LABEL_SLOT: "0",
-                k.LABEL_APP_NAME: name,
-            },
-            "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": k.API_VERSION,
-                    "kind": k.KIND,
-                    "name": name,
-                    "uid": str(_meta(set_obj).get("uid") or ""),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": pod_spec,
-    }
+    """The normal flow's main pod: the functions' builder (SPEC §2/§3), without the restore
+    marker and without a hint (the operator's buildAgentPod has neither)."""
+    body = build_main_pod(CocoonSet.model_validate(set_obj), hint="")
+    del body["metadata"]["annotations"][k.ANN_RESTORE]
+    return body
 
 
 def _agents_status(set_obj: Mapping[str, Any], main: Mapping[str, Any] | None) -> list[JSON]:
@@ -334,6 +334,16 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
     generation = int(_meta(set_obj).get("generation") or 0)
     out: list[Action] = []
 
+    # syncCocoonSetGeneration: every owned pod, every pass, before anything else.
+    for p in live:
+        if parse_go_int(_ann(p).get(k.ANN_GENERATION, "")) != generation:
+            out.append(AnnotatePod(ns, _key(p)[1], {k.ANN_GENERATION: str(generation)}))
+    # A failed main is the operator's Failed phase, whatever suspend says.
+    if main is not None and _pod_terminal(main):
+        if phase != Phase.FAILED.value:
+            out.append(WriteSetStatus(ns, name, rv, {"phase": Phase.FAILED.value}))
+        return out
+
     if not _is_release(set_obj) and suspended:
         # Minimal retain flow: the VM hibernates in place and keeps its seat.
         for p in live:
@@ -356,8 +366,26 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
                 out.append(AnnotatePod(ns, _key(p)[1], {k.ANN_HIBERNATE: None}))
         out.append(WriteSetStatus(ns, name, rv, {"phase": Phase.PENDING.value}))
         return out
-    if phase not in _NORMAL_FLOW_PHASES:
-        return out  # Suspending/Suspended/Waking of a release set, Failed, ...
+    hint = _ann(set_obj).get(k.ANN_HIBERNATED_ON_NODE, "")
+    fast_unsuspend = phase == Phase.SUSPENDING.value and not hint
+    if phase not in _NORMAL_FLOW_PHASES and not fast_unsuspend:
+        return out  # Suspended/Waking (or Suspending with the hint) of a release set, Failed
+    unfinished_wake = (
+        main is not None
+        and _ann(main).get(k.ANN_RESTORE) == k.TRUE
+        and _ann(main).get(k.ANN_HIBERNATE) != k.TRUE
+        and bool(hint)
+    )
+    if unfinished_wake:
+        return out  # the wake's (reconcileWake runs before the normal flow)
+    # applyUnsuspend: the suspend is over, so is the hibernate request.
+    for p in live:
+        if _ann(p).get(k.ANN_HIBERNATE) is not None:
+            out.append(AnnotatePod(ns, _key(p)[1], {k.ANN_HIBERNATE: None}))
+    if main is not None and vm_spec_drifted(set_obj, main):
+        # Drift: the pod goes and the next pass recreates it from the spec.
+        out.append(DeletePod(ns, _key(main)[1], str(_meta(main).get("uid") or "")))
+        return out
     if not owned and not (_is_release(set_obj) and _ann(set_obj).get(k.ANN_HIBERNATED_ON_NODE)):
         out.append(CreatePod(ns, main_pod_body(set_obj)))
     want = Phase.RUNNING.value if main is not None and _ready(main) else Phase.PENDING.value
@@ -408,11 +436,10 @@ def decide_scheduler(pods: Sequence[JSON], nodes: Sequence[NodeInfo]) -> list[Ac
 
 def decide_vk(
     pods: Sequence[JSON],
-    sets: Sequence[JSON],
     node_snapshots: Mapping[str, set[str]],
     booting: set[tuple[str, str]] | None = None,
 ) -> list[Action]:
-    generations = {_key(s): int(_meta(s).get("generation") or 0) for s in sets}
+    """vk-cocoon: it reads pods only (never a set), so it echoes the pod's own stamp."""
     out: list[Action] = []
     for pod in pods:
         ns, name = _key(pod)
@@ -429,19 +456,19 @@ def decide_vk(
                 continue
             if ann.get(k.ANN_RESTORE) == k.TRUE:
                 how = WARM if vm in node_snapshots.get(node, set()) else COLD
+            elif ann.get(k.ANN_MANAGED) == k.TRUE:
+                how = AUTO  # restores on its own if a :hibernate tag exists
             else:
                 how = FRESH
             out.append(BootVM(ns, name, vm, node, how))
             continue
         state = ann.get(k.ANN_LIFECYCLE_STATE, "")
-        set_gen = generations.get((ns, _labels(pod).get(k.LABEL_SET_NAME, "")), 0)
         if ann.get(k.ANN_HIBERNATE) == k.TRUE:
-            try:
-                observed = int(ann.get(k.ANN_LIFECYCLE_GENERATION, "0"))
-            except ValueError:
-                observed = 0
-            if state != LifecycleState.HIBERNATED.value or observed < set_gen:
-                out.append(HibernateVM(ns, name, vm, node, set_gen))
+            # A running VM is snapshotted once; a hibernated one has nothing left
+            # to snapshot, whatever its stamp says since.
+            if state not in (LifecycleState.HIBERNATED.value, LifecycleState.FAILED.value):
+                stamp = parse_go_int(ann.get(k.ANN_GENERATION, ""))
+                out.append(HibernateVM(ns, name, vm, node, stamp))
         elif state == LifecycleState.HIBERNATED.value:
             out.append(ResumeVM(ns, name))
     return out
@@ -458,7 +485,7 @@ def decide(
     for s in sets:
         out.extend(decide_operator(s, pods))
     out.extend(decide_scheduler(pods, nodes))
-    out.extend(decide_vk(pods, sets, node_snapshots))
+    out.extend(decide_vk(pods, node_snapshots))
     return out
 
 
@@ -665,6 +692,12 @@ class Simulator:
                 pod_path(action.namespace, action.name),
                 {"metadata": {"annotations": {k.ANN_LIFECYCLE_STATE: LifecycleState.READY.value}}},
             )
+        elif isinstance(action, DeletePod):
+            api.delete(
+                pod_path(action.namespace, action.name),
+                {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": action.uid}},
+            )
+            self._emit("drift-deleted", action.namespace, action.name)
         elif isinstance(action, FinalizeDelete):
             pod = api.get(pod_path(action.namespace, action.name))
             api.delete(
@@ -698,6 +731,13 @@ class Simulator:
     def _boot(self, action: BootVM) -> None:
         path = pod_path(action.namespace, action.name)
         how = action.how
+        if how == AUTO:
+            # vk-cocoon restores a VM whose :hibernate snapshot exists, marker or not.
+            tagged = _manifest_exists(
+                self.registry_url, self._registry_repository(action.vm), k.TAG_HIBERNATE
+            )
+            warm = action.vm in self.node_snapshots.get(action.node, set())
+            how = (WARM if warm else COLD) if tagged else FRESH
         # A cold restore pulls the snapshot from the registry (a real GET of the manifest).
         if how == COLD and not _manifest_exists(
             self.registry_url, self._registry_repository(action.vm), k.TAG_HIBERNATE

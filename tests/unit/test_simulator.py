@@ -8,6 +8,7 @@ import pytest
 
 from devstack.placement import NodeInfo
 from devstack.simulator import (
+    AUTO,
     COLD,
     FRESH,
     WARM,
@@ -15,6 +16,7 @@ from devstack.simulator import (
     BindPod,
     BootVM,
     CreatePod,
+    DeletePod,
     FinalizeDelete,
     HibernateVM,
     MarkUnschedulable,
@@ -170,7 +172,11 @@ RESTORE = {k.ANN_RESTORE: k.TRUE}
 @pytest.mark.parametrize(
     ("pod", "snapshots", "want"),
     [
-        pytest.param(a_pod(node="node-1"), {}, FRESH, id="first-boot"),
+        # No marker: vk-cocoon asks the registry at boot (restore if tagged, else fresh).
+        pytest.param(a_pod(node="node-1"), {}, AUTO, id="no-marker"),
+        pytest.param(
+            a_pod(node="node-1", annotations={k.ANN_MANAGED: "false"}), {}, FRESH, id="unmanaged"
+        ),
         pytest.param(
             a_pod(node="node-1", annotations=RESTORE),
             {"node-1": {"vk-demo-a-0"}},
@@ -188,24 +194,27 @@ RESTORE = {k.ANN_RESTORE: k.TRUE}
 def test_vk_boots_warm_cold_or_fresh(
     pod: dict[str, Any], snapshots: dict[str, set[str]], want: str
 ) -> None:
-    actions = decide_vk([pod], [a_set()], snapshots)
+    actions = decide_vk([pod], snapshots)
     assert actions == [BootVM("demo", "a-0", "vk-demo-a-0", pod["spec"]["nodeName"], want)]
 
 
-def test_vk_hibernates_when_asked_and_the_observed_generation_is_stale() -> None:
-    running = {k.ANN_VM_ID: "vm-1", k.ANN_LIFECYCLE_STATE: "ready", k.ANN_HIBERNATE: k.TRUE}
-    actions = decide_vk([a_pod(node="node-1", annotations=running)], [a_set(generation=3)], {})
-    assert actions == [HibernateVM("demo", "a-0", "vk-demo-a-0", "node-1", 3)]
-    stale = {**running, k.ANN_LIFECYCLE_STATE: "hibernated", k.ANN_LIFECYCLE_GENERATION: "2"}
-    assert decide_vk([a_pod(node="node-1", annotations=stale)], [a_set(generation=3)], {}) == [
-        HibernateVM("demo", "a-0", "vk-demo-a-0", "node-1", 3)
-    ]
-    done = {**stale, k.ANN_LIFECYCLE_GENERATION: "3"}
-    assert decide_vk([a_pod(node="node-1", annotations=done)], [a_set(generation=3)], {}) == []
+def test_vk_hibernates_a_running_vm_once_and_echoes_the_pods_stamp() -> None:
+    """vk-cocoon never reads the set: the observed generation is the pod's stamp."""
+    running = {
+        k.ANN_VM_ID: "vm-1",
+        k.ANN_LIFECYCLE_STATE: "ready",
+        k.ANN_HIBERNATE: k.TRUE,
+        k.ANN_GENERATION: "1",  # the set may be at 3: vk-cocoon cannot know
+    }
+    actions = decide_vk([a_pod(node="node-1", annotations=running)], {})
+    assert actions == [HibernateVM("demo", "a-0", "vk-demo-a-0", "node-1", 1)]
+    # Hibernated: the VM is gone, a newer stamp since changes nothing.
+    done = {**running, k.ANN_LIFECYCLE_STATE: "hibernated", k.ANN_GENERATION: "3"}
+    assert decide_vk([a_pod(node="node-1", annotations=done)], {}) == []
 
 
 def test_vk_finalizes_a_terminating_pod() -> None:
-    actions = decide_vk([a_pod(node="node-1", terminating=True)], [a_set()], {})
+    actions = decide_vk([a_pod(node="node-1", terminating=True)], {})
     assert actions == [FinalizeDelete("demo", "a-0", "uid-a-0")]
 
 
@@ -235,6 +244,48 @@ def test_node_local_snapshot_survives_only_a_flagged_delete(
     sim._remember([a_pod(node="node-1", annotations=ann)])
     sim._remember([])  # the pod is gone
     restore = a_pod(node="node-1", annotations=RESTORE)
-    (boot,) = decide_vk([restore], [a_set()], sim.node_snapshots)
+    (boot,) = decide_vk([restore], sim.node_snapshots)
     assert isinstance(boot, BootVM)
     assert boot.how == (WARM if warm_after else COLD)
+
+
+# --- the operator as its source behaves (issue 13) ---------------------------------------
+
+
+def test_operator_stamps_the_generation_on_every_owned_pod_first() -> None:
+    pod = a_pod(node="node-1", ready=True, annotations={k.ANN_GENERATION: "1"})
+    actions = decide_operator(a_set(phase="Running", generation=4, suspend=True), [pod])
+    assert actions[0] == AnnotatePod("demo", "a-0", {k.ANN_GENERATION: "4"})
+
+
+def test_operator_ignores_a_labelled_pod_it_does_not_control() -> None:
+    stranger = a_pod(node="node-1", ready=True)
+    stranger["metadata"]["ownerReferences"] = []
+    actions = decide_operator(a_set(phase="Pending", generation=4), [stranger])
+    assert not [a for a in actions if isinstance(a, AnnotatePod)]
+    # For the operator the set has no pod: it creates its own main.
+    assert [a for a in actions if isinstance(a, CreatePod)]
+
+
+def test_operator_deletes_a_main_whose_vm_spec_drifted_as_a_string() -> None:
+    the_set = a_set(phase="Running")
+    the_set["spec"]["agent"]["storage"] = "1024Mi"
+    drifted = a_pod(node="node-1", ready=True, annotations={k.ANN_STORAGE: "1024Mi"})
+    assert DeletePod("demo", "a-0", "uid-a-0") in decide_operator(the_set, [drifted])
+    same = a_pod(node="node-1", ready=True, annotations={k.ANN_STORAGE: "1Gi"})
+    assert not [a for a in decide_operator(the_set, [same]) if isinstance(a, DeletePod)]
+
+
+def test_operator_leaves_an_unfinished_wake_to_the_functions() -> None:
+    the_set = a_set(phase="Running", hint="node-1")
+    the_set["spec"]["agent"]["storage"] = "1024Mi"
+    restoring = a_pod(node="node-1", annotations={k.ANN_RESTORE: k.TRUE, k.ANN_STORAGE: "x"})
+    assert not [a for a in decide_operator(the_set, [restoring]) if isinstance(a, DeletePod)]
+
+
+def test_operator_writes_failed_for_a_failed_main_before_suspend() -> None:
+    failed = a_pod(node="node-1", annotations={k.ANN_LIFECYCLE_STATE: "failed"})
+    actions = decide_operator(a_set(phase="Suspending", suspend=True), [failed])
+    assert [a for a in actions if isinstance(a, WriteSetStatus)] == [
+        WriteSetStatus("demo", "a", "7", {"phase": "Failed"})
+    ]
