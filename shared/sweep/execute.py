@@ -250,7 +250,10 @@ class Sweeper:
             return
         for cs, need in checks:
             ref = SetRef(cs.namespace, cs.name)
-            set_pods = pods[(cs.namespace, cs.name)]
+            # A labelled pod the set does not control is not its pod (as the operator keeps them).
+            set_pods = [
+                p for p in pods[(cs.namespace, cs.name)] if p.controlled_by(cs.metadata.uid)
+            ]
             if need is SafetyNeed.SUSPENDED_CHECK:
                 if pods_left(set_pods):
                     self._reconcile(ref, "suspended-with-pods")

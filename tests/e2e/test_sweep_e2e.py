@@ -340,6 +340,18 @@ def test_a_suspended_release_set_with_a_pod_left_is_reconciled(world: World) -> 
     assert left.metadata.annotations.get(k.ANN_HIBERNATE) == k.TRUE
 
 
+def test_a_labelled_pod_the_set_does_not_control_is_not_a_pod_left(world: World) -> None:
+    """Issue 13: only pods the set controls are its pods; a stranger costs no reconcile."""
+    world.create_set(set_manifest(phase="Suspended"))
+    world.create_pod(pod(state="ready", vm_id="vm-1", running=True, owner_uid=None))
+
+    summary = sweep(world)
+
+    assert summary.of(ActionKind.RECONCILE) == []
+    [left] = world.pods(NS, SET)
+    assert left.metadata.annotations.get(k.ANN_HIBERNATE) is None  # never flagged
+
+
 def test_released_sets_cost_one_pod_list_per_page_not_one_per_set(world: World) -> None:
     for i in range(30):
         world.create_set(set_manifest(f"released-{i}", phase="Suspended"))
