@@ -80,6 +80,7 @@ from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, parse_go_int
 from shared.names import vm_name
+from shared.quantity import canonical_quantity
 from shared.reconcile.mainpod import build_main_pod, vm_spec_annotations
 
 WARM = "warm"
@@ -185,8 +186,13 @@ _VM_SPEC_KEYS = (
 
 def vm_spec_drifted(set_obj: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     """The operator's drift check: the pod's VM-spec annotations, as strings, against its own."""
-    want = vm_spec_annotations(CocoonSet.model_validate(set_obj))
+    cs = CocoonSet.model_validate(set_obj)
+    want = vm_spec_annotations(cs)
     want[k.ANN_VM_NAME] = _ann(pod).get(k.ANN_VM_NAME, "")  # the operator copies the name
+    # Stated here, not inherited from the wake's builder: the operator's storage string is
+    # the parsed quantity's String() (meta.QuantityString), whatever the user typed.
+    storage = cs.spec.agent.storage
+    want[k.ANN_STORAGE] = "" if storage is None else canonical_quantity(storage)
     have = _ann(pod)
     return any(have.get(key, "") != want.get(key, "") for key in _VM_SPEC_KEYS)
 

@@ -151,6 +151,47 @@ def test_status_follows_a_set_through_suspend_and_wake(stack: Stack) -> None:
     assert rows["s1"]["snapshot"] == "no"  # the tag goes before the hint is cleared
 
 
+def test_a_woken_vm_keeps_its_state_beside_the_operators_drift_check(stack: Stack) -> None:
+    """Issue 13, defect 3, against the simulated operator (which deletes a main pod whose
+    VM-spec strings differ from its own): `storage: 1024Mi` is written as `1Gi`, so the
+    restored pod stays and its VM is never booted fresh after the tag is gone."""
+    api = KubeHTTP(stack.kube_url)
+    api.post(
+        set_path(NS),
+        {
+            "apiVersion": "cocoonset.cocoonstack.io/v1",
+            "kind": "CocoonSet",
+            "metadata": {"name": "st", "namespace": NS},
+            "spec": {
+                "hibernatePolicy": "release",
+                "agent": {"image": "img:1", "storage": "1024Mi"},
+            },
+        },
+    )
+    wait_until("st Running", lambda: phase(stack, "st") == "Running")
+    assert cli(stack, "suspend", f"{NS}/st", "--wait", "30").returncode == 0
+    assert cli(stack, "wake", f"{NS}/st", "--wait", "30").returncode == 0
+    wait_until(
+        "the wake to complete",
+        lambda: (
+            phase(stack, "st") == "Running"
+            and not (get_set(stack, "st")["metadata"].get("annotations") or {}).get(
+                "cocoonset.cocoonstack.io/hibernated-on-node"
+            )
+        ),
+    )
+
+    def main_pod() -> dict[str, Any]:
+        return api.get(f"/api/v1/namespaces/{NS}/pods/st-0")
+
+    restored = main_pod()
+    assert restored["metadata"]["annotations"]["cocoonset.cocoonstack.io/storage"] == "1Gi"
+    time.sleep(2)  # many simulator passes: a drifted pod would be gone by now
+    assert main_pod()["metadata"]["uid"] == restored["metadata"]["uid"]
+    assert stack.simulator is not None
+    assert [r.how for r in stack.simulator.restores if r.pod == "st-0"] in (["warm"], ["cold"])
+
+
 def test_cli_errors_are_one_line(stack: Stack) -> None:
     out = cli(stack, "wake", f"{NS}/does-not-exist")
     assert out.returncode == 1
