@@ -44,7 +44,8 @@ class StatusRow:
 
 def status_row(cs: CocoonSet, pods: Sequence[Pod], snapshot: Callable[[str], str]) -> StatusRow:
     """Pure: the row for one release-policy set, given its pods and a snapshot probe."""
-    live = [p for p in pods if not p.terminating]
+    # Only the pods the set controls are its pods (as the operator and the reconciler keep them).
+    live = [p for p in pods if not p.terminating and p.controlled_by(cs.metadata.uid)]
     main = next((p for p in live if p.is_main), None)
     flag = ""
     if (

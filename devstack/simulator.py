@@ -78,10 +78,10 @@ from devstack.registry import push_image
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
-from shared.models import CocoonSet, parse_go_int
-from shared.names import vm_name
+from shared.models import CocoonSet, Pod, parse_go_int
 from shared.quantity import canonical_quantity
 from shared.reconcile.mainpod import build_main_pod, vm_spec_annotations
+from shared.reconcile.status import build_status
 
 WARM = "warm"
 COLD = "cold"
@@ -318,20 +318,8 @@ def main_pod_body(set_obj: Mapping[str, Any]) -> JSON:
     return body
 
 
-def _agents_status(set_obj: Mapping[str, Any], main: Mapping[str, Any] | None) -> list[JSON]:
-    ns, name = _key(set_obj)
-    entry: JSON = {"role": k.ROLE_MAIN, "slot": 0, "vmName": vm_name(ns, name, 0)}
-    if main is not None:
-        entry["podName"] = _meta(main).get("name")
-        if _ann(main).get(k.ANN_VM_ID):
-            entry["vmID"] = _ann(main)[k.ANN_VM_ID]
-        entry["phase"] = (main.get("status") or {}).get("phase") or "Pending"
-    return [entry]
-
-
 def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Action]:
-    ns, name = _key(set_obj)
-    rv = str(_meta(set_obj).get("resourceVersion") or "")
+    ns, _ = _key(set_obj)
     phase = _phase(set_obj)
     suspended = bool(_spec(set_obj).get("suspend"))
     owned = _owned(set_obj, pods)
@@ -347,7 +335,7 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
     # A failed main is the operator's Failed phase, whatever suspend says.
     if main is not None and _pod_terminal(main):
         if phase != Phase.FAILED.value:
-            out.append(WriteSetStatus(ns, name, rv, {"phase": Phase.FAILED.value}))
+            out.extend(_status(set_obj, live, Phase.FAILED))
         return out
 
     if not _is_release(set_obj) and suspended:
@@ -359,8 +347,7 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
             _ann(p).get(k.ANN_LIFECYCLE_STATE) == LifecycleState.HIBERNATED.value for p in live
         )
         want = Phase.SUSPENDED.value if done or not live else Phase.SUSPENDING.value
-        if phase != want:
-            out.append(WriteSetStatus(ns, name, rv, {"phase": want}))
+        out.extend(_status(set_obj, live, Phase(want)))
         return out
 
     if suspended:
@@ -370,7 +357,7 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
         for p in live:
             if _ann(p).get(k.ANN_HIBERNATE) is not None:
                 out.append(AnnotatePod(ns, _key(p)[1], {k.ANN_HIBERNATE: None}))
-        out.append(WriteSetStatus(ns, name, rv, {"phase": Phase.PENDING.value}))
+        out.extend(_status(set_obj, live, Phase.PENDING))
         return out
     hint = _ann(set_obj).get(k.ANN_HIBERNATED_ON_NODE, "")
     fast_unsuspend = phase == Phase.SUSPENDING.value and not hint
@@ -394,24 +381,50 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
         return out
     if not owned and not (_is_release(set_obj) and _ann(set_obj).get(k.ANN_HIBERNATED_ON_NODE)):
         out.append(CreatePod(ns, main_pod_body(set_obj)))
-    want = Phase.RUNNING.value if main is not None and _ready(main) else Phase.PENDING.value
-    status: JSON = {}
-    if phase != want:
-        status["phase"] = want
-    agents = _agents_status(set_obj, main)
-    current = (set_obj.get("status") or {}).get("agents")
-    if current != agents:
-        status["agents"] = agents
-    if (set_obj.get("status") or {}).get("observedGeneration") != generation:
-        status["observedGeneration"] = generation
-    ready = 1 if main is not None and _ready(main) else 0
-    if (set_obj.get("status") or {}).get("readyAgents") != ready:
-        status["readyAgents"] = ready
-    if (set_obj.get("status") or {}).get("desiredAgents") != 1:
-        status["desiredAgents"] = 1  # the main agent; release sets have no sub-agents
-    if status:
-        out.append(WriteSetStatus(ns, name, rv, status))
+    want = Phase.RUNNING if main is not None and _ready(main) else Phase.PENDING
+    out.extend(_status(set_obj, live, want))
     return out
+
+
+_STATUS_FIELDS = (
+    "phase",
+    "observedGeneration",
+    "readyAgents",
+    "desiredAgents",
+    "readyToolboxes",
+    "desiredToolboxes",
+    "agents",
+    "toolboxes",
+)
+
+
+def _condition_keys(conditions: Iterable[Mapping[str, Any]] | None) -> list[tuple[Any, ...]]:
+    keys = ("type", "status", "reason", "message", "observedGeneration")
+    return sorted(tuple(c.get(x) for x in keys) for c in conditions or ())
+
+
+def _status(set_obj: Mapping[str, Any], live: Sequence[JSON], phase: Phase) -> list[Action]:
+    """The operator's patchStatus(buildStatus(...)): the whole status, skipped when a no-op.
+
+    The same builder as the functions' (the operator's rules), so the two never
+    disagree about what a phase looks like.
+    """
+    ns, name = _key(set_obj)
+    full = build_status(
+        CocoonSet.model_validate(set_obj),
+        tuple(Pod.model_validate(p) for p in live),
+        phase,
+        now=datetime.now(UTC),
+    )
+    current: Mapping[str, Any] = set_obj.get("status") or {}
+    same = all(current.get(f) == full[f] for f in _STATUS_FIELDS) and _condition_keys(
+        current.get("conditions")
+    ) == _condition_keys(full["conditions"])
+    if same:
+        return []
+    if current.get("phase") == full["phase"]:
+        del full["phase"]  # unchanged: not a phase transition to narrate
+    return [WriteSetStatus(ns, name, str(_meta(set_obj).get("resourceVersion") or ""), full)]
 
 
 def seats_used(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:

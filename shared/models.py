@@ -654,7 +654,8 @@ class Pod(_Model):
 
     @property
     def is_main(self) -> bool:
-        return self.role == k.ROLE_MAIN or self.labels.get(k.LABEL_SLOT) == "0"
+        # The role label alone, as the operator classifies pods (classifyPods).
+        return self.role == k.ROLE_MAIN
 
     @property
     def managed(self) -> bool:
