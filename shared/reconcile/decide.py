@@ -5,7 +5,15 @@ gathered so far and returns the single next step (see `steps.py`). It reads no
 clock, no network and no environment: the executor feeds it what it learned
 and asks again, so every row of the SPEC is a row of a unit table.
 
-Invariants kept here (the reasons are in SPEC §4/§5):
+Invariants kept here (the reasons are in SPEC §4/§5, and in cocoon-operator's
+source, which these decisions follow where both act on a set):
+- only pods the set controls (controller ownerReference with its uid) are
+  looked at; a labelled stranger is never flagged, stamped, gated on, stashed
+  or deleted;
+- a failed main is the operator's `Failed` phase, checked before suspend; it
+  is written once and never flipped back;
+- the set's generation is stamped on a pod in the same patch as `hibernate`
+  (vk-cocoon echoes the pod's stamp, never the set's);
 - release deletes nothing until every managed, non-terminal pod reports
   `hibernated` for the set's current generation AND the registry answered
   the `:hibernate` manifest present; a registry error is never an answer;
