@@ -27,7 +27,7 @@ headers, body = to_binary(CloudEvent(
 ))
 status = client.post("/", headers=headers, data=body).status_code
 loaded = {m.split(".")[0] for m in sys.modules}
-heavy = sorted(loaded & {"kubernetes", "boto3", "botocore", "urllib3"})
+heavy = sorted(loaded & {"kubernetes", "boto3", "botocore", "urllib3", "prometheus_client"})
 print(json.dumps({"status": status, "heavy": heavy}))
 """
 
