@@ -4,8 +4,9 @@
 its pods once, then loops decide → act until a terminal step (bounded). It
 uses the object each write returns as the new state instead of re-reading,
 so a complete release of a main-only set whose VM already hibernated costs
-GET set, LIST pods, PATCH set (stash), PATCH pod (flag), DELETE pod, PATCH
-status, POST event = 7 API requests and one registry HEAD.
+GET set, LIST pods, PATCH set (stash + round), PATCH pod (flag), DELETE pod,
+PATCH status, POST event, PATCH set (reported) = 8 API requests and one
+registry HEAD.
 
 Concurrency (SPEC §9): every set write that depends on the read carries its
 resourceVersion; a 409 re-reads and re-decides (at most MAX_CONFLICTS times,
