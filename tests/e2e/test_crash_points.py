@@ -435,3 +435,41 @@ def test_the_clean_runs_write_what_the_readme_says(stack: Stack) -> None:
         "PATCH set",  # owed marker removed
         "PATCH set/status",  # Running
     ]
+
+
+# --- the sweep finishes what redelivery did not ------------------------------------------
+
+
+def _events_create(method: str, path: str) -> bool:
+    return method == "POST" and path == EVENTS_PATH
+
+
+def _sweep_tick() -> CloudEvent:
+    return CloudEvent(
+        {"type": k.CE_SWEEP_REQUESTED, "source": "//tests", "id": uuid.uuid4().hex},
+        {"dryRun": False},
+    )
+
+
+@pytest.mark.parametrize("phase", ["release", "wake-completion"])
+def test_an_owed_report_the_platform_gave_up_on_is_emitted_by_the_sweep(
+    stack: Stack, phase: str
+) -> None:
+    setup, run = PHASES[phase]
+    begin(stack, setup)
+    # Every delivery's Event create fails: the platform gives up (Eventarc drops it).
+    stack.kube.arm("5xx", match=_events_create, times=None)
+    answers = run(stack)
+    assert all(a >= 500 for a in answers), "owed work is never acknowledged"
+    reason = k.REASON_SEAT_RELEASED if phase == "release" else k.REASON_WAKE_COMPLETED
+    assert stack.events(reason) == []
+    ann = stack.world.get_set(NS, SET)["metadata"]["annotations"]
+    if phase == "release":
+        assert ann[k.ANN_RELEASE_ROUND] != ann.get(k.ANN_RELEASE_REPORTED)  # durable: owed
+    else:
+        assert k.ANN_WAKE_REPORT_OWED in ann
+    stack.kube.disarm()
+
+    assert post(stack.make("sweep"), _sweep_tick()).status_code == 200
+
+    check(stack, phase, [200], window=False)
