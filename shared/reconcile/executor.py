@@ -135,7 +135,6 @@ class _Run:
     reread: dict[str, bool] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
     deleted: int = 0
-    deleted_names: list[str] = field(default_factory=list)
     created: bool = False
     conflicts: int = 0
     completed_wake: bool = False
@@ -387,7 +386,6 @@ class _Run:
             self._drop_pod(target.name)
             if deleted:
                 self.deleted += 1
-                self.deleted_names.append(target.name)
 
     def persist_waking(self, step: PersistWaking) -> None:
         self.cs = self.kube.patch_set_status(

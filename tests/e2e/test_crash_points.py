@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,17 @@ class Stack:
     registry: FaultProxy
     library: Library
     capsys: pytest.CaptureFixture[str]
-    make: Callable[[str], Any]
+    make_app: Callable[[str], Any]
+    _apps: dict[str, Any] = field(default_factory=dict)
+    _apps_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def make(self, target: str) -> Any:
+        """A test client of `target`; one app per target, as one process serves them all
+        (functions-framework's create_app is not safe to call from concurrent threads)."""
+        with self._apps_lock:
+            if target not in self._apps:
+                self._apps[target] = self.make_app(target).application
+            return self._apps[target].test_client()
 
     def fresh(self) -> None:
         """An empty cluster (CRD kept), no faults, no records: one scenario run."""
