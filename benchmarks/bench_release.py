@@ -5,7 +5,8 @@ official client), a real Distribution registry, the `release` target through
 functions-framework with real CloudEvents.
 
 - API requests for one complete release of a main-only set whose VM already
-  hibernated (events included) — target ≤ 7; the note lists each request;
+  hibernated (events included) — target ≤ 8 (7 actions + the durable "reported"
+  mark of the crash-safe SeatReleased); the note lists each request;
 - registry requests for it — target one HEAD per VM;
 - warm latency, push notification delivered → pods deleted (the invocation
   returns after the DELETE), p50/p99.
@@ -250,9 +251,10 @@ def run(*, quick: bool) -> dict[str, Any]:
             len(reqs),
             "requests",
             "one complete release of a main-only set whose VM already hibernated "
-            "(target <= 7): GET set (fresh read), LIST pods (gate), PATCH set (stash: "
-            "delete-vm-names + hint, CAS), PATCH pod (keep-snapshot flag), DELETE pod "
-            "(UID precondition), PATCH status (Suspended, CAS), POST event (SeatReleased). "
+            "(target <= 8): GET set (fresh read), LIST pods (gate), PATCH set (stash: "
+            "delete-vm-names + hint + release round, CAS), PATCH pod (keep-snapshot flag), "
+            "DELETE pod (UID precondition), PATCH status (Suspended, CAS), POST event "
+            "(SeatReleased, named by the round), PATCH set (release-reported). "
             f"Measured: {listed}",
         )
         figures["release_registry_requests"] = figure(

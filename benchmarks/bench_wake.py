@@ -123,8 +123,9 @@ def run(*, quick: bool) -> dict[str, Any]:
         figures["wake_completion_api_requests"] = figure(
             len(done_reqs),
             "requests",
-            "the restored VM is live. Minimum 5: GET set, LIST pods, PATCH set (clear the hint + "
-            "last-wake, CAS: the winner counts), POST event (WakeCompleted), PATCH status "
+            "the restored VM is live. Minimum 6: GET set, LIST pods, PATCH set (clear the hint + "
+            "last-wake + the owed report, CAS), POST event (WakeCompleted, named by the wake: "
+            "its create decides the count), PATCH set (owed marker removed, CAS), PATCH status "
             f"(Running). Measured: {_listing(done_reqs)}",
         )
         figures["wake_completion_registry_requests"] = figure(

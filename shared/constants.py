@@ -45,6 +45,18 @@ ANN_LAST_WAKE: Final = "cocoonset.cocoonstack.io/last-wake-completed"
 ANN_WAKE_STARTED: Final = "cocoonset.cocoonstack.io/wake-started"
 # The wake whose WakeTimedOut was already emitted, so the sweep warns once per wake.
 ANN_WAKE_TIMEOUT_REPORTED: Final = "cocoonset.cocoonstack.io/wake-timeout-reported"
+# Durable "once" effects (README "Failure semantics"). A release round is named by
+# the set's generation at the stash (written in the stash, before any delete),
+# with the pods it sets out to delete; `release-reported` is the round whose
+# SeatReleased (and `released` lifecycle event) exists. Round != reported after
+# the seat is free = the report is owed.
+ANN_RELEASE_ROUND: Final = "cocoonset.cocoonstack.io/release-round"
+ANN_RELEASE_ROUND_PODS: Final = "cocoonset.cocoonstack.io/release-round-pods"
+ANN_RELEASE_REPORTED: Final = "cocoonset.cocoonstack.io/release-reported"
+# Written in the same write that clears the hint (completing a wake):
+# `<placement>:<restored main pod uid>:<hint node>`; removed once WakeCompleted
+# (and `woken`) exist. Present = the report is owed.
+ANN_WAKE_REPORT_OWED: Final = "cocoonset.cocoonstack.io/wake-report-owed"
 # The bad idle annotation(s) the sweep already warned about, so it warns once per bad value.
 ANN_IDLE_CONFIG_ERROR: Final = "cocoonset.cocoonstack.io/idle-config-error"
 

@@ -4,9 +4,9 @@ Five kinds, each emitted at exactly the point where its Kubernetes Event is:
 
 | kind               | when                                                   | Kubernetes Event |
 |--------------------|--------------------------------------------------------|------------------|
-| `released`         | the invocation that won the pod deletes freed the seat | `SeatReleased`   |
+| `released`         | an owed release report (the round's pods are gone)     | `SeatReleased`   |
 | `waking`           | the compare-and-swap winner persisted phase `Waking`   | (none)           |
-| `woken`            | the winner of the hint-clearing CAS completed the wake | `WakeCompleted`  |
+| `woken`            | an owed wake report (the hint-clearing CAS landed)     | `WakeCompleted`  |
 | `wake-no-capacity` | `WakeNoCapacity` was newly emitted (not on a repeat)   | `WakeNoCapacity` |
 | `idle-suspended`   | the sweep's CAS patch `spec.suspend=true` landed       | `IdleSuspended`  |
 
@@ -22,11 +22,13 @@ do: subscriptions can then filter on `attributes.ce-type` without decoding.
 Invariants:
 
 - `id` is deterministic per occurrence where the occurrence has an identity:
-  `<kind>:<set uid>:<resourceVersion of the write that caused it>` (the
-  no-capacity warning: `<kind>:<set uid>:<pod uid>:<message hash>`, the same
-  identity its Kubernetes Event is named after), so a consumer can dedupe a
-  redelivery on (`source`, `id`). Only when the set has no uid or version (never
-  on a real API object) is a random id used.
+  `released:<set uid>:g<release round>` and `woken:<set uid>:<restored pod uid>`
+  (the durable identities of `shared.reconcile.owed`, which also name their
+  Kubernetes Events); `waking`/`idle-suspended`:
+  `<kind>:<set uid>:<resourceVersion of the write that caused it>`; the
+  no-capacity warning: `<kind>:<set uid>:<pod uid>:<message hash>`. A consumer
+  dedupes a redelivery on (`source`, `id`). Only when the set has no uid or
+  version (never on a real API object) is a random id used.
 - `ordering_key` is `<namespace>/<name>`: one set's events stay in order, sets
   are independent. Across function instances the order holds because each
   publish waits for its acknowledgement and the next kind needs a later state
@@ -35,9 +37,10 @@ Invariants:
   overwrote and the reconcile persists again is a new write, so a new `waking`
   (with its own id) goes out; consumers treat `waking` as "a restore is in
   flight", not as "a new wake started".
-- Emitting is best-effort (:func:`emit`): the reconcile's record is the
-  Kubernetes Events and the counters; a lost lifecycle event is logged, never
-  a failed or retried invocation.
+- `released` and `woken` are at least once (:func:`publish` raises, the owed
+  marker stays, the platform redelivers and the same `id` goes out again).
+  The others are best-effort (:func:`emit`): a lost one is logged, never a
+  failed or retried invocation.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from shared import constants as k
 from shared import log
-from shared.errors import CocoonError
+from shared.errors import CocoonError, TransientError
 
 if TYPE_CHECKING:
     from shared.config import Settings
@@ -199,12 +202,14 @@ def released(
     hint: str,
     now: datetime,
     fallback_id: IdFactory = _random_id,
+    occurrence: str | None = None,
 ) -> LifecycleEvent:
+    """`occurrence`: the release round's durable identity (else the write's resourceVersion)."""
     kind = LifecycleKind.RELEASED
     return _event(
         kind,
         cs,
-        id=_occurrence(kind, cs, cs.metadata.resource_version, fallback=fallback_id),
+        id=_occurrence(kind, cs, occurrence or cs.metadata.resource_version, fallback=fallback_id),
         now=now,
         details={"deletedPods": sorted(deleted_pods), "hintNode": hint or None},
     )
@@ -231,12 +236,14 @@ def woken(
     hint: str,
     now: datetime,
     fallback_id: IdFactory = _random_id,
+    occurrence: str | None = None,
 ) -> LifecycleEvent:
+    """`occurrence`: the wake's durable identity, the restored pod's uid."""
     kind = LifecycleKind.WOKEN
     return _event(
         kind,
         cs,
-        id=_occurrence(kind, cs, cs.metadata.resource_version, fallback=fallback_id),
+        id=_occurrence(kind, cs, occurrence or cs.metadata.resource_version, fallback=fallback_id),
         now=now,
         details={"placement": placement, "node": node or None, "hintNode": hint or None},
     )
@@ -330,6 +337,33 @@ def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
         message_id=message_id,
     )
     return True
+
+
+def publish(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> None:
+    """Publish an owed lifecycle event; a failure raises TransientError (the report stays owed).
+
+    For effects whose report is durable (`released`, `woken`): the caller has
+    not cleared the owed marker yet, so the redelivery publishes the same `id`
+    again. No publisher configured = nothing owed.
+    """
+    if publisher is None:
+        return
+    msg = event.message()
+    try:
+        message_id = publisher.publish(
+            msg.data, ordering_key=msg.ordering_key, attributes=msg.attributes
+        )
+    except CocoonError as err:
+        raise TransientError(
+            f"lifecycle event {event.type} {event.id} for {event.subject} not published: {err}"
+        ) from err
+    log.debug(
+        "lifecycle event published",
+        cocoonset=event.subject,
+        event_type=event.type,
+        event_id=event.id,
+        message_id=message_id,
+    )
 
 
 class _FromSettings(Enum):

@@ -14,7 +14,13 @@ Every call:
   models reject UnreadableObject (a PermanentError naming it; a list of sets
   skips and logs it instead, so one odd set never sinks a page) — always
   `raise ... from` the library's exception, which never escapes;
-- is counted (`requests`), for the benchmarks' request figures.
+- is counted (`requests`), for the benchmarks' request figures;
+- is sent once by the library: its urllib3 retries are off (`no_library_retries`),
+  because a re-sent DELETE or PATCH whose first answer was lost decides our
+  semantics behind our back (the precondition answers 409, a count is
+  skipped). The only retries are ours: idempotent reads (GET, LIST) are tried
+  up to `READ_ATTEMPTS` times on a transient failure; writes never are (the
+  reconciler decides what a failed write means, from durable state).
 
 Patches are JSON merge patches (RFC 7386): a key set to None removes it, and
 a `metadata.resourceVersion` in the patch makes the API server compare and
@@ -30,6 +36,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -64,6 +71,11 @@ MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 20.0)
 GOOGLE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 _EVENT_MESSAGE_MAX = 1024
+# Our own retry of idempotent reads: a read before any write is safe to repeat,
+# and retrying it here saves a whole redelivery. Bounded: attempts x timeout
+# stays well inside a platform deadline.
+READ_ATTEMPTS = 3
+READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
 
 def _status_message(body: str | None) -> tuple[str, str]:
@@ -135,12 +147,43 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
     return (urllib3.exceptions.HTTPError, OSError, TimeoutError)
 
 
+def no_library_retries(conf: Any) -> Any:
+    """`conf` (a kubernetes Configuration) with every library-level retry off.
+
+    `retries=False` reaches urllib3's PoolManager (its default re-sends a
+    request after a read error, DELETE included); `client_go_retries` is the
+    client's own opt-in read retry. Must be set before the ApiClient is built:
+    the pool is created from it.
+    """
+    conf.retries = False
+    conf.client_go_retries = False
+    return conf
+
+
+def _api_client(conf: Any) -> ApiClient:
+    from kubernetes import client  # noqa: PLC0415 - lazy: cold start
+
+    return client.ApiClient(no_library_retries(conf))
+
+
+def _ensure_no_library_retries(api_client: ApiClient) -> None:
+    """An ApiClient built elsewhere (tests, callers) gets a pool without retries."""
+    from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
+
+    conf = api_client.configuration
+    if conf.retries is False and not getattr(conf, "client_go_retries", False):
+        return
+    no_library_retries(conf)
+    api_client.rest_client = rest.RESTClientObject(conf)
+
+
 class KubeClient:
     """Typed access to CocoonSets, their pods and Events. Thread-safe."""
 
     def __init__(self, api_client: ApiClient, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
         from kubernetes import client  # noqa: PLC0415 - lazy: cold start
 
+        _ensure_no_library_retries(api_client)
         self._api = api_client
         self._custom: CustomObjectsApi = client.CustomObjectsApi(api_client)
         self._core: CoreV1Api = client.CoreV1Api(api_client)
@@ -154,15 +197,16 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, **kw: Any) -> KubeClient:
         """From a kubeconfig file (`path`, else $KUBECONFIG / ~/.kube/config)."""
-        from kubernetes import config  # noqa: PLC0415 - lazy: cold start
+        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
 
+        conf = client.Configuration()
         try:
-            api = config.new_client_from_config(  # type: ignore[no-untyped-call]  # untyped upstream
-                config_file=path, persist_config=False
+            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped upstream
+                config_file=path, client_configuration=conf, persist_config=False
             )
         except (config.ConfigException, OSError, ValueError) as e:
             raise ConfigError(f"cannot load kubeconfig {path or '(default)'}: {e}") from e
-        return cls(api, **kw)
+        return cls(_api_client(conf), **kw)
 
     @classmethod
     def in_cluster(cls, **kw: Any) -> KubeClient:
@@ -176,7 +220,7 @@ class KubeClient:
                 f"no KUBECONFIG and not running in a cluster ({e}); set KUBECONFIG "
                 "or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
             ) from e
-        return cls(client.ApiClient(conf), **kw)
+        return cls(_api_client(conf), **kw)
 
     @classmethod
     def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> KubeClient:
@@ -217,7 +261,7 @@ class KubeClient:
         conf.api_key_prefix["BearerToken"] = "Bearer"
         # The generated stub types the hook attribute as None.
         conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None upstream
-        return cls(client.ApiClient(conf), **kw)
+        return cls(_api_client(conf), **kw)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KubeClient:
@@ -240,8 +284,20 @@ class KubeClient:
         with self._lock:
             self._requests = 0
 
+    def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """An idempotent read: `_call`, tried up to READ_ATTEMPTS times on TransientError."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return self._call(what, fn, *args, **kw)
+            except TransientError as e:
+                if attempt + 1 >= READ_ATTEMPTS:
+                    raise
+                log.debug("read failed; retrying", what=what, attempt=attempt + 1, error=str(e))
+                time.sleep(READ_BACKOFF_S[min(attempt, len(READ_BACKOFF_S) - 1)])
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """Send one request; return the parsed JSON body; translate every failure."""
+        """Send one request once; return the parsed JSON body; translate every failure."""
         from kubernetes.client.exceptions import OpenApiException  # noqa: PLC0415 - lazy: cold start
 
         with self._lock:
@@ -264,7 +320,7 @@ class KubeClient:
 
     def get_set(self, ref: SetRef) -> CocoonSet | None:
         try:
-            body = self._call(
+            body = self._read(
                 f"GET cocoonset {ref}",
                 self._custom.get_namespaced_custom_object,
                 k.GROUP,
@@ -285,7 +341,7 @@ class KubeClient:
             if token:
                 kw["_continue"] = token
             if namespace is None:
-                body = self._call(
+                body = self._read(
                     "LIST cocoonsets",
                     self._custom.list_cluster_custom_object,
                     k.GROUP,
@@ -294,7 +350,7 @@ class KubeClient:
                     **kw,
                 )
             else:
-                body = self._call(
+                body = self._read(
                     f"LIST cocoonsets in {namespace}",
                     self._custom.list_namespaced_custom_object,
                     k.GROUP,
@@ -367,7 +423,7 @@ class KubeClient:
     # --- pods -------------------------------------------------------------------
 
     def list_pods(self, ref: SetRef) -> list[Pod]:
-        body = self._call(
+        body = self._read(
             f"LIST pods of {ref}",
             self._core.list_namespaced_pod,
             ref.namespace,
@@ -385,11 +441,11 @@ class KubeClient:
             if token:
                 kw["_continue"] = token
             if namespace is None:
-                body = self._call(
+                body = self._read(
                     f"LIST pods {label_selector}", self._core.list_pod_for_all_namespaces, **kw
                 )
             else:
-                body = self._call(
+                body = self._read(
                     f"LIST pods {label_selector} in {namespace}",
                     self._core.list_namespaced_pod,
                     namespace,
@@ -402,7 +458,7 @@ class KubeClient:
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         try:
-            body = self._call(
+            body = self._read(
                 f"GET pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
             )
         except NotFound:

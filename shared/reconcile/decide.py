@@ -37,6 +37,7 @@ from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
 from shared.names import vm_name
 from shared.reconcile.mainpod import build_main_pod
+from shared.reconcile.owed import release_owed, round_to_stamp, wake_owed
 from shared.reconcile.steps import (
     ClearStaleHint,
     CompleteWake,
@@ -97,6 +98,11 @@ def decide(o: Observed) -> Step:
     o = replace(o, pods=owned_pods(cs, o.pods))
     if cs.metadata.deletion_timestamp is not None:
         return NotOurs("the set is being deleted")
+    # A completed wake whose report a crash left owed: emit it first (README
+    # "Failure semantics"); the marker was written with the hint-clearing CAS.
+    owed_wake = wake_owed(cs)
+    if owed_wake is not None:
+        return owed_wake
     failed = _failed_main(o)
     if failed is not None:
         return failed
@@ -183,6 +189,9 @@ def decide_release(o: Observed) -> Step:
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
             return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat")
+        owed = release_owed(cs)
+        if owed is not None:
+            return owed
         return Done("released")
 
     # 2. The gate, from this fresh read: annotations first (free), then the registry.
@@ -210,8 +219,16 @@ def decide_release(o: Observed) -> Step:
     main = next((p for p in deletable if p.is_main), None)
     hint = main.spec.node_name if main is not None and main.spec.node_name else None
     have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
-    if (names and names != have_names) or (hint is not None and hint != cs.hint):
-        return Stash(names, hint)
+    # The round's identity and pods go in the same write (the durable evidence
+    # that a SeatReleased will be owed once the deletes land).
+    stamp = round_to_stamp(cs, (p.name for p in deletable))
+    if (
+        (names and names != have_names)
+        or (hint is not None and hint != cs.hint)
+        or stamp is not None
+    ):
+        rnd, rnd_pods = stamp if stamp is not None else (None, None)
+        return Stash(names, hint, round=rnd, round_pods=rnd_pods)
 
     # 4-6. Flag, delete (UID precondition), then the phase settles `Suspended`.
     return FlagAndDelete(
@@ -304,6 +321,11 @@ def decide_wake(o: Observed) -> Step:
         return CreateMain(build_main_pod(cs, hint=hint))
 
     if waking:
+        # The wake restores a released seat: a SeatReleased a crash left owed
+        # goes out now (after the create, so a failing Event never blocks it).
+        owed = release_owed(cs)
+        if owed is not None:
+            return owed
         if not main.live:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations

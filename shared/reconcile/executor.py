@@ -4,20 +4,29 @@
 its pods once, then loops decide → act until a terminal step (bounded). It
 uses the object each write returns as the new state instead of re-reading,
 so a complete release of a main-only set whose VM already hibernated costs
-GET set, LIST pods, PATCH set (stash), PATCH pod (flag), DELETE pod, PATCH
-status, POST event = 7 API requests and one registry HEAD.
+GET set, LIST pods, PATCH set (stash + round), PATCH pod (flag), DELETE pod,
+PATCH status, POST event, PATCH set (reported) = 8 API requests and one
+registry HEAD.
 
 Concurrency (SPEC §9): every set write that depends on the read carries its
 resourceVersion; a 409 re-reads and re-decides (at most MAX_CONFLICTS times,
 then TransientError so the platform redelivers). Pod deletes carry a UID
 precondition; the main pod has a deterministic name (AlreadyExists = another
-invocation created it). "Once" effects — the pods-deleted count, the wake
-placement count, WakeCompleted — belong to whoever won the write.
+invocation created it).
 
-Lifecycle CloudEvents (`shared.lifecycle`) go out beside the Kubernetes Events
-they mirror (SeatReleased, WakeCompleted, a new WakeNoCapacity) and when the
-CAS winner persists `Waking`; `publisher=None` turns them off, and a failed
-publish is a warning, never a failed reconcile.
+"Once" effects (SeatReleased + the pods-deleted count + `released`;
+WakeCompleted + the placement count + `woken`) are never emitted from this
+invocation's memory: the write that makes the effect real leaves durable
+evidence that its report is owed (`owed.py`), decide() returns a Report step
+while it is, and the report is named by the occurrence's identity (Event
+name, lifecycle `id`), so a redelivery or the sweep re-emits it idempotently.
+The Event's create decides the count (201 counts, AlreadyExists does not);
+the evidence is cleared only after the Event exists and the lifecycle event
+was published, so any failure on the way fails the invocation (redelivery).
+
+Other lifecycle CloudEvents (`waking`, a new WakeNoCapacity) go out beside
+their write; `publisher=None` turns them off, and a failed publish of those is
+a warning, never a failed reconcile.
 
 Ghost main pods (SPEC §5, "re-read it; gone or being deleted → wait") end the
 invocation with a TransientError: the platform redelivers with backoff, by
@@ -42,12 +51,12 @@ from shared.errors import (
     ConfigError,
     Conflict,
     NotFound,
-    PermanentError,
     TransientError,
 )
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
+from shared.reconcile import owed
 from shared.reconcile.decide import (
     Observed,
     decide,
@@ -71,6 +80,8 @@ from shared.reconcile.steps import (
     ProbeRegistry,
     Refuse,
     ReportNoCapacity,
+    ReportReleased,
+    ReportWoken,
     RequestHibernation,
     RereadMain,
     Retry,
@@ -132,7 +143,6 @@ class _Run:
     reread: dict[str, bool] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
     deleted: int = 0
-    deleted_names: list[str] = field(default_factory=list)
     created: bool = False
     conflicts: int = 0
     completed_wake: bool = False
@@ -244,19 +254,6 @@ class _Run:
         raise TransientError(f"{self.ref}: no terminal step after {MAX_STEPS} steps")
 
     def finish(self, step: Step) -> Outcome:
-        if self.deleted:
-            # This invocation freed the seat (it won the deletes): report it once.
-            self.event(
-                k.REASON_SEAT_RELEASED,
-                f"Snapshot verified in the registry; deleted {self.deleted} pod(s) "
-                f"to free the seat (hint node: {self.set.hint or 'none'})",
-            )
-            lifecycle.emit(
-                self.publisher,
-                lifecycle.released(
-                    self.set, deleted_pods=self.deleted_names, hint=self.set.hint, now=self.now
-                ),
-            )
         if isinstance(step, Retry):
             for vm in step.failed_probes:
                 if vm in self.probe_errors:
@@ -300,6 +297,9 @@ class _Run:
                 annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
             if step.hint is not None:
                 annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
+            if step.round is not None:
+                annotations[k.ANN_RELEASE_ROUND] = step.round
+                annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
             self.cs = self.kube.patch_set(
                 self.ref,
                 {"metadata": {"annotations": annotations}},
@@ -332,6 +332,10 @@ class _Run:
             self.dropped.add(step.vm)
         elif isinstance(step, CompleteWake):
             self.complete_wake(step)
+        elif isinstance(step, ReportReleased):
+            self.report_released(step)
+        elif isinstance(step, ReportWoken):
+            self.report_woken(step)
         elif isinstance(step, ClearStaleHint):
             # Compare-and-swap: a re-suspend since the read must keep its hint.
             self.cs = self.kube.patch_set(
@@ -403,12 +407,13 @@ class _Run:
             # uid: never a newer pod that reused the name; resourceVersion: only the
             # pod as verified (and flagged) — and only once: the first delete changes
             # it (deletionTimestamp), so a concurrent duplicate gets 409, not a 2nd delete.
+            # The count is not decided here: a lost answer to this DELETE would
+            # lose it. The round stamped by the stash is reported (and counted)
+            # once the seat is free, by ReportReleased.
             deleted = self.kube.delete_pod(ns, target.name, uid=target.uid, resource_version=rv)
             self._drop_pod(target.name)
             if deleted:
                 self.deleted += 1
-                self.deleted_names.append(target.name)
-                log.count(k.METRIC_PODS_DELETED, namespace=ns, cocoonset=self.ref.name)
 
     def persist_waking(self, step: PersistWaking) -> None:
         self._write_phase(Phase.WAKING)
@@ -429,7 +434,10 @@ class _Run:
 
     def complete_wake(self, step: CompleteWake) -> None:
         cs = self.set
-        hint = cs.hint
+        main = main_pod(self.pods)
+        pod_uid = (main.metadata.uid if main is not None else None) or ""
+        # One compare-and-swap: the hint goes and the report becomes owed in the
+        # same write, so no crash can clear the one without leaving the other.
         self.cs = self.kube.patch_set(
             self.ref,
             {
@@ -438,57 +446,92 @@ class _Run:
                         k.ANN_HIBERNATED_ON_NODE: None,
                         k.ANN_WAKE_STARTED: None,
                         k.ANN_LAST_WAKE: format_rfc3339(self.now),
+                        k.ANN_WAKE_REPORT_OWED: owed.wake_owed_value(
+                            step.placement, pod_uid, cs.hint
+                        ),
                     }
                 }
             },
             resource_version=cs.metadata.resource_version,
         )
         self.completed_wake = True
-        # We won the compare-and-swap: this wake is ours to count, exactly once.
-        log.count(
-            k.METRIC_WAKE,
-            namespace=self.ref.namespace,
-            cocoonset=self.ref.name,
-            placement=step.placement,
+
+    def report_released(self, step: ReportReleased) -> None:
+        cs = self.set
+        identity = owed.release_identity(cs, step.round)
+        n = len(step.pods)
+        created = self.required_event(
+            k.REASON_SEAT_RELEASED,
+            f"Snapshot verified in the registry; deleted {n} pod(s) to free the seat "
+            f"(round {step.round}, hint node: {cs.hint or 'none'})",
+            key=identity,
         )
-        self.event(
-            k.REASON_WAKE_COMPLETED,
-            f"Restored from the hibernation snapshot (placement: {step.placement}, "
-            f"hint node: {hint})",
-        )
-        main = main_pod(self.pods)
-        lifecycle.emit(
+        if created and n:
+            # The Event's create is the one write that decides the count.
+            log.count(
+                k.METRIC_PODS_DELETED, n, namespace=self.ref.namespace, cocoonset=self.ref.name
+            )
+        lifecycle.publish(
             self.publisher,
-            lifecycle.woken(
-                self.set,
-                placement=step.placement,
-                node=main.spec.node_name if main is not None else None,
-                hint=hint,
-                now=self.now,
+            lifecycle.released(
+                cs, deleted_pods=step.pods, hint=cs.hint, now=self.now, occurrence=f"g{step.round}"
             ),
         )
+        # No precondition: every reporter writes the same value, and a newer
+        # round's stamp differs from it, so it stays owed.
+        self.cs = self.kube.patch_set(
+            self.ref, {"metadata": {"annotations": {k.ANN_RELEASE_REPORTED: step.round}}}
+        )
 
-    def event(
-        self,
-        reason: str,
-        message: str,
-        *,
-        type: str = "Normal",
-        key: str | None = None,
-    ) -> bool:
-        """Emit an Event on the set; best-effort (it reports state, it is not state)."""
-        try:
-            return self.kube.emit_event(
-                self.set, reason=reason, message=message, type=type, key=key
+    def report_woken(self, step: ReportWoken) -> None:
+        cs = self.set
+        identity = owed.wake_identity(cs, step.pod_uid)
+        created = self.required_event(
+            k.REASON_WAKE_COMPLETED,
+            f"Restored from the hibernation snapshot (placement: {step.placement}, "
+            f"hint node: {step.hint or 'none'})",
+            key=identity,
+        )
+        if created:
+            log.count(
+                k.METRIC_WAKE,
+                namespace=self.ref.namespace,
+                cocoonset=self.ref.name,
+                placement=step.placement,
             )
-        except (TransientError, ConfigError, PermanentError) as e:
-            log.warning("could not emit event", set=str(self.ref), reason=reason, error=str(e))
-            return False
+        main = next((p for p in self.pods if p.metadata.uid == step.pod_uid), None)
+        lifecycle.publish(
+            self.publisher,
+            lifecycle.woken(
+                cs,
+                placement=step.placement,
+                node=main.spec.node_name if main is not None else None,
+                hint=step.hint,
+                now=self.now,
+                occurrence=step.pod_uid,
+            ),
+        )
+        # Compare-and-swap: only this occurrence's marker is removed.
+        self.cs = self.kube.patch_set(
+            self.ref,
+            {"metadata": {"annotations": {k.ANN_WAKE_REPORT_OWED: None}}},
+            resource_version=cs.metadata.resource_version,
+        )
+
+    def required_event(self, reason: str, message: str, *, key: str, type: str = "Normal") -> bool:
+        """Emit an Event named by `key`; True when this call created it, False when it existed.
+
+        Not best-effort: an owed report whose Event failed stays owed, and the
+        error fails the invocation so the platform redelivers.
+        """
+        return self.kube.emit_event(self.set, reason=reason, message=message, type=type, key=key)
 
     def report_no_capacity(self, step: ReportNoCapacity) -> None:
         # The event name is derived from (pod, message): the API server answers
         # AlreadyExists for a repeat, so re-entries neither spam nor recount.
-        created = self.event(
+        # Required: a failed POST fails the invocation; the redelivery, still
+        # unschedulable, re-decides this step and the same name makes it once.
+        created = self.required_event(
             k.REASON_WAKE_NO_CAPACITY,
             step.event_message,
             type="Warning",

@@ -127,6 +127,10 @@ class Stash:
 
     delete_vm_names: str
     hint: str | None  # None = leave the hint as it is (main has no node)
+    # The release round's durable identity (see `owed.py`): stamped in the same
+    # write, before any delete; None = already stamped.
+    round: str | None = None
+    round_pods: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +198,25 @@ class ClearStaleHint:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class ReportReleased:
+    """An owed SeatReleased: the round's Event (named by its identity), count, lifecycle event,
+    then `release-reported` = round (the durable "done")."""
+
+    round: str
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportWoken:
+    """An owed WakeCompleted: Event (named by the wake's identity), count, lifecycle event,
+    then the `wake-report-owed` marker removed (the durable "done")."""
+
+    placement: str
+    pod_uid: str
+    hint: str
+
+
 Step = (
     Done
     | Wait
@@ -213,6 +236,8 @@ Step = (
     | CompleteWake
     | RereadMain
     | ClearStaleHint
+    | ReportReleased
+    | ReportWoken
 )
 
 TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity)

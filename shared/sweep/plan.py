@@ -81,6 +81,9 @@ class SafetyNeed(StrEnum):
     # release + unsuspended, another phase, hint still set: a wake whose
     # completion never ran (e.g. a stale status write).
     UNFINISHED_WAKE = "unfinished-wake"
+    # A SeatReleased or WakeCompleted a crash left owed (README "Failure
+    # semantics"): the durable marker is on the set, the reconcile emits it.
+    REPORT_OWED = "report-owed"
 
     @property
     def needs_pods(self) -> bool:
@@ -199,12 +202,16 @@ def config_action(cs: CocoonSet, idle: IdleEval) -> ConfigAction | None:
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     """The SPEC §4/§5 entry condition an event would have acted on, judged from the set."""
     phase = cs.phase
+    if cs.metadata.annotations.get(k.ANN_WAKE_REPORT_OWED):
+        return SafetyNeed.REPORT_OWED
     if phase is CocoonSetPhase.WAKING:
         return SafetyNeed.WAKING
     if not cs.is_release:
         return None
     if cs.suspended:
         if phase is CocoonSetPhase.SUSPENDED:
+            if release_report_owed(cs):
+                return SafetyNeed.REPORT_OWED
             return SafetyNeed.SUSPENDED_CHECK
         if phase is CocoonSetPhase.FAILED:
             return None  # the operator's to triage; releasing it would hide the failure
@@ -214,6 +221,13 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     if cs.hint and phase is not CocoonSetPhase.SUSPENDING:
         return SafetyNeed.UNFINISHED_WAKE
     return None
+
+
+def release_report_owed(cs: CocoonSet) -> bool:
+    """A stamped release round whose SeatReleased is not reported yet (`reconcile.owed`)."""
+    ann = cs.metadata.annotations
+    rnd = ann.get(k.ANN_RELEASE_ROUND, "")
+    return bool(rnd) and ann.get(k.ANN_RELEASE_REPORTED) != rnd
 
 
 def pods_left(pods: Iterable[Pod]) -> bool:

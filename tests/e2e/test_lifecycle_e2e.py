@@ -23,7 +23,12 @@ from google.api_core import exceptions as api
 from functions.sweep import run_sweep
 from shared import constants as k
 from shared.clients import pubsub
-from tests.e2e.test_release_e2e import hibernated_main, pushed_event, suspended_set
+from tests.e2e.test_release_e2e import (
+    gone_or_terminating,
+    hibernated_main,
+    pushed_event,
+    suspended_set,
+)
 from tests.e2e.test_sweep_e2e import idle_ann, later, running_set, vk_cocoon_hibernates
 from tests.e2e.test_wake_e2e import changed_event, post, released_set, report_live, wake_event
 from tests.fixtures.cocoon_objects import NS, SET, VM0
@@ -151,7 +156,8 @@ def test_a_release_publishes_one_released_event(
     assert message["ordering_key"] == KEY
     event = message["event"]
     cs = world.get_set(NS, SET)
-    assert event["id"] == f"released:{cs['metadata']['uid']}:{cs['metadata']['resourceVersion']}"
+    # The release round's durable identity: the set's generation at the stash.
+    assert event["id"] == f"released:{cs['metadata']['uid']}:g{cs['metadata']['generation']}"
     assert event["subject"] == KEY
     assert event["source"] == f"//cocoon-hibernation/namespaces/{NS}/cocoonsets/{SET}"
     assert event["data"] == {
@@ -191,7 +197,7 @@ def test_without_a_topic_nothing_is_published(
     assert library.client.messages == []
 
 
-def test_a_failing_publish_does_not_fail_the_release(
+def test_a_failing_publish_keeps_the_report_owed_until_a_redelivery_sends_it(
     world: World,
     function_app: Any,
     topic: str,
@@ -200,19 +206,26 @@ def test_a_failing_publish_does_not_fail_the_release(
 ) -> None:
     library.client.error = api.ServiceUnavailable("Pub/Sub is down")
     released_world(world)
+    release = function_app("release")
 
-    assert post(function_app("release"), pushed_event(world)).status_code == 200
-
+    # The seat is freed (the actions never wait on Pub/Sub), but `released` is
+    # owed: the answer is a retry, not an acknowledgement that would lose it.
+    assert post(release, pushed_event(world)).status_code == 500
     assert world.get_set(NS, SET)["status"]["phase"] == "Suspended"
-    assert [e.reason for e in world.events(NS)] == [k.REASON_SEAT_RELEASED]
-    # The paused ordering key was resumed, and the loss is a warning in the log.
+    assert gone_or_terminating(world)
     assert library.client.resumed == [(TOPIC, KEY)]
     records = log_records(capsys.readouterr().out)
-    [warning] = [r for r in records if r.get("message") == "lifecycle event not published"]
-    assert warning["severity"] == "WARNING"
-    assert warning["error_type"] == "TransientError"
-    handled = [r for r in records if r.get("message") == "trigger handled"]
-    assert handled and all(r.get("target") == "release" for r in handled)
+    [failed] = [r for r in records if r.get("message") == "trigger failed; redelivery expected"]
+    assert "not published" in failed["reason"]
+
+    library.client.error = None
+    assert post(release, pushed_event(world)).status_code == 200  # the platform's redelivery
+
+    ids = [e["id"] for e in library.client.events()]
+    assert len(ids) == 2 and ids[0] == ids[1]  # the same occurrence, dedupable by id
+    assert [e.reason for e in world.events(NS)] == [k.REASON_SEAT_RELEASED]
+    assert post(release, pushed_event(world)).status_code == 200
+    assert len(library.client.events()) == 2  # reported: nothing more goes out
 
 
 # --- wake ---------------------------------------------------------------------------

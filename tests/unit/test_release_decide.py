@@ -18,6 +18,7 @@ from shared.reconcile.steps import (
     Probe,
     ProbeRegistry,
     Refuse,
+    ReportReleased,
     RequestHibernation,
     Retry,
     SetPhase,
@@ -29,7 +30,9 @@ from tests.fixtures.cocoon_objects import VM0, make_pod, make_set
 
 HIBERNATED = {"hibernate": True, "state": "hibernated", "generation": 2}
 PRESENT = {VM0: Probe.PRESENT}
-STASHED = {k.ANN_DELETE_VM_NAMES: VM0}
+# The round (the set's generation at the stash) and its pods are part of the stash.
+ROUND = {k.ANN_RELEASE_ROUND: "2", k.ANN_RELEASE_ROUND_PODS: "agent-0"}
+STASHED = {k.ANN_DELETE_VM_NAMES: VM0, **ROUND}
 
 
 def obs(
@@ -131,7 +134,7 @@ CASES: list[tuple[str, Observed, Step]] = [
         SetPhase(Phase.SUSPENDING, f"snapshot {VM0}:hibernate not in the registry"),
     ),
     # --- 3. stash
-    ("verified-stashes-first", obs(probes=PRESENT), Stash(VM0, "node-a")),
+    ("verified-stashes-first", obs(probes=PRESENT), Stash(VM0, "node-a", "2", "agent-0")),
     (
         "stash-is-a-sorted-union",
         obs(
@@ -141,17 +144,33 @@ CASES: list[tuple[str, Observed, Step]] = [
             },
             probes=PRESENT,
         ),
-        Stash(f"vk-old-a-0,{VM0},vk-team-a-agent-7,vk-team-a-agent-9", "node-a"),
+        Stash(f"vk-old-a-0,{VM0},vk-team-a-agent-7,vk-team-a-agent-9", "node-a", "2", "agent-0"),
     ),
     (
         "unscheduled-main-leaves-the-hint",
         obs(pods=[{**HIBERNATED, "node": None}], probes=PRESENT),
-        Stash(VM0, None),
+        Stash(VM0, None, "2", "agent-0"),
     ),
     (
         "hint-refreshed-when-node-differs",
         obs({"annotations": STASHED, "hint": "node-old"}, probes=PRESENT),
         Stash(VM0, "node-a"),
+    ),
+    (
+        "a-new-round-is-stamped-before-any-delete",
+        obs(
+            {"annotations": {**STASHED, k.ANN_RELEASE_ROUND: "1"}, "hint": "node-a"},
+            probes=PRESENT,
+        ),
+        Stash(VM0, "node-a", "2", "agent-0"),
+    ),
+    (
+        "a-pod-joining-the-round-is-recorded",
+        obs(
+            {"annotations": {**STASHED, k.ANN_RELEASE_ROUND_PODS: "agent-9"}, "hint": "node-a"},
+            probes=PRESENT,
+        ),
+        Stash(VM0, "node-a", "2", "agent-0,agent-9"),
     ),
     # --- 4-6. flag, delete, settle
     (
@@ -206,6 +225,22 @@ CASES: list[tuple[str, Observed, Step]] = [
         SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
     ),
     ("no-pods-already-suspended", obs({"phase": "Suspended"}, []), Done("released")),
+    # --- the round's report (README "Failure semantics")
+    (
+        "released-round-is-reported-once-suspended",
+        obs({"phase": "Suspended", "annotations": STASHED}, []),
+        ReportReleased("2", ("agent-0",)),
+    ),
+    (
+        "settle-suspended-before-reporting",
+        obs({"annotations": STASHED}, []),
+        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+    ),
+    (
+        "a-reported-round-is-done",
+        obs({"phase": "Suspended", "annotations": {**STASHED, k.ANN_RELEASE_REPORTED: "2"}}, []),
+        Done("released"),
+    ),
     (
         "failed-phase-main-is-failed",
         obs(pods=[{"hibernate": True, "phase": "Failed"}]),
@@ -239,7 +274,10 @@ def test_release_decision(observed: Observed, expected: Step) -> None:
 def test_terminal_pod_kept_after_stash() -> None:
     """Once stashed, only the live main is deleted; the failed sub-agent stays for triage."""
     observed = obs(
-        {"annotations": {k.ANN_DELETE_VM_NAMES: f"{VM0},vk-team-a-agent-1"}, "hint": "node-a"},
+        {
+            "annotations": {k.ANN_DELETE_VM_NAMES: f"{VM0},vk-team-a-agent-1", **ROUND},
+            "hint": "node-a",
+        },
         [
             HIBERNATED,
             {
