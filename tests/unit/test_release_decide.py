@@ -341,7 +341,10 @@ def test_a_labelled_pod_the_set_does_not_control_is_never_touched(
     # Not flagged (it lacks hibernate here), not stashed, not deleted.
     unflagged = {**stranger, "hibernate": False}
     assert decide(obs(pods=[HIBERNATED, unflagged])) == ProbeRegistry((VM0,))
-    assert decide(obs(pods=[HIBERNATED, stranger], probes=PRESENT)) == Stash(VM0, "node-a")
+    # The round names only the pods the set controls: the stranger is not in it.
+    assert decide(obs(pods=[HIBERNATED, stranger], probes=PRESENT)) == Stash(
+        VM0, "node-a", "2", "agent-0"
+    )
     assert (
         decide(
             obs({"annotations": STASHED, "hint": "node-a"}, [HIBERNATED, stranger], probes=PRESENT)
@@ -379,7 +382,7 @@ def test_managed_comes_from_the_annotation() -> None:
     # A main without `managed: "true"` has no VM lifecycle to wait for (the operator
     # reads the annotation, not the role): it is not gated on.
     unmanaged = {"hibernate": True, "state": "ready", "managed": False}
-    assert decide(obs(pods=[unmanaged], probes=PRESENT)) == Stash(VM0, "node-a")
+    assert decide(obs(pods=[unmanaged], probes=PRESENT)) == Stash(VM0, "node-a", "2", "agent-0")
 
 
 @pytest.mark.parametrize("raw", ["1_0", " 7", "7 ", "\u0663", "+", "99999999999999999999"])
@@ -394,4 +397,4 @@ def test_the_stash_includes_toolbox_vm_names() -> None:
     cs_kw = {"annotations": {}}
     observed = obs(cs_kw, [HIBERNATED], probes=PRESENT)
     observed.cs.status.toolboxes = [ToolboxStatus(name="tb", vm_name="vk-team-a-agent-tb")]
-    assert decide(observed) == Stash(f"{VM0},vk-team-a-agent-tb", "node-a")
+    assert decide(observed) == Stash(f"{VM0},vk-team-a-agent-tb", "node-a", "2", "agent-0")
