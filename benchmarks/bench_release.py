@@ -101,8 +101,20 @@ class Stack:
                         k.LABEL_ROLE: k.ROLE_MAIN,
                         k.LABEL_SLOT: "0",
                     },
+                    # As the operator builds it: controlled by the set, managed, stamped.
+                    "ownerReferences": [
+                        {
+                            "apiVersion": k.API_VERSION,
+                            "kind": k.KIND,
+                            "name": name,
+                            "uid": cs["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
                     "annotations": {
                         k.ANN_VM_NAME: vm_name(NS, name, 0),
+                        k.ANN_MANAGED: k.TRUE,
+                        k.ANN_GENERATION: str(cs["metadata"]["generation"]),
                         k.ANN_HIBERNATE: k.TRUE,
                         k.ANN_LIFECYCLE_STATE: "hibernated",
                         k.ANN_LIFECYCLE_GENERATION: str(cs["metadata"]["generation"]),

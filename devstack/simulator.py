@@ -276,8 +276,12 @@ class HibernateVM:
 
 @dataclass(frozen=True, slots=True)
 class ResumeVM:
+    """The hibernate request is gone: vk-cocoon restores the VM from its :hibernate snapshot."""
+
     namespace: str
     name: str
+    vm: str = ""
+    node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,7 +493,7 @@ def decide_vk(
                 stamp = parse_go_int(ann.get(k.ANN_GENERATION, ""))
                 out.append(HibernateVM(ns, name, vm, node, stamp))
         elif state == LifecycleState.HIBERNATED.value:
-            out.append(ResumeVM(ns, name))
+            out.append(ResumeVM(ns, name, vm, node))
     return out
 
 
@@ -707,9 +711,21 @@ class Simulator:
         elif isinstance(action, HibernateVM):
             self._hibernate(action)
         elif isinstance(action, ResumeVM):
+            # In place: warm from the node's own copy when it kept one, else a pull.
+            how = WARM if action.vm in self.node_snapshots.get(action.node, set()) else COLD
             api.merge_patch(
                 pod_path(action.namespace, action.name),
-                {"metadata": {"annotations": {k.ANN_LIFECYCLE_STATE: LifecycleState.READY.value}}},
+                {
+                    "metadata": {
+                        "annotations": {
+                            k.ANN_LIFECYCLE_STATE: LifecycleState.READY.value,
+                            k.ANN_LIFECYCLE_MESSAGE: MSG_RESTORED.format(how=how, node=action.node),
+                        }
+                    }
+                },
+            )
+            self.restores.append(
+                Restore(action.namespace, action.name, action.vm, action.node, how)
             )
         elif isinstance(action, DeletePod):
             api.delete(

@@ -22,6 +22,10 @@ Go's output is the whole point:
 * Values are rounded up (away from zero) to nano precision; binary values are
   capped at 2^63-1; a decimal exponent without an SI suffix (beyond `E`)
   prints with no suffix at all, as Go does.
+
+Checked once against Go itself (apimachinery v0.35.2, `ParseQuantity(s).String()`)
+on 60,000 generated spellings, signs, fractions and suffixes, errors included:
+no difference. The unit tests pin apimachinery's own test vectors.
 """
 
 from __future__ import annotations
