@@ -5,14 +5,14 @@ Routes (SPEC §11): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
 ``ingest`` webhooks, ``GET /healthz`` answers ``ok``. Anything else is 404.
 
 Each route is the very app functions-framework builds for that target from
-``main.py`` (``create_app``), mounted under its path, so the CloudEvent
-parsing, the 2xx-vs-500 contract and the crash handling are the ones the
-per-target deployments get. Only the routing is ours.
+the installed ``functions/entrypoints.py`` (``create_app``), mounted under its
+path, so the CloudEvent parsing, the 2xx-vs-500 contract and the crash handling
+are the ones the per-target deployments get. Only the routing is ours.
 """
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -32,14 +32,17 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def default_source() -> Path:
-    """`main.py`: `$FUNCTION_SOURCE`, else the working directory's, else the repository's."""
-    env = os.environ.get("FUNCTION_SOURCE")
-    if env:
-        return Path(env)
-    here = Path.cwd() / "main.py"
-    if here.exists():
-        return here
-    return Path(__file__).resolve().parents[1] / "main.py"
+    """The installed targets' file, `functions/entrypoints.py`, wherever the package lives.
+
+    Found through the import system, never relative to a checkout or the working
+    directory: an installed wheel has no `main.py`, and a stray `./main.py` must
+    not be served by accident. functions-framework only loads targets from a
+    file, hence a path rather than the module.
+    """
+    spec = importlib.util.find_spec("functions.entrypoints")
+    if spec is None or spec.origin is None:  # pragma: no cover - the package ships it
+        raise RuntimeError("functions.entrypoints is not installed")
+    return Path(spec.origin)
 
 
 def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list[bytes]:
