@@ -23,7 +23,7 @@ check: sync
 	$(UV) run lint-imports
 
 test: sync sysdeps
-	$(UV) run pytest -q
+	$(UV) run pytest -q -rs
 
 demo: sync sysdeps
 	$(UV) run cocoon-hibernation demo
