@@ -17,11 +17,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Fixtures shared across test tiers live in tests/fixtures/<name>.py (the embedded
 # Kubernetes API, a real Distribution registry, ...); every module there is a plugin.
-pytest_plugins = sorted(
-    f"tests.fixtures.{p.stem}"
-    for p in (Path(__file__).parent / "fixtures").glob("*.py")
-    if p.stem != "__init__"
-)
+# `tools` first: the others import it, and pytest rewrites asserts only in a
+# plugin it imports itself.
+pytest_plugins = [
+    "tests.fixtures.tools",
+    *sorted(
+        f"tests.fixtures.{p.stem}"
+        for p in (Path(__file__).parent / "fixtures").glob("*.py")
+        if p.stem not in {"__init__", "tools"}
+    ),
+]
 
 
 def _find_reference() -> Path | None:
