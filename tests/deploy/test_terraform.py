@@ -733,6 +733,74 @@ def test_staged_source_holds_the_product_only(staged: Path) -> None:
     assert "cocoon-hibernation" not in names  # --no-emit-project
 
 
+def _deployed_imports() -> set[str]:
+    """Top-level modules that main.py, functions/ and shared/ import (absolute imports)."""
+    files = [REPO_ROOT / "main.py", *REPO_ROOT.glob("functions/**/*.py")]
+    files += REPO_ROOT.glob("shared/**/*.py")
+    found: set[str] = set()
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _closure(dists: set[str]) -> set[str]:
+    """These distributions and everything they require here (markers evaluated, no extras)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = [_normal(d) for d in dists]
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            reqs = requires(dist) or []
+        except PackageNotFoundError:
+            continue
+        for line in reqs:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(_normal(req.name))
+    return seen
+
+
+def test_deployed_requirements_are_only_what_the_functions_import(staged: Path) -> None:
+    """requirements.txt = the closure of the deployed code's imports: no CLI-only package."""
+    from importlib.metadata import packages_distributions
+
+    providers = packages_distributions()
+    imported = {
+        dist
+        for module in _deployed_imports()
+        for dist in providers.get(module, [])
+        if _normal(dist) != "cocoon-hibernation"
+    }
+    allowed = _closure(imported)
+    reqs = (staged / "requirements.txt").read_text(encoding="utf-8")
+    names = {
+        _normal(re.split(r"[=<>; \[]", line, maxsplit=1)[0])
+        for line in reqs.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert names, "empty requirements.txt"
+    assert names <= allowed, f"deployed but never imported by the functions: {names - allowed}"
+    # The command line's own dependency stays out (it is in the wheel's, not the functions').
+    assert "rich" not in names
+    # And nothing the functions import is missing.
+    assert {_normal(d) for d in imported} <= names
+
+
 def test_staged_source_imports_on_its_own(staged: Path) -> None:
     """main.py loads from the stage alone: no module of the local stack or the CLI."""
     probe = (
