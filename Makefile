@@ -21,6 +21,7 @@ check: sync
 	$(UV) run ruff check .
 	$(UV) run mypy
 	$(UV) run lint-imports
+	$(UV) run hadolint --failure-threshold info infra/Dockerfile
 
 test: sync sysdeps
 	$(UV) run pytest -q -rs
