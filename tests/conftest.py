@@ -1,4 +1,4 @@
-"""Shared test configuration: where the steering team's reference material is.
+"""Shared test configuration: where the upstream reference material (the real CRD) is.
 
 `../shared/reference` (beside the repository) holds the real CocoonSet CRD and
 the specs. A user's clone does not have it; tests that need it skip with a
@@ -44,7 +44,7 @@ REFERENCE_DIR: Path | None = _find_reference()
 
 needs_reference = pytest.mark.skipif(
     REFERENCE_DIR is None,
-    reason="../shared/reference (the reference CRD) is not beside this clone",
+    reason="../shared/reference (the upstream reference CRD) is not beside this clone",
 )
 
 
