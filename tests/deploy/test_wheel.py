@@ -7,8 +7,9 @@ venv with the working directory outside the repository, so nothing can come
 from the checkout: `serve` answers a release CloudEvent (encoded by the real
 cloudevents SDK) after reading the set from a Kubernetes API, `validate` and
 `crd` behave as documented, and the local stack refuses to start without the
-`local` extra, in one line naming the install command. python-hcl2 8.x, which
-ships a top-level `cli` package, installs beside it and both keep working.
+`local` extra, in one line naming the install command, and runs the demo with
+it. python-hcl2 8.x, which ships a top-level `cli` package, installs beside it
+and both keep working.
 
 The Kubernetes API `serve` talks to is the embedded one, run by this test
 process (the test venv deliberately lacks the `local` extra it needs).
@@ -203,6 +204,73 @@ def test_the_local_stack_without_its_extra_fails_at_start_in_one_line(
     assert INSTALL_HINT in lines[0]
     assert "cel-python" in lines[0]
     assert not (installed.outside / "kc").exists()  # nothing started, nothing written
+
+
+@pytest.fixture(scope="module")
+def installed_local(installed: Installed) -> Installed:
+    """The same wheel with the `local` extra, in a venv of its own."""
+    root = installed.venv.parent
+    pins = root / "pins-local.txt"
+    exported = _uv(
+        [
+            "export",
+            "--frozen",
+            "--no-dev",
+            "--no-hashes",
+            "--no-emit-project",
+            "--no-header",
+            "--no-annotate",
+            "--quiet",
+            "--extra",
+            "local",
+            "--output-file",
+            str(pins),
+        ],
+        cwd=REPO_ROOT,
+    )
+    assert exported.returncode == 0, exported.stderr
+    venv = root / "venv-local"
+    _uv_offline_first(["venv", "--quiet", "--python", sys.executable, str(venv)], cwd=root)
+    _uv_offline_first(
+        [
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(venv / "bin" / "python"),
+            "-c",
+            str(pins),
+            f"{installed.wheel}[local]",
+        ],
+        cwd=root,
+    )
+    return Installed(wheel=installed.wheel, venv=venv, outside=installed.outside)
+
+
+@pytest.mark.e2e
+@pytest.mark.needs_tool("docker-registry")
+def test_the_demo_runs_from_the_wheel_with_the_local_extra(installed_local: Installed) -> None:
+    done = subprocess.run(
+        [
+            installed_local.cli,
+            "demo",
+            "--plain",
+            "--tick",
+            "1",
+            "--poll",
+            "0.05",
+            "--step-timeout",
+            "30",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=installed_local.outside,
+        timeout=240,
+        env={k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "the wake completes" in done.stdout
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[Any], timeout: float = 60) -> None:
