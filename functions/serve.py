@@ -79,7 +79,19 @@ def create_app(source: Path | None = None) -> Any:
     return router
 
 
+def _server_options() -> dict[str, Any]:
+    """gunicorn settings beyond functions-framework's own.
+
+    gunicorn >= 25.1 opens a control socket for its `gunicornc` tool under
+    $XDG_RUNTIME_DIR or $HOME: nothing here uses it, and on a read-only root
+    filesystem (the image, infra/k8s) it logs an error at every start.
+    """
+    from gunicorn.config import Config  # noqa: PLC0415 - the server's own dependency, at start
+
+    return {"control_socket_disable": True} if "control_socket_disable" in Config().settings else {}
+
+
 def serve(host: str, port: int, source: Path | None = None) -> None:
     """Run the router on functions-framework's production server (gunicorn, threads)."""
-    server = create_server(create_app(source), debug=False)  # type: ignore[no-untyped-call]  # unannotated
+    server = create_server(create_app(source), debug=False, **_server_options())  # type: ignore[no-untyped-call]  # unannotated
     server.run(host, port)

@@ -286,9 +286,15 @@ def _wait_healthy(url: str, proc: subprocess.Popen[Any], timeout: float = 60) ->
     raise AssertionError(f"serve did not answer {url} within {timeout} s")
 
 
-def test_serve_from_the_installed_wheel_answers_a_release_cloudevent(
-    installed: Installed, kube: Any, kubeconfig: Path
-) -> None:
+def _serve_one_release(
+    installed: Installed,
+    kube: Any,
+    kubeconfig: Path,
+    *,
+    wrap: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> str:
+    """Start the installed `serve`, answer one release CloudEvent, stop it; return its log."""
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}},
@@ -298,11 +304,12 @@ def test_serve_from_the_installed_wheel_answers_a_release_cloudevent(
         "COCOON_REGISTRY_BASE": "127.0.0.1:9/snapshots",
         "COCOON_REGISTRY_INSECURE": "true",
         "COCOON_LOG_FORMAT": "json",
+        **(extra_env or {}),
     }
-    log = installed.outside / "serve.log"
+    log = installed.outside / f"serve-{port}.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [installed.cli, "serve", "--host", "127.0.0.1"],
+            [*(wrap or []), installed.cli, "serve", "--host", "127.0.0.1"],
             cwd=installed.outside,  # no main.py here: the targets come from the package
             env=env,
             stdout=out,
@@ -330,7 +337,48 @@ def test_serve_from_the_installed_wheel_answers_a_release_cloudevent(
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-    assert proc.returncode in (0, -signal.SIGTERM), log.read_text()
+    text = log.read_text()
+    assert proc.returncode in (0, -signal.SIGTERM), text
+    return text
+
+
+def test_serve_from_the_installed_wheel_answers_a_release_cloudevent(
+    installed: Installed, kube: Any, kubeconfig: Path
+) -> None:
+    _serve_one_release(installed, kube, kubeconfig)
+
+
+# The root filesystem remounted read-only for `serve` alone (a private mount
+# namespace), as `readOnlyRootFilesystem: true` leaves a pod: /dev/shm stays a
+# writable tmpfs. The environment is the image's (infra/Dockerfile).
+READ_ONLY_ROOT = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount -o remount,bind,ro / && exec "$@"',
+    "sh",
+]
+IMAGE_ENV = {"TMPDIR": "/dev/shm", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/nonexistent"}
+
+
+def test_serve_runs_on_a_read_only_root_filesystem(
+    installed: Installed, kube: Any, kubeconfig: Path
+) -> None:
+    probe = subprocess.run(
+        [*READ_ONLY_ROOT, "sh", "-c", "! touch /.cocoon-ro-probe 2>/dev/null"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot remount / read-only in a mount namespace here: {probe.stderr.strip()}")
+    text = _serve_one_release(installed, kube, kubeconfig, wrap=READ_ONLY_ROOT, extra_env=IMAGE_ENV)
+    assert "Read-only file system" not in text, text
+    assert "Traceback" not in text, text
 
 
 def test_python_hcl2_8_installs_beside_it_and_both_work(installed: Installed) -> None:
