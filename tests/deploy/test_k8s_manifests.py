@@ -195,9 +195,7 @@ def test_no_cluster_wide_write_access() -> None:
         writes = {r for r in _rules(role) if r[2] not in {"get", "list", "watch"}}
         assert not writes, f"{binding['metadata']['name']} grants {sorted(writes)} cluster-wide"
     for binding in _all(("rbac.authorization.k8s.io/v1", "RoleBinding")):
-        # A template, one per namespace: a sed placeholder (GKE) or left open for
-        # `kubectl apply -n NS` (self-hosted); never a fixed namespace.
-        assert binding["metadata"].get("namespace", "NAMESPACE") == "NAMESPACE"
+        assert binding["metadata"]["namespace"] == "NAMESPACE"  # a template, one per namespace
         assert binding["roleRef"]["kind"] == "ClusterRole"
         writer_refs.append(binding["roleRef"]["name"])
     assert writer_refs and set(writer_refs) == {WRITER}
