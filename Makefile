@@ -21,9 +21,10 @@ check: sync
 	$(UV) run ruff check .
 	$(UV) run mypy
 	$(UV) run lint-imports
+	$(UV) run hadolint --failure-threshold info infra/Dockerfile
 
 test: sync sysdeps
-	$(UV) run pytest -q
+	$(UV) run pytest -q -rs
 
 demo: sync sysdeps
 	$(UV) run cocoon-hibernation demo

@@ -1,35 +1,13 @@
 """The deployable targets (SPEC §11): `release`, `wake`, `sweep` (CloudEvent) and `ingest` (HTTP).
 
-Kept thin on purpose: functions-framework imports this file on cold start, so
-it imports nothing heavy. Each target hands the request to its module in
-`functions/`, which parses the trigger and only then loads the clients it needs.
+Cloud Run functions load `main.py` at the root of the source archive, so this
+file stays; the targets themselves live in the `functions` package
+(`functions/entrypoints.py`) so an installed wheel has them too
+(`cocoon-hibernation serve` finds them there, never through this file).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functions.entrypoints import ingest, release, sweep, wake
 
-import functions_framework
-
-from functions import ingest as _ingest
-from functions import targets as _targets
-
-
-@functions_framework.cloud_event
-def release(event: Any) -> None:
-    _targets.release(event)
-
-
-@functions_framework.cloud_event
-def wake(event: Any) -> None:
-    _targets.wake(event)
-
-
-@functions_framework.cloud_event
-def sweep(event: Any) -> None:
-    _targets.sweep(event)
-
-
-@functions_framework.http
-def ingest(request: Any) -> Any:
-    return _ingest.handle(request)
+__all__ = ["ingest", "release", "sweep", "wake"]

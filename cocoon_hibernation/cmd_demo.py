@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from cocoon_hibernation._common import fail, is_tty, progress
+from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
 from devstack.scenario import Scenario
@@ -70,6 +71,10 @@ def command(
     pace: float | None,
 ) -> None:
     """Run the slot-release story end to end on a local stack and narrate it."""
+    try:
+        require_local_extra()
+    except LocalExtraMissing as err:
+        fail(str(err))
     restore = install_signal_handlers()
     config = StackConfig(tick_seconds=tick, sim_interval=poll, log_format="json")
     stack = Stack(config)

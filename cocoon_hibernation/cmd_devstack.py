@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from cocoon_hibernation._common import fail, progress
+from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.processes import Interrupted, StackError, install_signal_handlers
 from devstack.simulator import NodeSpec
 from devstack.stack import Stack, StackConfig
@@ -58,10 +59,11 @@ def kube(
 ) -> None:
     """Serve the embedded Kubernetes API with the CocoonSet CRD installed."""
     try:
-        # Lazy: the embedded API needs the 'local' extra (cel-python); --help must not.
-        from devstack.kubeapi import serve_forever  # noqa: PLC0415
-    except ImportError as err:
-        fail(f"the embedded Kubernetes API is not available: {err} (run `uv sync --all-extras`)")
+        require_local_extra()
+    except LocalExtraMissing as err:
+        fail(str(err))
+    from devstack.kubeapi import serve_forever  # noqa: PLC0415 - heavy; --help must not load it
+
     serve_forever(port, kubeconfig, audit_webhook, audit_token)
 
 
@@ -92,6 +94,10 @@ def kube(
 )
 def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
     """Start the whole stack on 127.0.0.1 and keep it up until Ctrl-C."""
+    try:
+        require_local_extra()
+    except LocalExtraMissing as err:
+        fail(str(err))
     restore = install_signal_handlers()
     config = StackConfig(
         nodes=[NodeSpec(f"node-{i + 1}", seats=seats) for i in range(nodes)],

@@ -31,7 +31,7 @@ def _default_port() -> int:
     "--source",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
-    help="main.py exposing the targets (default: ./main.py or the repo's).",
+    help="A main.py exposing the targets (default: the installed functions.entrypoints).",
 )
 def command(*, port: int, host: str, source: Path | None) -> None:
     """Serve POST /release, /wake, /sweep (CloudEvents), /registry and /kubernetes/audit

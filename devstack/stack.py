@@ -10,7 +10,7 @@ Parts, all on 127.0.0.1 with free ports, each readiness-checked:
   (``/kubernetes/audit``, bearer token);
 - a real CNCF Distribution registry (``devstack.registry.DistributionServer``)
   in a temporary directory, notifying ``ingest`` (``/registry``, bearer);
-- the four targets, each its own ``functions-framework --source main.py
+- the four targets, each its own ``functions-framework --source <functions/entrypoints.py>
   --target X`` process with the environment of SPEC §11, exactly as deployed;
 - the cluster simulator (:mod:`devstack.simulator`) in a thread;
 - a scheduler tick: every ``tick_seconds`` a CloudEvent
@@ -41,14 +41,15 @@ from typing import Any
 import requests
 from cloudevents.http import CloudEvent, to_binary
 
+from devstack.extra import require_local_extra
 from devstack.kubehttp import KubeHTTP
 from devstack.proc import free_port
 from devstack.processes import ManagedProcess, StackError, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from devstack.simulator import NodeSpec, SimEvent, Simulator
+from functions.serve import default_source
 from shared import constants as k
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("release", "wake", "sweep", "ingest")
 
 
@@ -199,6 +200,7 @@ class Stack:
         self.stop()
 
     def start(self) -> None:
+        require_local_extra()  # before any process starts: one line, nothing to tear down
         cfg = self.config
         if cfg.workdir is not None:
             cfg.workdir.mkdir(parents=True, exist_ok=True)
@@ -215,7 +217,9 @@ class Stack:
         kube = self._spawn(
             "kube",
             [
-                *_console_script("cocoon-hibernation"),
+                sys.executable,
+                "-m",
+                "cocoon_hibernation",
                 "devstack",
                 "kube",
                 "--port",
@@ -251,7 +255,7 @@ class Stack:
                 [
                     *ff,
                     "--source",
-                    str(REPO_ROOT / "main.py"),
+                    str(default_source()),
                     "--target",
                     t,
                     "--host",
@@ -260,7 +264,7 @@ class Stack:
                     str(self.ports[t]),
                 ],
                 env=env,
-                cwd=REPO_ROOT,
+                cwd=self.workdir,
             )
             for t in TARGETS
         }

@@ -6,14 +6,14 @@ Routes (SPEC §11): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
 operator's slot-release counters in Prometheus text format. Anything else is 404.
 
 Each route is the very app functions-framework builds for that target from
-``main.py`` (``create_app``), mounted under its path, so the CloudEvent
-parsing, the 2xx-vs-500 contract and the crash handling are the ones the
-per-target deployments get. Only the routing is ours.
+the installed ``functions/entrypoints.py`` (``create_app``), mounted under its
+path, so the CloudEvent parsing, the 2xx-vs-500 contract and the crash handling
+are the ones the per-target deployments get. Only the routing is ours.
 """
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -39,14 +39,17 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def default_source() -> Path:
-    """`main.py`: `$FUNCTION_SOURCE`, else the working directory's, else the repository's."""
-    env = os.environ.get("FUNCTION_SOURCE")
-    if env:
-        return Path(env)
-    here = Path.cwd() / "main.py"
-    if here.exists():
-        return here
-    return Path(__file__).resolve().parents[1] / "main.py"
+    """The installed targets' file, `functions/entrypoints.py`, wherever the package lives.
+
+    Found through the import system, never relative to a checkout or the working
+    directory: an installed wheel has no `main.py`, and a stray `./main.py` must
+    not be served by accident. functions-framework only loads targets from a
+    file, hence a path rather than the module.
+    """
+    spec = importlib.util.find_spec("functions.entrypoints")
+    if spec is None or spec.origin is None:  # pragma: no cover - the package ships it
+        raise RuntimeError("functions.entrypoints is not installed")
+    return Path(spec.origin)
 
 
 def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list[bytes]:
@@ -86,7 +89,19 @@ def create_app(source: Path | None = None) -> Any:
     return router
 
 
+def _server_options() -> dict[str, Any]:
+    """gunicorn settings beyond functions-framework's own.
+
+    gunicorn >= 25.1 opens a control socket for its `gunicornc` tool under
+    $XDG_RUNTIME_DIR or $HOME: nothing here uses it, and on a read-only root
+    filesystem (the image, infra/k8s) it logs an error at every start.
+    """
+    from gunicorn.config import Config  # noqa: PLC0415 - the server's own dependency, at start
+
+    return {"control_socket_disable": True} if "control_socket_disable" in Config().settings else {}
+
+
 def serve(host: str, port: int, source: Path | None = None) -> None:
     """Run the router on functions-framework's production server (gunicorn, threads)."""
-    server = create_server(create_app(source), debug=False)  # type: ignore[no-untyped-call]  # unannotated
+    server = create_server(create_app(source), debug=False, **_server_options())  # type: ignore[no-untyped-call]  # unannotated
     server.run(host, port)

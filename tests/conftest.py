@@ -1,4 +1,4 @@
-"""Shared test configuration: where the steering team's reference material is.
+"""Shared test configuration: where the upstream reference material (the real CRD) is.
 
 `../shared/reference` (beside the repository) holds the real CocoonSet CRD and
 the specs. A user's clone does not have it; tests that need it skip with a
@@ -17,11 +17,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Fixtures shared across test tiers live in tests/fixtures/<name>.py (the embedded
 # Kubernetes API, a real Distribution registry, ...); every module there is a plugin.
-pytest_plugins = sorted(
-    f"tests.fixtures.{p.stem}"
-    for p in (Path(__file__).parent / "fixtures").glob("*.py")
-    if p.stem != "__init__"
-)
+# `tools` first: the others import it, and pytest rewrites asserts only in a
+# plugin it imports itself.
+pytest_plugins = [
+    "tests.fixtures.tools",
+    *sorted(
+        f"tests.fixtures.{p.stem}"
+        for p in (Path(__file__).parent / "fixtures").glob("*.py")
+        if p.stem not in {"__init__", "tools"}
+    ),
+]
 
 
 def _find_reference() -> Path | None:
@@ -39,7 +44,7 @@ REFERENCE_DIR: Path | None = _find_reference()
 
 needs_reference = pytest.mark.skipif(
     REFERENCE_DIR is None,
-    reason="../shared/reference (the reference CRD) is not beside this clone",
+    reason="../shared/reference (the upstream reference CRD) is not beside this clone",
 )
 
 

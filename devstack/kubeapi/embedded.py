@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from devstack.extra import require_local_extra
 from devstack.kubeapi.api import CRD_STORAGE, SYSTEM_NAMESPACES, Api
 from devstack.kubeapi.audit import AuditBackend
 from devstack.kubeapi.controllers import Controllers
@@ -75,6 +76,8 @@ class EmbeddedKube:
     def start(self) -> EmbeddedKube:
         if self._server is not None:
             return self
+        # Fail here, once, rather than answer 500 to every request a CEL rule guards.
+        require_local_extra()
         self._seed()
         self._server = KubeHTTPServer((self._host, self._port), self.app)
         self._thread = threading.Thread(

@@ -30,7 +30,11 @@ done
 
 # --frozen: never re-resolve here; the lock is the truth CI tested. Extras are
 # excluded unless named, so the `local` extra (cel-python) is not exported.
+# --prune drops what only the command line imports (rich, for its tables) and
+# whatever only it needed; tests/deploy holds the result to the closure of
+# what main.py, functions/ and shared/ import.
 (cd "${repo_root}" && uv export --frozen --no-dev --no-hashes --no-emit-project \
+  --prune rich \
   --no-header --no-annotate --quiet --output-file "${out}/requirements.txt")
 
 # archive_file records file modes; normalise them so a umask difference

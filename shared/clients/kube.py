@@ -232,7 +232,7 @@ class KubeClient:
 
         try:
             creds, _ = google.auth.default(scopes=list(GOOGLE_SCOPES))
-        except google.auth.exceptions.DefaultCredentialsError as e:
+        except google.auth.exceptions.GoogleAuthError as e:  # the base: none escapes
             raise ConfigError(f"COCOON_KUBE_AUTH=google: no Google credentials ({e})") from e
         conf = client.Configuration()
         conf.host = server

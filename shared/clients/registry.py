@@ -446,6 +446,10 @@ class RegistryClient:
             raise RegistryAuthError(f"Google credentials could not be refreshed: {err}") from err
         except google.auth.exceptions.TransportError as err:
             raise RegistryError(f"Google token endpoint unreachable: {err}") from err
+        except google.auth.exceptions.GoogleAuthError as err:
+            # The library's base error (malformed credentials file, a reauth or
+            # impersonation failure, ...): a credentials problem, never an answer.
+            raise RegistryAuthError(f"Google credentials failed: {err}") from err
         token = creds.token
         if not isinstance(token, str) or not token:
             raise RegistryAuthError("Google credentials produced no access token")

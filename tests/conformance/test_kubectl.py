@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,7 @@ from kubernetes import client
 
 from tests.conformance.helpers import Custom
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("kubectl") is None, reason="kubectl is not installed on this machine"
-)
+pytestmark = pytest.mark.needs_tool("kubectl")
 
 MANIFEST = """\
 apiVersion: cocoonset.cocoonstack.io/v1

@@ -25,14 +25,13 @@ EXAMPLE_DIR = TF_ROOT / "examples" / "gke"
 
 def parse_file(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as fh:
-        # python-hcl2 < 8 (the project pins it: 8.x ships a top-level `cli`
-        # package that shadows ours) already returns bare literals and `${...}`
-        # expressions; 8.x needs to be asked for that shape.
-        options = getattr(hcl2, "SerializationOptions", None)
-        if options is None:
-            return hcl2.load(fh)
-        shape = options(with_comments=False, explicit_blocks=False, strip_string_quotes=True)
-        return hcl2.load(fh, serialization_options=shape)  # pragma: no cover - hcl2 8.x
+        # python-hcl2 8.x must be asked for the shape the tests read: bare
+        # literals and `${...}` expressions, blocks as plain dicts, no comments.
+        shape = hcl2.SerializationOptions(
+            with_comments=False, explicit_blocks=False, strip_string_quotes=True
+        )
+        result: dict[str, Any] = hcl2.load(fh, serialization_options=shape)
+        return result
 
 
 def _unquote(key: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.fixtures.tools import require_tool
 
 # 3.2.x is the line that still supports Python 3.11; pinned for reproducible results.
 CHECKOV = "checkov==3.2.533"
@@ -26,8 +26,7 @@ _CMD = ["uv", "tool", "run", "--python", "3.11", "--from", CHECKOV, "checkov"]
 
 @pytest.fixture(scope="session")
 def checkov() -> list[str]:
-    if shutil.which("uv") is None:
-        pytest.skip("uv is not on PATH: cannot run checkov as an isolated tool")
+    require_tool("uv")  # checkov runs as an isolated uv tool
     try:
         done = subprocess.run(
             [*_CMD, "--version"],

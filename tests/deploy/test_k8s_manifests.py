@@ -28,11 +28,13 @@ from tests.deploy._hcl import MODULE_DIR, load_dir, names
 
 K8S_DIR = REPO_ROOT / "infra" / "k8s"
 REGISTRY_CONFIG = REPO_ROOT / "infra" / "registry-config" / "config.yml"
-MANIFESTS = sorted(K8S_DIR.rglob("*.yaml"))
+# kustomization.yaml is not a manifest (tests/deploy/test_kustomize.py renders it).
+MANIFESTS = sorted(p for p in K8S_DIR.rglob("*.yaml") if p.name != "kustomization.yaml")
 # The oldest Kubernetes release cocoonstack clusters run, and the newest schema bundled.
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 
 SCHEMA_KINDS = {
+    ("v1", "ConfigMap"),  # config.yaml, the self-hosted base's values
     ("v1", "Namespace"),
     ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),

@@ -36,6 +36,7 @@ from tests.deploy._hcl import (
     parse_file,
     walk,
 )
+from tests.fixtures.tools import require_tool
 
 ALL_TF = sorted(TF_ROOT.rglob("*.tf"))
 FUNCTIONS = ("release", "wake", "sweep", "ingest")
@@ -110,8 +111,12 @@ def test_providers_are_declared_with_bounded_versions(module: TfDir, example: Tf
 
 
 def _main_targets() -> dict[str, str]:
-    """Decorated functions of main.py -> signature ('cloud_event' or 'http')."""
-    tree = ast.parse((REPO_ROOT / "main.py").read_text(encoding="utf-8"))
+    """Targets main.py exposes -> signature ('cloud_event' or 'http').
+
+    The decorated functions live in functions/entrypoints.py (so an installed
+    wheel has them); main.py, which Cloud Run loads, re-exports them by name.
+    """
+    tree = ast.parse((REPO_ROOT / "functions" / "entrypoints.py").read_text(encoding="utf-8"))
     found: dict[str, str] = {}
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
@@ -124,7 +129,13 @@ def _main_targets() -> dict[str, str]:
                 and dec.attr in {"cloud_event", "http"}
             ):
                 found[node.name] = dec.attr
-    return found
+    exported = {
+        alias.asname or alias.name
+        for node in ast.parse((REPO_ROOT / "main.py").read_text(encoding="utf-8")).body
+        if isinstance(node, ast.ImportFrom) and node.module == "functions.entrypoints"
+        for alias in node.names
+    }
+    return {name: sig for name, sig in found.items() if name in exported}
 
 
 def test_every_entry_point_is_a_decorated_target_of_main(module: TfDir) -> None:
@@ -722,6 +733,74 @@ def test_staged_source_holds_the_product_only(staged: Path) -> None:
     assert "cocoon-hibernation" not in names  # --no-emit-project
 
 
+def _deployed_imports() -> set[str]:
+    """Top-level modules that main.py, functions/ and shared/ import (absolute imports)."""
+    files = [REPO_ROOT / "main.py", *REPO_ROOT.glob("functions/**/*.py")]
+    files += REPO_ROOT.glob("shared/**/*.py")
+    found: set[str] = set()
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _closure(dists: set[str]) -> set[str]:
+    """These distributions and everything they require here (markers evaluated, no extras)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = [_normal(d) for d in dists]
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            reqs = requires(dist) or []
+        except PackageNotFoundError:
+            continue
+        for line in reqs:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(_normal(req.name))
+    return seen
+
+
+def test_deployed_requirements_are_only_what_the_functions_import(staged: Path) -> None:
+    """requirements.txt = the closure of the deployed code's imports: no CLI-only package."""
+    from importlib.metadata import packages_distributions
+
+    providers = packages_distributions()
+    imported = {
+        dist
+        for module in _deployed_imports()
+        for dist in providers.get(module, [])
+        if _normal(dist) != "cocoon-hibernation"
+    }
+    allowed = _closure(imported)
+    reqs = (staged / "requirements.txt").read_text(encoding="utf-8")
+    names = {
+        _normal(re.split(r"[=<>; \[]", line, maxsplit=1)[0])
+        for line in reqs.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert names, "empty requirements.txt"
+    assert names <= allowed, f"deployed but never imported by the functions: {names - allowed}"
+    # The command line's own dependency stays out (it is in the wheel's, not the functions').
+    assert "rich" not in names
+    # And nothing the functions import is missing.
+    assert {_normal(d) for d in imported} <= names
+
+
 def test_staged_source_imports_on_its_own(staged: Path) -> None:
     """main.py loads from the stage alone: no module of the local stack or the CLI."""
     probe = (
@@ -816,9 +895,9 @@ def test_wake_deadline_validation_in_real_terraform(tmp_path: Path) -> None:
 
     from shared.durations import parse_duration
 
+    require_tool("terraform")  # the Python re evaluation above runs without it
     binary = shutil.which("terraform")
-    if binary is None:
-        pytest.skip("no terraform binary on PATH: the Python re evaluation above still runs")
+    assert binary is not None
     text = (MODULE_DIR / "variables.tf").read_text(encoding="utf-8")
     block = text[text.index('variable "wake_deadline"') :]
     condition = re.search(r"condition\s*=\s*(.+)", block)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,10 +24,7 @@ from tests.e2e._procs import descendants, still_running
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.needs_registry,
-    pytest.mark.skipif(
-        shutil.which("docker-registry") is None and shutil.which("registry") is None,
-        reason="docker-registry (CNCF Distribution) is not installed (make sysdeps)",
-    ),
+    pytest.mark.needs_tool("docker-registry"),
 ]
 
 CLI = str(Path(sys.executable).parent / "cocoon-hibernation")
