@@ -1115,3 +1115,56 @@ def test_attach_script_sets_ack_deadlines_and_dead_letters(tmp_path: Path) -> No
     assert "--max-delivery-attempts 20" in release
     sweep = updates["projects/p/subscriptions/sub-cocoon-sweep-1"]
     assert "--ack-deadline 540" in sweep and "--dead-letter-topic" not in sweep
+
+
+# --- the README's deploy section and the example ------------------------------------------
+
+
+def _readme_deploy_section() -> str:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Deploy (Google Cloud, Terraform)")
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
+
+
+def test_readme_deploy_section_lists_the_example_inputs(example: TfDir) -> None:
+    """The README's input table is the example's variables, one for one."""
+    rows = re.findall(r"^\| `([a-z_]+)` \|", _readme_deploy_section(), flags=re.MULTILINE)
+    assert len(rows) == len(set(rows)), "an input is listed twice"
+    assert set(rows) == set(example.variables)
+
+
+def test_every_variable_the_readme_names_can_be_set_in_the_example(
+    module: TfDir, example: TfDir
+) -> None:
+    """A module variable the README tells users to set must be an input of the example."""
+    named = set(re.findall(r"`([a-z_]+)(?: = [^`]*)?`", _readme_deploy_section()))
+    module_vars = named & set(module.variables)
+    assert module_vars, "the README's deploy section names no variable"
+    missing = module_vars - set(example.variables)
+    assert not missing, f"the README names {sorted(missing)}, the example does not declare them"
+    # ... and the example passes each one through to the module.
+    call = example.modules["cocoon_hibernation"]
+    for name in module_vars:
+        if name in ("labels", "source_dir"):
+            continue
+        assert call.get(name) == f"${{var.{name}}}", f"the example does not forward {name}"
+
+
+def test_example_optional_inputs_fall_back_to_the_module_defaults(
+    module: TfDir, example: TfDir
+) -> None:
+    """An example input defaulting to null must not null out the module's default."""
+    for name, var in example.variables.items():
+        if "default" in var and var["default"] is None and name in module.variables:
+            mod = module.variables[name]
+            if mod.get("default") is not None:
+                assert mod.get("nullable") is False, f"{name}: null would replace the default"
+
+
+def test_state_backend_is_declared_not_commented(example: TfDir) -> None:
+    """The secrets comment promises a GCS backend: the example must really declare one."""
+    backends = [b for t in example.terraform for b in t.get("backend", [])]
+    assert backends and "gcs" in backends[0], backends
+    secrets = (MODULE_DIR / "secrets.tf").read_text(encoding="utf-8")
+    assert "backend-config=bucket" in secrets

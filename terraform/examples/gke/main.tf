@@ -32,4 +32,6 @@ module "cocoon_hibernation" {
   ingest_ingress               = var.ingest_ingress
   ingest_invoker_members       = var.ingest_invoker_members
   ingest_push_service_accounts = var.ingest_push_service_accounts
+  eventarc_agent_wait          = var.eventarc_agent_wait
+  log_metric_wait              = var.log_metric_wait
 }

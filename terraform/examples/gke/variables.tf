@@ -108,3 +108,15 @@ variable "ingest_push_service_accounts" {
   type        = list(string)
   default     = null
 }
+
+variable "eventarc_agent_wait" {
+  description = "First apply: wait after enabling the APIs, before creating triggers (e.g. 120s)."
+  type        = string
+  default     = null
+}
+
+variable "log_metric_wait" {
+  description = "Wait after creating the log metrics, before the alert policy on them (e.g. 300s)."
+  type        = string
+  default     = null
+}

@@ -183,7 +183,9 @@ variable "gke_data_write_audit_logs" {
 variable "eventarc_agent_wait" {
   description = "How long the first apply waits after enabling the APIs before creating functions and triggers, so Eventarc's service agent has its role (Go duration, e.g. 120s). Only when enable_apis is true; later applies never wait."
   type        = string
-  default     = "120s"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "120s"
 
   validation {
     condition     = can(regex("^[0-9]+(s|m)$", var.eventarc_agent_wait))
@@ -194,7 +196,9 @@ variable "eventarc_agent_wait" {
 variable "log_metric_wait" {
   description = "How long to wait after creating the log-based metrics before creating the alert policy on them (Cloud Monitoring may take up to 10 minutes to see a new metric). Only when a metric is created."
   type        = string
-  default     = "300s"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "300s"
 
   validation {
     condition     = can(regex("^[0-9]+(s|m)$", var.log_metric_wait))
