@@ -4,6 +4,16 @@
 # Each run asserts what a review once found wrong.
 
 mock_provider "google" {
+  # Generated values must pass the provider's own validations where a
+  # resource feeds another (a service account's name into an IAM member).
+  mock_resource "google_service_account" {
+    defaults = {
+      name   = "projects/acme-prod/serviceAccounts/mock-sa@acme-prod.iam.gserviceaccount.com"
+      id     = "projects/acme-prod/serviceAccounts/mock-sa@acme-prod.iam.gserviceaccount.com"
+      email  = "mock-sa@acme-prod.iam.gserviceaccount.com"
+      member = "serviceAccount:mock-sa@acme-prod.iam.gserviceaccount.com"
+    }
+  }
   mock_data "google_project" {
     defaults = {
       number = "123456789012"
