@@ -6,8 +6,9 @@
 # - every function runs as its own service account, and every trigger as its
 #   own identity that may invoke only its function;
 # - no primitive role, no allUsers/allAuthenticatedUsers anywhere;
-# - every event trigger retries (RETRY_POLICY_RETRY): the functions ack what
-#   cannot succeed and fail only what a retry can fix (SPEC §10).
+# - release's and wake's triggers retry (RETRY_POLICY_RETRY): the functions
+#   ack what cannot succeed and fail only what a retry can fix (SPEC §10);
+#   the sweep's does not (a tick is superseded by the next one).
 
 locals {
   functions = toset(["release", "wake", "sweep", "ingest"])
