@@ -118,13 +118,16 @@ build_providers() {
   fi
   local rc="$CACHE_ROOT/terraformrc"
   mkdir -p "$CACHE_ROOT"
+  # OpenTofu resolves `hashicorp/google` on registry.opentofu.org: the same
+  # binaries answer for both hostnames.
+  [[ -e "$MIRROR/registry.opentofu.org" ]] || ln -s registry.terraform.io "$MIRROR/registry.opentofu.org"
   cat > "$rc" <<EOF
 # Written by infra/scripts/build-terraform.sh: providers from the local mirror
 # only; a provider missing there fails init instead of reaching a registry.
 provider_installation {
   filesystem_mirror {
     path    = "$MIRROR"
-    include = ["registry.terraform.io/hashicorp/*"]
+    include = ["registry.terraform.io/hashicorp/*", "registry.opentofu.org/hashicorp/*"]
   }
 }
 EOF
