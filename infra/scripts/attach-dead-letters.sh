@@ -18,7 +18,7 @@ root="${1:-terraform/examples/gke}"
 attachments="$(terraform -chdir="${root}" output -json dead_letter_attachments)"
 project_number=""
 
-jq -r 'to_entries[] | [.key, (.value.dead_letter_topic // "-"), (.value.max_delivery_attempts|tostring), (.value.ack_deadline_seconds|tostring)] | @tsv' \
+jq -r 'to_entries[] | [.value.trigger, (.value.dead_letter_topic // "-"), (.value.max_delivery_attempts|tostring), (.value.ack_deadline_seconds|tostring)] | @tsv' \
   <<<"${attachments}" |
 while IFS=$'\t' read -r trigger topic attempts ack_deadline; do
   # trigger: projects/P/locations/L/triggers/T

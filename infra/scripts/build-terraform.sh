@@ -119,8 +119,18 @@ build_providers() {
   local rc="$CACHE_ROOT/terraformrc"
   mkdir -p "$CACHE_ROOT"
   # OpenTofu resolves `hashicorp/google` on registry.opentofu.org: the same
-  # binaries answer for both hostnames.
-  [[ -e "$MIRROR/registry.opentofu.org" ]] || ln -s registry.terraform.io "$MIRROR/registry.opentofu.org"
+  # binaries answer for both hostnames (hard links; OpenTofu does not follow a
+  # symlinked hostname directory when it scans the mirror).
+  [[ -L "$MIRROR/registry.opentofu.org" ]] && rm "$MIRROR/registry.opentofu.org"
+  local name src dst
+  for name in "${!PROVIDERS[@]}"; do
+    src="$(provider_path "$name" "${PROVIDERS[$name]}")"
+    dst="${src/registry.terraform.io/registry.opentofu.org}"
+    if [[ ! -e "$dst" ]]; then
+      mkdir -p "$(dirname "$dst")"
+      ln "$src" "$dst" 2>/dev/null || cp "$src" "$dst"
+    fi
+  done
   cat > "$rc" <<EOF
 # Written by infra/scripts/build-terraform.sh: providers from the local mirror
 # only; a provider missing there fails init instead of reaching a registry.

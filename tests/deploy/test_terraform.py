@@ -1072,12 +1072,14 @@ def test_ack_deadline_covers_each_function_timeout(module: TfDir) -> None:
 def test_attach_script_sets_ack_deadlines_and_dead_letters(tmp_path: Path) -> None:
     """The real script; gcloud and terraform are stand-ins (no cloud here) recording calls."""
     attachments = {
-        "projects/p/locations/europe-west10/triggers/cocoon-release-1": {
+        "release": {
+            "trigger": "projects/p/locations/europe-west10/triggers/cocoon-release-1",
             "ack_deadline_seconds": 300,
             "dead_letter_topic": "projects/p/topics/cocoon-release-dead-letter",
             "max_delivery_attempts": 20,
         },
-        "projects/p/locations/europe-west10/triggers/cocoon-sweep-1": {
+        "sweep": {
+            "trigger": "projects/p/locations/europe-west10/triggers/cocoon-sweep-1",
             "ack_deadline_seconds": 540,
             "dead_letter_topic": None,
             "max_delivery_attempts": 20,

@@ -30,12 +30,6 @@ mock_provider "google" {
       }]
     }
   }
-  mock_data "google_artifact_registry_repository" {
-    defaults = {
-      location      = "europe-west10"
-      repository_id = "snapshots"
-    }
-  }
   mock_data "google_pubsub_topic" {
     defaults = {
       id = "projects/acme-prod/topics/gcr"
@@ -46,8 +40,8 @@ mock_provider "google" {
 mock_provider "archive" {
   mock_data "archive_file" {
     defaults = {
-      output_md5  = "0123456789abcdef0123456789abcdef"
-      output_path = "/tmp/cocoon-function-source.zip"
+      # Only computed fields may be mocked (OpenTofu enforces it).
+      output_md5 = "0123456789abcdef0123456789abcdef"
     }
   }
 }
@@ -130,6 +124,16 @@ run "defaults" {
       for a in values(output.dead_letter_attachments) : a.ack_deadline_seconds >= 300
     ])
     error_message = "every subscription's ack deadline must cover its function's timeout"
+  }
+
+  assert {
+    condition = (
+      output.dead_letter_attachments["sweep"].dead_letter_topic == null &&
+      output.dead_letter_attachments["release"].dead_letter_topic != null &&
+      output.dead_letter_attachments["sweep"].ack_deadline_seconds == 540 &&
+      output.dead_letter_attachments["sweep"].trigger == google_cloudfunctions2_function.fn["sweep"].event_trigger[0].trigger
+    )
+    error_message = "the attachments carry each trigger's name, deadline and (retried only) dead-letter topic"
   }
 
   # 8. The sweep is not retried; release and wake are.
