@@ -39,6 +39,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "devstack": (_CMD + "cmd_devstack", "The local stack: embedded API, registry, functions."),
     "demo": (_CMD + "cmd_demo", "Run the slot-release story end to end on a local stack."),
     "sweep": (_CMD + "cmd_sweep", "Suspend idle sets, converge lost events (--dry-run: report)."),
+    "deploy-check": (_CMD + "cmd_deploy_check", "What would fail before terraform apply."),
 }
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Attach the module's dead-letter topics to the Pub/Sub subscriptions Eventarc
-# created for its triggers. Terraform cannot declare them: Eventarc owns those
-# subscriptions and its API has no dead-letter field
-# (hashicorp/terraform-provider-google#17697).
+# created for its triggers, and give each subscription an ack deadline that
+# covers its function's timeout (Eventarc creates them with 10 s: a delivery
+# still running after that is redelivered to a second instance). Terraform
+# cannot declare either: Eventarc owns those subscriptions and its API has no
+# field for them (hashicorp/terraform-provider-google#17697).
 #
 #   ./infra/scripts/attach-dead-letters.sh [TERRAFORM_ROOT_DIR]   # default terraform/examples/gke
 #
@@ -16,9 +18,9 @@ root="${1:-terraform/examples/gke}"
 attachments="$(terraform -chdir="${root}" output -json dead_letter_attachments)"
 project_number=""
 
-jq -r 'to_entries[] | [.key, .value.dead_letter_topic, (.value.max_delivery_attempts|tostring)] | @tsv' \
+jq -r 'to_entries[] | [.value.trigger, (.value.dead_letter_topic // "-"), (.value.max_delivery_attempts|tostring), (.value.ack_deadline_seconds|tostring)] | @tsv' \
   <<<"${attachments}" |
-while IFS=$'\t' read -r trigger topic attempts; do
+while IFS=$'\t' read -r trigger topic attempts ack_deadline; do
   # trigger: projects/P/locations/L/triggers/T
   project="$(cut -d/ -f2 <<<"${trigger}")"
   location="$(cut -d/ -f4 <<<"${trigger}")"
@@ -32,8 +34,16 @@ while IFS=$'\t' read -r trigger topic attempts; do
     echo "skip ${name}: no Pub/Sub subscription (yet)" >&2
     continue
   fi
-  echo "${sub} -> ${topic} (max ${attempts} attempts)" >&2
+  if [ "${topic}" = "-" ]; then
+    # Not retried (the sweep): no dead letters, only the ack deadline.
+    echo "${sub}: ack deadline ${ack_deadline}s" >&2
+    gcloud pubsub subscriptions update "${sub}" --project "${project}" \
+      --ack-deadline "${ack_deadline}" --quiet
+    continue
+  fi
+  echo "${sub} -> ${topic} (max ${attempts} attempts, ack deadline ${ack_deadline}s)" >&2
   gcloud pubsub subscriptions update "${sub}" --project "${project}" \
+    --ack-deadline "${ack_deadline}" \
     --dead-letter-topic "${topic}" --max-delivery-attempts "${attempts}" --quiet
   # Pub/Sub forwards as its service agent, which must be able to ack the
   # source message; the publisher grant on the topic is in Terraform.

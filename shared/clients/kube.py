@@ -507,6 +507,34 @@ class KubeClient:
             return False
         return True
 
+    # --- RBAC (read by `cocoon-hibernation deploy-check`, never written) ------------
+
+    def list_role_bindings(self, namespace: str | None) -> list[dict[str, Any]]:
+        """RoleBindings of `namespace`, or every ClusterRoleBinding when None (all pages)."""
+        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads RBAC
+
+        rbac = client.RbacAuthorizationV1Api(self._api)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        for _ in range(1000):  # a bound, not a limit anyone reaches
+            kw: dict[str, Any] = {"limit": 500}
+            if token:
+                kw["_continue"] = token
+            if namespace is None:
+                body = self._call("LIST clusterrolebindings", rbac.list_cluster_role_binding, **kw)
+            else:
+                body = self._call(
+                    f"LIST rolebindings in {namespace}",
+                    rbac.list_namespaced_role_binding,
+                    namespace,
+                    **kw,
+                )
+            items.extend(body.get("items") or [])
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items
+        raise TransientError("LIST role bindings: too many pages")
+
     # --- events -----------------------------------------------------------------
 
     def emit_event(

@@ -4,7 +4,7 @@ No terraform binary and no cloud: python-hcl2 parses the files, and the checks
 tie them to the product (main.py's targets, `Settings.from_env`, the CloudEvent
 types the adapters accept, the audit methods a GKE adapter maps) and to the
 security invariants (no primitive roles, no public invoker, least-privilege
-grants, every event trigger retries).
+grants, release and wake retry, the sweep does not).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from tests.deploy._hcl import (
     parse_file,
     walk,
 )
-from tests.fixtures.tools import require_tool
 
 ALL_TF = sorted(TF_ROOT.rglob("*.tf"))
 FUNCTIONS = ("release", "wake", "sweep", "ingest")
@@ -288,10 +287,25 @@ def test_function_triggers_are_pubsub_with_retry(module: TfDir) -> None:
     fn = _fn(module)
     (trigger,) = blocks(fn, "event_trigger")
     assert trigger["event_type"] == c.CE_PUBSUB_PUBLISHED
-    assert trigger["retry_policy"] == "RETRY_POLICY_RETRY"
+    assert trigger["retry_policy"] == "${each.value.retry_policy}"
+    specs = _specs(module)
+    # The CF2 API drops failed deliveries unless asked: release and wake retry.
+    assert specs["release"]["retry_policy"] == "RETRY_POLICY_RETRY"
+    assert specs["wake"]["retry_policy"] == "RETRY_POLICY_RETRY"
     assert trigger["service_account_email"] == "${google_service_account.trigger[each.key].email}"
     for name in CLOUDEVENT_FUNCTIONS:
         assert c.CE_PUBSUB_PUBLISHED in _accepts()[name]
+
+
+def test_a_failed_sweep_tick_is_not_retried(module: TfDir) -> None:
+    """A tick is superseded by the next one: retrying it for 24 h piles runs up."""
+    specs = _specs(module)
+    assert specs["sweep"]["retry_policy"] == "RETRY_POLICY_DO_NOT_RETRY"
+    assert module.variables["sweep_schedule"]["default"] == "* * * * *"
+    # Nothing to dead-letter for a trigger that never retries.
+    assert names(module.locals["retried_functions"]) == {"release", "wake"}
+    for rtype in ("google_pubsub_topic", "google_pubsub_subscription"):
+        assert module.resource(rtype, "dead_letter")["for_each"] == "${local.retried_functions}"
 
 
 def test_each_function_listens_to_its_own_topic(module: TfDir) -> None:
@@ -384,7 +398,18 @@ def test_eventarc_audit_triggers_fan_in_to_release_and_wake(module: TfDir) -> No
     for name in ("release", "wake"):
         assert c.CE_AUDIT_WRITTEN in _accepts()[name]
     run = blocks(blocks(trig, "destination")[0], "cloud_run_service")[0]
-    assert "google_cloudfunctions2_function.fn[each.value.function]" in run["service"]
+    # The bare service name, as the Eventarc API takes it: the function's
+    # service_config.service is the full projects/.../services/N name.
+    assert run["service"] == "${local.function_names[each.value.function]}"
+    assert "service_config" not in run["service"]
+    assert run["region"] == "${var.region}"
+    assert module.locals[
+        "function_names"
+    ] == '${{for f in local.functions : f => "${var.name_prefix}-${f}"}}' or (
+        "${var.name_prefix}-${f}" in module.locals["function_names"]
+    )
+    # A bare name carries no dependency: the function must exist first.
+    assert "${google_cloudfunctions2_function.fn}" in trig["depends_on"]
     assert trig["service_account"] == "${google_service_account.trigger[each.value.function].email}"
     # Eventarc triggers retry unless max_attempts = 1 says otherwise.
     assert "retry_policy" not in trig
@@ -488,7 +513,7 @@ def test_topics_have_bounded_retention(module: TfDir) -> None:
         if "${" not in retention:
             assert int(retention.rstrip("s")) <= 31 * 86400, name
     dlq = module.resource("google_pubsub_topic", "dead_letter")
-    assert dlq["for_each"] == "${local.trigger_functions}"
+    assert dlq["for_each"] == "${local.retried_functions}"
     assert dlq["message_retention_duration"] == "${var.dead_letter_retention}"
     var = module.variables["dead_letter_retention"]
     assert "2678400" in var["validation"][0]["condition"]  # 31 days, the Pub/Sub maximum
@@ -557,10 +582,24 @@ def test_no_public_member_literal_anywhere(path: Path) -> None:
 
 
 def test_project_wide_grants_are_the_unavoidable_ones(module: TfDir) -> None:
-    roles = {b["role"] for b in module.of_type("google_project_iam_member").values()}
+    grants = module.of_type("google_project_iam_member")
+    unconditioned = {b["role"] for b in grants.values() if not blocks(b, "condition")}
     # clusterViewer = container.clusters.get (Kubernetes verbs come from RBAC);
-    # eventReceiver has no narrower scope than the project.
-    assert roles == {"roles/container.clusterViewer", "roles/eventarc.eventReceiver"}
+    # eventReceiver and logWriter (the build's) have no narrower scope.
+    assert unconditioned == {
+        "roles/container.clusterViewer",
+        "roles/eventarc.eventReceiver",
+        "roles/logging.logWriter",
+    }
+    writer = grants["build_image_writer"]
+    assert writer["role"] == "roles/artifactregistry.writer"
+    assert "google_service_account.build.email" in writer["member"]
+    (cond,) = blocks(writer, "condition")
+    assert 'resource.name.startsWith(\\"${local.build_repository}\\")' in cond["expression"] or (
+        "resource.name.startsWith" in cond["expression"]
+        and "${local.build_repository}" in cond["expression"]
+    )
+    assert module.locals["build_repository"].endswith("/repositories/gcf-artifacts")
     viewer = module.resource("google_project_iam_member", "cluster_viewer")
     assert viewer["for_each"] == "${local.functions}"
     receiver = module.resource("google_project_iam_member", "event_receiver")
@@ -592,11 +631,46 @@ def test_every_reconciling_function_may_finish_a_wake(module: TfDir) -> None:
     """
     deleter = module.resource("google_artifact_registry_repository_iam_member", "tag_deleter")
     assert deleter["for_each"] == "${local.deleter_functions}"
-    # repoAdmin is the least predefined role with tags.delete and versions.delete.
-    assert deleter["role"] == "roles/artifactregistry.repoAdmin"
+    assert deleter["role"] == "${google_project_iam_custom_role.snapshot_manager.id}"
     assert "runtime[each.key]" in norm(deleter["member"])
     assert names(module.locals["deleter_functions"]) == set(FUNCTIONS)
     assert names(module.locals["audit_functions"]) <= names(module.locals["deleter_functions"])
+
+
+# What shared/clients/registry.py does against Artifact Registry's Docker API:
+# HEAD/GET a manifest and GET tags/list (downloadArtifacts, tags.list), DELETE
+# a manifest by digest (versions.delete; the tag goes with it: tags.delete).
+SNAPSHOT_PERMISSIONS = {
+    "artifactregistry.repositories.downloadArtifacts",
+    "artifactregistry.tags.list",
+    "artifactregistry.tags.delete",
+    "artifactregistry.versions.delete",
+}
+
+
+def test_snapshot_role_holds_exactly_what_the_code_does(module: TfDir) -> None:
+    role = module.resource("google_project_iam_custom_role", "snapshot_manager")
+    assert role["permissions"] == "${local.snapshot_permissions}"
+    granted = set(module.locals["snapshot_permissions"])
+    assert granted == SNAPSHOT_PERMISSIONS
+    # What repoAdmin added and the code never does.
+    for never in (
+        "artifactregistry.repositories.uploadArtifacts",
+        "artifactregistry.packages.delete",
+        "artifactregistry.repositories.update",
+        "artifactregistry.repositories.deleteArtifacts",
+    ):
+        assert never not in granted
+    # The role ID must be a valid custom-role ID whatever the prefix: letters,
+    # digits, underscores and dots only, so the prefix's hyphens are replaced.
+    assert "replace(var.name_prefix" in role["role_id"]
+
+
+def test_the_code_makes_only_the_registry_calls_the_role_allows() -> None:
+    """The role above is derived from these calls; a new kind of call needs a new permission."""
+    text = (REPO_ROOT / "shared" / "clients" / "registry.py").read_text(encoding="utf-8")
+    methods = set(re.findall(r'self\._http\(\s*"([A-Z]+)"', text))
+    assert methods == {"HEAD", "GET", "DELETE"}, methods
 
 
 def test_registry_grants_are_repository_scoped(module: TfDir) -> None:
@@ -604,10 +678,38 @@ def test_registry_grants_are_repository_scoped(module: TfDir) -> None:
     assert grants
     for name, body in grants.items():
         assert body["repository"].startswith("${data.google_artifact_registry_repository."), name
-    assert not any(
-        "artifactregistry" in b["role"]
-        for b in module.of_type("google_project_iam_member").values()
-    )
+    # The only project-level Artifact Registry grant is the build's, and it is
+    # conditioned to the function image repository.
+    for name, b in module.of_type("google_project_iam_member").items():
+        if "artifactregistry" in b["role"]:
+            assert name == "build_image_writer" and blocks(b, "condition"), name
+
+
+def test_builds_run_as_a_dedicated_least_privilege_account(module: TfDir) -> None:
+    build = blocks(_fn(module), "build_config")[0]
+    assert build["service_account"] == "${google_service_account.build.id}"
+    sa = module.resource("google_service_account", "build")
+    assert "for_each" not in sa
+    reader = module.resource("google_storage_bucket_iam_member", "build_source_reader")
+    assert reader["role"] == "roles/storage.objectViewer"
+    assert reader["bucket"] == "${google_storage_bucket.source.name}"
+    # Every grant to the build account, wherever it is, is one of these three.
+    build_roles = {
+        b["role"]
+        for b in _iam_resources(module).values()
+        if "google_service_account.build.email" in b.get("member", "")
+    }
+    assert build_roles == {
+        "roles/logging.logWriter",
+        "roles/artifactregistry.writer",
+        "roles/storage.objectViewer",
+    }
+    depends = norm(json.dumps(_fn(module)["depends_on"]))
+    for grant in (
+        "google_project_iam_member.build",
+        "google_project_iam_member.build_image_writer",
+    ):
+        assert grant in depends, grant
 
 
 def test_secret_access_is_ingest_only_on_its_secret(module: TfDir) -> None:
@@ -643,9 +745,33 @@ def test_log_metrics_are_the_operator_counters(module: TfDir) -> None:
     metric = module.resource("google_logging_metric", "counter")
     assert metric["for_each"] == "${local.log_metrics}"
     assert "jsonPayload.metric" in metric["filter"]
+    # The logged name is the bare one; the metric's name carries the instance.
+    assert 'jsonPayload.metric=\\"${each.key}\\"' in metric["filter"] or (
+        "${each.key}" in metric["filter"]
+    )
     assert "EXTRACT(jsonPayload.labels.${l})" in metric["label_extractors"]
     descriptor = blocks(metric, "metric_descriptor")[0]
     assert descriptor["metric_kind"] == "DELTA" and descriptor["value_type"] == "INT64"
+
+
+def test_two_instances_in_one_project_have_distinct_metric_names(module: TfDir) -> None:
+    metric = module.resource("google_logging_metric", "counter")
+    assert metric["name"] == "${local.metric_name_prefix}${each.key}"
+    assert "var.name_prefix" in module.locals["metric_name_prefix"]
+    # Log metric IDs allow letters, digits and _-.,+!*',()%/ : a name_prefix
+    # (lowercase, digits, hyphens) keeps them valid.
+    alert = module.resource("google_monitoring_alert_policy", "wake_unschedulable")
+    cond = blocks(blocks(alert, "conditions")[0], "condition_threshold")[0]
+    assert "google_logging_metric.counter" in cond["filter"] and ".name}" in cond["filter"]
+
+
+def test_alert_policy_waits_for_its_metric(module: TfDir) -> None:
+    """A metric created in the same apply is invisible to Monitoring for minutes (404)."""
+    alert = module.resource("google_monitoring_alert_policy", "wake_unschedulable")
+    assert alert["depends_on"] == ["${time_sleep.log_metrics}"]
+    wait = module.resource("time_sleep", "log_metrics")
+    assert wait["create_duration"] == "${var.log_metric_wait}"
+    assert "google_logging_metric.counter" in json.dumps(wait["triggers"])
 
 
 def test_alert_on_wake_unschedulable(module: TfDir) -> None:
@@ -665,6 +791,7 @@ UNVALIDATED = {
     "source_dir",
     "sweep_time_zone",
     "publish_lifecycle_events",
+    "gke_data_write_audit_logs",
 }
 
 
@@ -890,14 +1017,12 @@ def test_wake_deadline_validation_agrees_with_parse_duration(module: TfDir, valu
 
 
 def test_wake_deadline_validation_in_real_terraform(tmp_path: Path) -> None:
-    """The same table through Terraform's own RE2, when a terraform binary is here."""
-    import shutil
-
+    """The same table through Terraform's own RE2."""
     from shared.durations import parse_duration
+    from tests.deploy._terraform import terraform_binary
 
-    require_tool("terraform")  # the Python re evaluation above runs without it
-    binary = shutil.which("terraform")
-    assert binary is not None
+    # A skip without a CLI, a failure under CI=true (the script can build one).
+    binary = terraform_binary()
     text = (MODULE_DIR / "variables.tf").read_text(encoding="utf-8")
     block = text[text.index('variable "wake_deadline"') :]
     condition = re.search(r"condition\s*=\s*(.+)", block)
@@ -939,3 +1064,185 @@ def test_default_wake_deadline_parses(module: TfDir) -> None:
     from shared.durations import parse_duration
 
     assert parse_duration(module.variables["wake_deadline"]["default"])
+
+
+# --- audit logs the pod-status triggers depend on --------------------------------------
+
+
+def test_status_write_triggers_have_their_data_access_logs(module: TfDir) -> None:
+    """GKE logs status writes as DATA_WRITE (Data Access, off by default): turn it on."""
+    audit = module.resource("google_project_iam_audit_config", "gke_data_write")
+    assert audit["service"] == "container.googleapis.com"
+    assert [c["log_type"] for c in blocks(audit, "audit_log_config")] == ["DATA_WRITE"]
+    assert audit["count"] == "${local.manage_data_write_logs ? 1 : 0}"
+    manage = norm(module.locals["manage_data_write_logs"])
+    assert manage == "${var.gke_data_write_audit_logs&&local.routes_status_writes}"
+    assert (
+        'strcontains(r.method,".status.")'
+        in norm(module.locals["routes_status_writes"]).replace('\\"', '"')
+        or ".status." in module.locals["routes_status_writes"]
+    )
+    assert module.variables["gke_data_write_audit_logs"]["default"] is True
+    # With the defaults, status methods are routed: the audit config is created.
+    routed = set(_audit_methods(module)) | set(
+        module.variables["pod_status_audit_methods"]["default"]
+    )
+    assert any(".status." in m for m in routed)
+    # The triggers wait for the config, or the first status writes are lost.
+    trig = module.resource("google_eventarc_trigger", "audit")
+    assert "${google_project_iam_audit_config.gke_data_write}" in trig["depends_on"]
+    # The cost and the authoritative scope are said where the user decides.
+    description = module.variables["gke_data_write_audit_logs"]["description"]
+    assert "billed" in description and "authoritative" in description
+
+
+# --- the first apply ------------------------------------------------------------------
+
+
+def test_every_api_the_module_uses_is_enabled(module: TfDir) -> None:
+    apis = names(module.locals["apis"])
+    # Service accounts and a custom role are created: the IAM API must be on.
+    assert "iam.googleapis.com" in apis
+    used = {
+        "google_service_account": "iam.googleapis.com",
+        "google_project_iam_custom_role": "iam.googleapis.com",
+        "google_eventarc_trigger": "eventarc.googleapis.com",
+        "google_cloudfunctions2_function": "cloudfunctions.googleapis.com",
+        "google_cloud_scheduler_job": "cloudscheduler.googleapis.com",
+        "google_secret_manager_secret": "secretmanager.googleapis.com",
+        "google_logging_metric": "logging.googleapis.com",
+        "google_monitoring_alert_policy": "monitoring.googleapis.com",
+        "google_pubsub_topic": "pubsub.googleapis.com",
+    }
+    for rtype, api in used.items():
+        assert module.of_type(rtype), rtype
+        assert api in apis, f"{rtype} needs {api}"
+
+
+def test_triggers_wait_for_the_eventarc_service_agent(module: TfDir) -> None:
+    """Triggers created right after Eventarc is enabled fail (service agent not yet authorised)."""
+    wait = module.resource("time_sleep", "eventarc_agent")
+    assert wait["depends_on"] == ["${google_project_service.apis}"]
+    assert "var.eventarc_agent_wait" in wait["create_duration"]
+    fn = _fn(module)
+    trig = module.resource("google_eventarc_trigger", "audit")
+    for body in (fn, trig):
+        assert "${time_sleep.eventarc_agent}" in body["depends_on"]
+    assert re.fullmatch(r"[0-9]+s", module.variables["eventarc_agent_wait"]["default"])
+
+
+# --- ack deadlines ------------------------------------------------------------------------
+
+
+def test_ack_deadline_covers_each_function_timeout(module: TfDir) -> None:
+    """Eventarc subscriptions default to 10 s: a longer run is redelivered while it runs."""
+    assert norm(module.locals["ack_deadline_seconds"]) == norm(
+        "${{for k, spec in local.function_specs : k => min(600, spec.timeout_seconds)}}"
+    )
+    for name, spec in _specs(module).items():
+        assert 10 < int(spec["timeout_seconds"]) <= 600, name
+    value = json.dumps(module.outputs["dead_letter_attachments"]["value"])
+    # Both halves (function triggers, audit triggers) carry their function's deadline.
+    assert "local.ack_deadline_seconds[k]" in value
+    assert "local.ack_deadline_seconds[local.audit_routes[k].function]" in value
+
+
+def test_attach_script_sets_ack_deadlines_and_dead_letters(tmp_path: Path) -> None:
+    """The real script; gcloud and terraform are stand-ins (no cloud here) recording calls."""
+    attachments = {
+        "release": {
+            "trigger": "projects/p/locations/europe-west10/triggers/cocoon-release-1",
+            "ack_deadline_seconds": 300,
+            "dead_letter_topic": "projects/p/topics/cocoon-release-dead-letter",
+            "max_delivery_attempts": 20,
+        },
+        "sweep": {
+            "trigger": "projects/p/locations/europe-west10/triggers/cocoon-sweep-1",
+            "ack_deadline_seconds": 540,
+            "dead_letter_topic": None,
+            "max_delivery_attempts": 20,
+        },
+    }
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls"
+    (bindir / "terraform").write_text(
+        f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(attachments)}\nJSON\n", encoding="utf-8"
+    )
+    (bindir / "gcloud").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'case "$*" in\n'
+        '  "projects describe"*) echo 123 ;;\n'
+        '  "eventarc triggers describe"*) echo "projects/p/subscriptions/sub-$4" ;;\n'
+        "esac\n",
+        encoding="utf-8",
+    )
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    script = REPO_ROOT / "infra" / "scripts" / "attach-dead-letters.sh"
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run(
+        ["bash", str(script), "root"], env=env, check=True, capture_output=True, timeout=60
+    )
+    calls = log.read_text(encoding="utf-8").splitlines()
+    updates = {c.split()[3]: c for c in calls if c.startswith("pubsub subscriptions update")}
+    release = updates["projects/p/subscriptions/sub-cocoon-release-1"]
+    assert "--ack-deadline 300" in release
+    assert "--dead-letter-topic projects/p/topics/cocoon-release-dead-letter" in release
+    assert "--max-delivery-attempts 20" in release
+    sweep = updates["projects/p/subscriptions/sub-cocoon-sweep-1"]
+    assert "--ack-deadline 540" in sweep and "--dead-letter-topic" not in sweep
+
+
+# --- the README's deploy section and the example ------------------------------------------
+
+
+def _readme_deploy_section() -> str:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Deploy (Google Cloud, Terraform)")
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
+
+
+def test_readme_deploy_section_lists_the_example_inputs(example: TfDir) -> None:
+    """The README's input table is the example's variables, one for one."""
+    rows = re.findall(r"^\| `([a-z_]+)` \|", _readme_deploy_section(), flags=re.MULTILINE)
+    assert len(rows) == len(set(rows)), "an input is listed twice"
+    assert set(rows) == set(example.variables)
+
+
+def test_every_variable_the_readme_names_can_be_set_in_the_example(
+    module: TfDir, example: TfDir
+) -> None:
+    """A module variable the README tells users to set must be an input of the example."""
+    named = set(re.findall(r"`([a-z_]+)(?: = [^`]*)?`", _readme_deploy_section()))
+    module_vars = named & set(module.variables)
+    assert module_vars, "the README's deploy section names no variable"
+    missing = module_vars - set(example.variables)
+    assert not missing, f"the README names {sorted(missing)}, the example does not declare them"
+    # ... and the example passes each one through to the module.
+    call = example.modules["cocoon_hibernation"]
+    for name in module_vars:
+        if name in ("labels", "source_dir"):
+            continue
+        assert call.get(name) == f"${{var.{name}}}", f"the example does not forward {name}"
+
+
+def test_example_optional_inputs_fall_back_to_the_module_defaults(
+    module: TfDir, example: TfDir
+) -> None:
+    """An example input defaulting to null must not null out the module's default."""
+    for name, var in example.variables.items():
+        if "default" in var and var["default"] is None and name in module.variables:
+            mod = module.variables[name]
+            if mod.get("default") is not None:
+                assert mod.get("nullable") is False, f"{name}: null would replace the default"
+
+
+def test_state_backend_is_declared_not_commented(example: TfDir) -> None:
+    """The secrets comment promises a GCS backend: the example must really declare one."""
+    backends = [b for t in example.terraform for b in t.get("backend", [])]
+    assert backends and "gcs" in backends[0], backends
+    secrets = (MODULE_DIR / "secrets.tf").read_text(encoding="utf-8")
+    assert "backend-config=bucket" in secrets

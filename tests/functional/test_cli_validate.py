@@ -8,6 +8,7 @@ shipped example.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -192,8 +193,10 @@ def test_help_lists_commands_without_importing_them() -> None:
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith("0 []\n")
-    assert "validate  Check CocoonSet manifests as kube-apiserver would." in out
-    assert "crd       Print the CocoonSet CRD generated from the models." in out
+    # The summary column is as wide as the longest command name.
+    assert re.search(r"\n  validate +Check CocoonSet manifests as kube-apiserver would\.", out)
+    assert re.search(r"\n  crd +Print the CocoonSet CRD generated from the models\.", out)
+    assert re.search(r"\n  deploy-check +What would fail before terraform apply\.", out)
 
 
 def _console_script() -> str:

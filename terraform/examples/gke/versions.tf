@@ -14,14 +14,19 @@ terraform {
       source  = "hashicorp/random"
       version = ">= 3.6, < 4.0"
     }
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.9, < 1.0"
+    }
   }
 
-  # The state holds the generated ingest token: keep it in an access-controlled
-  # bucket. Fill in and uncomment (or pass -backend-config at init).
-  # backend "gcs" {
-  #   bucket = "REPLACE_ME-tfstate"
-  #   prefix = "cocoon-hibernation"
-  # }
+  # The state holds the generated ingest token: it lives in a GCS bucket you
+  # own and restrict, never on the machine that applies. The bucket is given
+  # at init: terraform init -backend-config=bucket=<state-bucket>
+  # (use `init -backend=false` for validate-only runs).
+  backend "gcs" {
+    prefix = "cocoon-hibernation"
+  }
 }
 
 provider "google" {

@@ -14,7 +14,7 @@ locals {
   env_common = {
     COCOON_KUBE_AUTH          = "google"
     COCOON_KUBE_SERVER        = local.kube_server
-    COCOON_KUBE_CA            = data.google_container_cluster.this.master_auth[0].cluster_ca_certificate
+    COCOON_KUBE_CA            = local.kube_ca
     COCOON_REGISTRY_BASE      = local.registry_base
     COCOON_REGISTRY_INSECURE  = "false"
     COCOON_REGISTRY_AUTH      = "google"
@@ -39,17 +39,21 @@ locals {
 
   # entry_point = the decorated function in main.py; trigger_topic = the
   # function's own Eventarc (Pub/Sub) trigger, null for the HTTP target.
+  # retry_policy: the CF2 API defaults to dropping failed deliveries
+  # (EVENT-FORMATS §9.4), so release and wake ask for retries explicitly.
   function_specs = {
     release = {
       entry_point     = "release"
       timeout_seconds = 300
       trigger_topic   = data.google_pubsub_topic.gcr.id
+      retry_policy    = "RETRY_POLICY_RETRY"
       env             = local.env_common
     }
     wake = {
       entry_point     = "wake"
       timeout_seconds = 300
       trigger_topic   = google_pubsub_topic.wake_requests.id
+      retry_policy    = "RETRY_POLICY_RETRY"
       env             = local.env_common
     }
     sweep = {
@@ -57,15 +61,28 @@ locals {
       # A sweep pages through every set; give it the event-function maximum.
       timeout_seconds = 540
       trigger_topic   = google_pubsub_topic.sweep.id
-      env             = local.env_common
+      # A tick is superseded by the next one a minute later: retrying a failed
+      # tick (for up to 24 h, with backoff) would only pile runs on top of the
+      # schedule. The next tick converges from live state instead.
+      retry_policy = "RETRY_POLICY_DO_NOT_RETRY"
+      env          = local.env_common
     }
     ingest = {
       entry_point     = "ingest"
       timeout_seconds = 60
       trigger_topic   = null
+      retry_policy    = null
       env             = merge(local.env_common, local.env_ingest)
     }
   }
+}
+
+locals {
+  # Eventarc-created subscriptions default to a 10 s ack deadline: a delivery
+  # still running after that is redelivered, and a second instance starts the
+  # same work. The deadline covers the function's timeout (Pub/Sub allows up
+  # to 600 s); attach-dead-letters.sh sets it with the dead-letter policy.
+  ack_deadline_seconds = { for k, spec in local.function_specs : k => min(600, spec.timeout_seconds) }
 }
 
 resource "google_cloudfunctions2_function" "fn" {
@@ -80,6 +97,9 @@ resource "google_cloudfunctions2_function" "fn" {
   build_config {
     runtime     = "python312"
     entry_point = each.value.entry_point
+    # Projects created since mid-2024 build with a default account that may
+    # hold no rights at all; this one holds exactly what a build needs (iam.tf).
+    service_account = google_service_account.build.id
     source {
       storage_source {
         bucket = google_storage_bucket.source.name
@@ -121,13 +141,16 @@ resource "google_cloudfunctions2_function" "fn" {
       event_type            = "google.cloud.pubsub.topic.v1.messagePublished"
       pubsub_topic          = event_trigger.value
       service_account_email = google_service_account.trigger[each.key].email
-      # The CF2 API defaults to dropping failed deliveries (EVENT-FORMATS §9.4).
-      retry_policy = "RETRY_POLICY_RETRY"
+      retry_policy          = each.value.retry_policy
     }
   }
 
   depends_on = [
     google_project_service.apis,
+    time_sleep.eventarc_agent,
+    google_project_iam_member.build,
+    google_project_iam_member.build_image_writer,
+    google_storage_bucket_iam_member.build_source_reader,
     google_secret_manager_secret_version.ingest_token,
     google_secret_manager_secret_iam_member.ingest_token,
   ]

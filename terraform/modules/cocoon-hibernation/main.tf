@@ -6,8 +6,9 @@
 # - every function runs as its own service account, and every trigger as its
 #   own identity that may invoke only its function;
 # - no primitive role, no allUsers/allAuthenticatedUsers anywhere;
-# - every event trigger retries (RETRY_POLICY_RETRY): the functions ack what
-#   cannot succeed and fail only what a retry can fix (SPEC §10).
+# - release's and wake's triggers retry (RETRY_POLICY_RETRY): the functions
+#   ack what cannot succeed and fail only what a retry can fix (SPEC §10);
+#   the sweep's does not (a tick is superseded by the next one).
 
 locals {
   functions = toset(["release", "wake", "sweep", "ingest"])
@@ -19,6 +20,14 @@ locals {
   registry_base = "${var.artifact_registry.location}-docker.pkg.dev/${var.project_id}/${var.artifact_registry.repository_id}"
 
   kube_server = coalesce(var.kube_server_override, "https://${data.google_container_cluster.this.endpoint}")
+
+  # The DNS-based control-plane endpoint (<id>.<location>.gke.goog) presents a
+  # certificate from a public CA, not one signed by the cluster CA: pinning the
+  # cluster CA there fails every TLS handshake. An empty COCOON_KUBE_CA makes
+  # the functions trust the system roots (shared/config.py). Any other
+  # endpoint (the IP endpoint, a private address) keeps the cluster CA.
+  kube_server_is_dns_endpoint = var.kube_server_override != null && can(regex("^https://[a-z0-9.-]+\\.gke\\.goog(:[0-9]+)?(/.*)?$", coalesce(var.kube_server_override, "-")))
+  kube_ca                     = local.kube_server_is_dns_endpoint ? "" : data.google_container_cluster.this.master_auth[0].cluster_ca_certificate
 
   labels = merge(var.labels, { "app" = "cocoon-hibernation" })
 
@@ -45,6 +54,14 @@ locals {
 
   audit_routes = merge(local.shared_audit_routes, local.pod_status_routes)
 
+  # GKE writes status-subresource writes (pods/status for certain, custom
+  # resources' /status as the same class of write) to the Data Access log as
+  # DATA_WRITE, which is off unless enabled. Without it those triggers exist
+  # but never fire, so the module turns DATA_WRITE on for
+  # container.googleapis.com whenever it routes a status method.
+  routes_status_writes   = anytrue([for r in values(local.audit_routes) : strcontains(r.method, ".status.")])
+  manage_data_write_logs = var.gke_data_write_audit_logs && local.routes_status_writes
+
   apis = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
@@ -52,12 +69,31 @@ locals {
     "cloudscheduler.googleapis.com",
     "container.googleapis.com",
     "eventarc.googleapis.com",
+    # Service accounts and custom roles are created here; a fresh project may
+    # not have the IAM API on yet.
+    "iam.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
   ])
+}
+
+# Authoritative for container.googleapis.com only: it replaces that service's
+# audit config (DATA_READ/ADMIN_READ and exemptions set elsewhere for it), and
+# leaves every other service's alone. Data Access logs are billed as log
+# ingestion; pod status writes are frequent (every pod, every probe-driven
+# condition change), see the module README for the estimate.
+resource "google_project_iam_audit_config" "gke_data_write" {
+  count = local.manage_data_write_logs ? 1 : 0
+
+  project = var.project_id
+  service = "container.googleapis.com"
+
+  audit_log_config {
+    log_type = "DATA_WRITE"
+  }
 }
 
 data "google_project" "this" {
@@ -71,6 +107,18 @@ resource "google_project_service" "apis" {
   service = each.value
   # Other workloads in the project may use these APIs too.
   disable_on_destroy = false
+}
+
+# Eventarc's service agent gets its role a few minutes after the API is first
+# enabled; a trigger created before then fails with "Permission denied while
+# using the Eventarc Service Agent" (hashicorp/terraform-provider-google#25294).
+# Terraform cannot poll for that, so the first apply waits once, after the APIs
+# and before anything that creates a trigger (functions and audit triggers).
+# Re-applies do not wait: time_sleep only sleeps when it is created.
+resource "time_sleep" "eventarc_agent" {
+  create_duration = var.enable_apis ? var.eventarc_agent_wait : "0s"
+
+  depends_on = [google_project_service.apis]
 }
 
 data "google_container_cluster" "this" {

@@ -21,13 +21,19 @@ locals {
   }
 
   services_regex = "^${var.name_prefix}-(release|wake|sweep|ingest)$"
+
+  # Log-based metric names are project-wide: a second instance (another
+  # name_prefix) in the same project would collide on the bare names. The
+  # logged `jsonPayload.metric` keeps the bare name; only the metric carries
+  # the instance prefix.
+  metric_name_prefix = "${var.name_prefix}_"
 }
 
 resource "google_logging_metric" "counter" {
   for_each = local.log_metrics
 
   project     = var.project_id
-  name        = each.key
+  name        = "${local.metric_name_prefix}${each.key}"
   description = each.value.description
   filter = join(" AND ", [
     "resource.type=\"cloud_run_revision\"",
@@ -54,6 +60,17 @@ resource "google_logging_metric" "counter" {
   }
 
   depends_on = [google_project_service.apis]
+}
+
+# A log-based metric becomes visible to Cloud Monitoring minutes after it is
+# created; an alert policy on it created in the same apply gets 404 "Cannot
+# find metric(s)" (hashicorp/terraform-provider-google#11102). Wait once after
+# the metrics are created (again only when one is renamed or recreated).
+resource "time_sleep" "log_metrics" {
+  create_duration = var.log_metric_wait
+  triggers = {
+    metrics = join(",", sort([for m in google_logging_metric.counter : m.id]))
+  }
 }
 
 resource "google_monitoring_alert_policy" "wake_unschedulable" {
@@ -100,4 +117,6 @@ resource "google_monitoring_alert_policy" "wake_unschedulable" {
 
   notification_channels = var.alert_notification_channels
   user_labels           = local.labels
+
+  depends_on = [time_sleep.log_metrics]
 }

@@ -34,16 +34,20 @@ output "dead_letter_topics" {
 }
 
 output "dead_letter_attachments" {
-  description = "Input of infra/scripts/attach-dead-letters.sh: every Eventarc trigger (full name) with the dead-letter topic its subscription should use."
+  description = "Input of infra/scripts/attach-dead-letters.sh, keyed by function (release, wake, sweep) and audit route (audit:<route>): each Eventarc trigger's full name, its subscription's ack deadline (at least its function's timeout, so a delivery is not redelivered while the function still runs) and, for retried triggers, the dead-letter topic (null for the sweep, which never retries). Keys are known at plan time; trigger names only after apply."
   value = merge(
     {
-      for k, f in google_cloudfunctions2_function.fn : f.event_trigger[0].trigger => {
-        dead_letter_topic     = google_pubsub_topic.dead_letter[k].id
+      for k, f in google_cloudfunctions2_function.fn : k => {
+        trigger               = f.event_trigger[0].trigger
+        ack_deadline_seconds  = local.ack_deadline_seconds[k]
+        dead_letter_topic     = contains(local.retried_functions, k) ? google_pubsub_topic.dead_letter[k].id : null
         max_delivery_attempts = var.dead_letter_max_delivery_attempts
       } if length(f.event_trigger) > 0
     },
     {
-      for k, t in google_eventarc_trigger.audit : t.id => {
+      for k, t in google_eventarc_trigger.audit : "audit:${k}" => {
+        trigger               = t.id
+        ack_deadline_seconds  = local.ack_deadline_seconds[local.audit_routes[k].function]
         dead_letter_topic     = google_pubsub_topic.dead_letter[local.audit_routes[k].function].id
         max_delivery_attempts = var.dead_letter_max_delivery_attempts
       }

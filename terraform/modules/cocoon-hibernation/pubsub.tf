@@ -1,5 +1,6 @@
 # Topics the module owns: wake requests, sweep ticks, lifecycle events, and a
-# dead-letter topic per CloudEvent function. Google-managed encryption keys
+# dead-letter topic per retried CloudEvent function (release and wake; a sweep
+# tick is never retried, so it has nothing to dead-letter). Google-managed encryption keys
 # (see the skips): the messages are set references and timestamps, no secrets.
 
 resource "google_pubsub_topic" "wake_requests" {
@@ -54,7 +55,7 @@ resource "google_cloud_scheduler_job" "sweep" {
 
 resource "google_pubsub_topic" "dead_letter" {
   #checkov:skip=CKV_GCP_83:Dead letters are copies of the event payloads above (set references, registry paths); Google-managed encryption is sufficient.
-  for_each = local.trigger_functions
+  for_each = local.retried_functions
 
   project = var.project_id
   name    = "${var.name_prefix}-${each.key}-dead-letter"
@@ -68,7 +69,7 @@ resource "google_pubsub_topic" "dead_letter" {
 # A pull subscription per dead-letter topic, so the letters can be read
 # (`gcloud pubsub subscriptions pull ...`) and replayed.
 resource "google_pubsub_subscription" "dead_letter" {
-  for_each = local.trigger_functions
+  for_each = local.retried_functions
 
   project                    = var.project_id
   name                       = "${var.name_prefix}-${each.key}-dead-letter"
@@ -85,7 +86,7 @@ resource "google_pubsub_subscription" "dead_letter" {
 
 # Pub/Sub forwards undeliverable messages as its service agent.
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
-  for_each = local.trigger_functions
+  for_each = local.retried_functions
 
   project = var.project_id
   topic   = google_pubsub_topic.dead_letter[each.key].name

@@ -2,7 +2,8 @@
 # no human handles it; read it once to configure a webhook sender:
 #   gcloud secrets versions access latest --secret=<output ingest_token_secret>
 # The value is in Terraform state: keep the state in an encrypted, access-
-# controlled backend (the example uses a GCS backend). Rotate with
+# controlled backend (the example declares a GCS backend whose bucket is given
+# at `terraform init -backend-config=bucket=...`). Rotate with
 # `terraform apply -replace=module.<name>.random_password.ingest_token`.
 
 resource "random_password" "ingest_token" {

@@ -49,15 +49,22 @@ resource "google_eventarc_trigger" "audit" {
     }
   }
 
+  # The bare Cloud Run service name, as the Eventarc API takes it: the
+  # function's service_config.service is the full projects/.../services/N
+  # resource name. A gen2 function's service carries the function's name;
+  # depends_on below makes sure it exists.
   destination {
     cloud_run_service {
-      service = google_cloudfunctions2_function.fn[each.value.function].service_config[0].service
+      service = local.function_names[each.value.function]
       region  = var.region
     }
   }
 
   depends_on = [
+    google_cloudfunctions2_function.fn,
     google_project_iam_member.event_receiver,
     google_cloud_run_service_iam_member.trigger_invoker,
+    google_project_iam_audit_config.gke_data_write,
+    time_sleep.eventarc_agent,
   ]
 }

@@ -15,8 +15,11 @@ variable "region" {
   description = "Region of the functions, the Pub/Sub-based triggers, the scheduler job and the source bucket."
   type        = string
 
+  # Region numbers have more than one digit (europe-west10, europe-west12):
+  # tests/deploy table-tests every location regex against real names.
+
   validation {
-    condition     = can(regex("^[a-z]+-[a-z]+[0-9]$", var.region))
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
     error_message = "region must be a Google Cloud region such as europe-west1."
   }
 }
@@ -65,7 +68,7 @@ variable "gke_cluster" {
     error_message = "gke_cluster.name must be a GKE cluster name (lowercase letters, digits, hyphens; at most 40 characters)."
   }
   validation {
-    condition     = can(regex("^[a-z]+-[a-z]+[0-9](-[a-z])?$", var.gke_cluster.location))
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+(-[a-z])?$", var.gke_cluster.location))
     error_message = "gke_cluster.location must be a region (europe-west1) or a zone (europe-west1-b)."
   }
 }
@@ -140,6 +143,8 @@ variable "pod_status_audit_methods" {
     and WakeNoCapacity wait for the next sweep (about a minute by default).
   EOT
   type        = list(string)
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
   default = [
     "io.k8s.core.v1.pods.status.patch",
     "io.k8s.core.v1.pods.status.update",
@@ -154,6 +159,53 @@ variable "pod_status_audit_methods" {
   }
 }
 
+variable "gke_data_write_audit_logs" {
+  description = <<-EOT
+    Turn on DATA_WRITE Data Access audit logs for container.googleapis.com
+    (google_project_iam_audit_config) while any routed audit method is a
+    status write. GKE logs pod status writes as DATA_WRITE, off by default:
+    without them the pod-status triggers never fire. The resource is
+    authoritative for that one service (it replaces DATA_READ/ADMIN_READ or
+    exemptions configured for it elsewhere). The logs are billed as ingestion
+    into the _Default bucket beyond the free allotment: every pod status write
+    in the cluster is one entry. Set false when audit configs are managed
+    elsewhere (then enable DATA_WRITE there), or set
+    pod_status_audit_methods = [] to do without them.
+  EOT
+  type        = bool
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = true
+}
+
+# --- first apply -------------------------------------------------------------
+
+variable "eventarc_agent_wait" {
+  description = "How long the first apply waits after enabling the APIs before creating functions and triggers, so Eventarc's service agent has its role (Go duration, e.g. 120s). Only when enable_apis is true; later applies never wait."
+  type        = string
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "120s"
+
+  validation {
+    condition     = can(regex("^[0-9]+(s|m)$", var.eventarc_agent_wait))
+    error_message = "eventarc_agent_wait must be a whole number of seconds or minutes, like 120s or 3m."
+  }
+}
+
+variable "log_metric_wait" {
+  description = "How long to wait after creating the log-based metrics before creating the alert policy on them (Cloud Monitoring may take up to 10 minutes to see a new metric). Only when a metric is created."
+  type        = string
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "300s"
+
+  validation {
+    condition     = can(regex("^[0-9]+(s|m)$", var.log_metric_wait))
+    error_message = "log_metric_wait must be a whole number of seconds or minutes, like 300s or 10m."
+  }
+}
+
 # --- registry ----------------------------------------------------------------
 
 variable "artifact_registry" {
@@ -164,7 +216,7 @@ variable "artifact_registry" {
   })
 
   validation {
-    condition     = can(regex("^[a-z]+(-[a-z]+[0-9])?$", var.artifact_registry.location))
+    condition     = can(regex("^(us|europe|asia|[a-z]+-[a-z]+[0-9]+)$", var.artifact_registry.location))
     error_message = "artifact_registry.location must be a region (asia-east1) or multi-region (asia, europe, us)."
   }
   validation {
@@ -178,7 +230,9 @@ variable "artifact_registry" {
 variable "sweep_schedule" {
   description = "unix-cron schedule of the idle sweep / safety net (Cloud Scheduler). Every minute by default: it is what makes the system converge when events are lost."
   type        = string
-  default     = "* * * * *"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "* * * * *"
 
   validation {
     condition     = length(split(" ", trimspace(var.sweep_schedule))) == 5
@@ -195,7 +249,9 @@ variable "sweep_time_zone" {
 variable "wake_deadline" {
   description = "COCOON_WAKE_DEADLINE: age of a wake that earns a WakeTimedOut warning (e.g. 10m, 1h30m, 2d)."
   type        = string
-  default     = "10m"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "10m"
 
   # Exactly what shared/durations.parse_duration accepts, so a value that
   # passes plan cannot fail every function's cold start: whole numbers with a
@@ -272,7 +328,9 @@ variable "ingest_ingress" {
     deployment (infra/k8s/knative) instead.
   EOT
   type        = string
-  default     = "ALLOW_INTERNAL_ONLY"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "ALLOW_INTERNAL_ONLY"
 
   validation {
     condition     = contains(["ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL"], var.ingest_ingress)
@@ -283,7 +341,9 @@ variable "ingest_ingress" {
 variable "ingest_invoker_members" {
   description = "Principals allowed to invoke `ingest` through Cloud Run IAM, e.g. serviceAccount:relay@P.iam.gserviceaccount.com (a relay or a Pub/Sub push identity). Public members are rejected: the webhook must never be unauthenticated at the IAM layer."
   type        = list(string)
-  default     = []
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = []
 
   validation {
     condition = alltrue([
@@ -297,7 +357,9 @@ variable "ingest_invoker_members" {
 variable "ingest_push_service_accounts" {
   description = "Service-account emails whose Google OIDC tokens `ingest` accepts on /pubsub (COCOON_PUSH_SERVICE_ACCOUNTS): the oidc_token.service_account_email of each push subscription. Empty = OIDC push off (the static ingest token only)."
   type        = list(string)
-  default     = []
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = []
 
   validation {
     condition     = alltrue([for e in var.ingest_push_service_accounts : can(regex("^[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\\.gserviceaccount\\.com$", lower(e)))])

@@ -19,5 +19,10 @@ terraform {
       source  = "hashicorp/random"
       version = ">= 3.6, < 4.0"
     }
+    # time_sleep: the two waits a first apply needs (main.tf, monitoring.tf).
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.9, < 1.0"
+    }
   }
 }

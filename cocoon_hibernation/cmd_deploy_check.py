@@ -1,0 +1,482 @@
+"""`cocoon-hibernation deploy-check`: what would fail before `terraform apply`.
+
+Reads the tfvars file the apply will use, then, when they are reachable,
+the live project through gcloud and the cluster through the Kubernetes API:
+
+* offline: required inputs, the location and name formats the module
+  validates, `wake_deadline`, and whether status-write triggers would fire
+  (GKE's DATA_WRITE audit logs) with the module's audit-config switch off;
+* gcloud (skipped when gcloud is absent or `--offline`): APIs that are off
+  (fatal with `enable_apis = false`), the `gcr` topic, the snapshot
+  repository, and the project's Data Access audit config;
+* Kubernetes (with `--kubeconfig` or KUBECONFIG): the ClusterRoleBinding to
+  `cocoon-hibernation` and, per namespace, the RoleBinding to
+  `cocoon-hibernation-writer`, both naming every runtime account.
+
+Each finding is `ok`, `warn` or `FAIL`; exit 1 when any check fails, 2 when
+the tfvars file cannot be read. Nothing is changed anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cocoon_hibernation._common import fail, kube_options
+
+# The module's defaults and formats (terraform/modules/cocoon-hibernation).
+# tests/deploy/test_deploy_check.py holds these to the module's own text.
+FUNCTIONS = ("release", "wake", "sweep", "ingest")
+MODULE_APIS = (
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "container.googleapis.com",
+    "eventarc.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "secretmanager.googleapis.com",
+)
+DEFAULT_AUDIT_METHODS = (
+    "io.cocoonstack.cocoonset.v1.cocoonsets.update",
+    "io.cocoonstack.cocoonset.v1.cocoonsets.patch",
+    "io.cocoonstack.cocoonset.v1.cocoonsets.status.update",
+    "io.cocoonstack.cocoonset.v1.cocoonsets.status.patch",
+    "io.k8s.core.v1.pods.update",
+    "io.k8s.core.v1.pods.patch",
+    "io.k8s.core.v1.pods.delete",
+)
+DEFAULT_POD_STATUS_METHODS = (
+    "io.k8s.core.v1.pods.status.patch",
+    "io.k8s.core.v1.pods.status.update",
+)
+PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+\Z")
+CLUSTER_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?\Z")
+REGISTRY_LOCATION_RE = re.compile(r"^(us|europe|asia|[a-z]+-[a-z]+[0-9]+)\Z")
+PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,11}[a-z0-9]\Z")
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+READER_ROLE = "cocoon-hibernation"
+WRITER_ROLE = "cocoon-hibernation-writer"
+
+
+class Level(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "FAIL"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    level: Level
+    check: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deploy:
+    """What the apply will use, from the tfvars (module defaults where unset)."""
+
+    project_id: str
+    region: str
+    name_prefix: str
+    namespaces: tuple[str, ...]
+    enable_apis: bool
+    manage_data_write_logs: bool
+    routed_methods: tuple[str, ...]
+    registry_location: str
+    repository_id: str
+
+    @property
+    def routes_status_writes(self) -> bool:
+        return any(".status." in m for m in self.routed_methods)
+
+    def runtime_users(self) -> set[str]:
+        """The Kubernetes `User`s GKE maps the runtime service accounts to."""
+        return {
+            f"{self.name_prefix}-{f}@{self.project_id}.iam.gserviceaccount.com" for f in FUNCTIONS
+        }
+
+
+# --- offline -----------------------------------------------------------------------
+
+
+def _str(values: Mapping[str, Any], name: str, default: str = "") -> str:
+    value = values.get(name, default)
+    return value if isinstance(value, str) else default
+
+
+def _object(values: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = values.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _strings(values: Mapping[str, Any], name: str, default: Sequence[str]) -> tuple[str, ...]:
+    value = values.get(name)
+    if value is None:
+        return tuple(default)
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    return tuple(default)
+
+
+def deploy_from(values: Mapping[str, Any]) -> Deploy:
+    registry = _object(values, "artifact_registry")
+    manage = values.get("gke_data_write_audit_logs")
+    enable = values.get("enable_apis")
+    return Deploy(
+        project_id=_str(values, "project_id"),
+        region=_str(values, "region"),
+        name_prefix=_str(values, "name_prefix", "cocoon"),
+        namespaces=_strings(values, "namespaces", ()),
+        enable_apis=enable if isinstance(enable, bool) else True,
+        manage_data_write_logs=manage if isinstance(manage, bool) else True,
+        routed_methods=_strings(values, "audit_methods", DEFAULT_AUDIT_METHODS)
+        + _strings(values, "pod_status_audit_methods", DEFAULT_POD_STATUS_METHODS),
+        registry_location=str(registry.get("location", "")),
+        repository_id=str(registry.get("repository_id", "")),
+    )
+
+
+def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
+    """Checks that need only the tfvars file."""
+    out: list[Finding] = []
+
+    def check(name: str, ok: bool, bad: str, good: str, level: Level = Level.FAIL) -> None:
+        out.append(Finding(Level.OK if ok else level, name, good if ok else bad))
+
+    for required in ("project_id", "region", "gke_cluster", "artifact_registry"):
+        check(f"input {required}", required in values, "not set (required)", "set")
+    if not all(r in values for r in ("project_id", "region")):
+        return out
+    d = deploy_from(values)
+    cluster = _object(values, "gke_cluster")
+    check(
+        "project_id",
+        bool(PROJECT_RE.match(d.project_id)),
+        f"{d.project_id!r} is no project ID",
+        "ok",
+    )
+    check("region", bool(REGION_RE.match(d.region)), f"{d.region!r} is not a region", d.region)
+    location = str(cluster.get("location", ""))
+    check(
+        "gke_cluster.location",
+        bool(CLUSTER_LOCATION_RE.match(location)),
+        f"{location!r} is neither a region nor a zone",
+        location,
+    )
+    check(
+        "artifact_registry.location",
+        bool(REGISTRY_LOCATION_RE.match(d.registry_location)),
+        f"{d.registry_location!r} is neither a region nor us/europe/asia",
+        d.registry_location,
+    )
+    check(
+        "name_prefix",
+        bool(PREFIX_RE.match(d.name_prefix)),
+        f"{d.name_prefix!r}: 3-13 lowercase letters, digits, hyphens",
+        d.name_prefix,
+    )
+    bad_ns = [ns for ns in d.namespaces if not NAMESPACE_RE.match(ns)]
+    check("namespaces", not bad_ns, f"not DNS-1123 labels: {bad_ns}", "ok")
+    deadline = values.get("wake_deadline")
+    if isinstance(deadline, str):
+        from shared.durations import parse_duration  # noqa: PLC0415 - only when set
+
+        try:
+            parse_duration(deadline)
+            check("wake_deadline", True, "", deadline)
+        except ValueError as err:
+            check("wake_deadline", False, str(err), "")
+    if d.routes_status_writes and not d.manage_data_write_logs:
+        out.append(
+            Finding(
+                Level.WARN,
+                "status-write triggers",
+                "status methods are routed but gke_data_write_audit_logs = false: enable "
+                "DATA_WRITE audit logs for container.googleapis.com yourself, or those "
+                "triggers never fire (wakes then complete on the next sweep tick)",
+            )
+        )
+    return out
+
+
+# --- gcloud -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One gcloud call: its JSON, or why there is none (absent vs. not readable)."""
+
+    data: Any = None
+    not_found: bool = False
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.not_found
+
+
+Gcloud = Callable[[Sequence[str]], Answer]
+
+
+def gcloud_runner(binary: str) -> Gcloud:
+    """Run `gcloud ARGS --format=json` once (no retry: a preflight reports, it does not insist)."""
+
+    def run(args: Sequence[str]) -> Answer:
+        proc = subprocess.run(
+            [binary, *args, "--format=json", "--quiet"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            err = proc.stderr.strip()
+            if "NOT_FOUND" in err or "not found" in err.lower():
+                return Answer(not_found=True, error="")
+            lines = err.splitlines() or ["gcloud failed"]
+            first = next((x for x in lines if x.startswith("ERROR")), lines[0])
+            return Answer(error=first[:300])
+        try:
+            return Answer(data=json.loads(proc.stdout or "null"))
+        except ValueError:
+            return Answer(error="gcloud answered non-JSON")
+
+    return run
+
+
+def _unknown(check: str, answer: Answer) -> Finding:
+    return Finding(Level.WARN, check, f"not checked: {answer.error}")
+
+
+def api_findings(d: Deploy, enabled: Iterable[str]) -> list[Finding]:
+    missing = sorted(set(MODULE_APIS) - set(enabled))
+    if not missing:
+        return [Finding(Level.OK, "APIs", "every API the module uses is on")]
+    if d.enable_apis:
+        return [
+            Finding(
+                Level.OK,
+                "APIs",
+                f"off, the apply enables them (and waits once for Eventarc): {', '.join(missing)}",
+            )
+        ]
+    return [Finding(Level.FAIL, "APIs", f"off with enable_apis = false: {', '.join(missing)}")]
+
+
+def data_write_findings(d: Deploy, policy: Mapping[str, Any]) -> list[Finding]:
+    if not d.routes_status_writes:
+        return [Finding(Level.OK, "Data Access logs", "no status method routed: not needed")]
+    configs = policy.get("auditConfigs") or []
+    on = any(
+        c.get("service") in ("container.googleapis.com", "allServices")
+        and any(lc.get("logType") == "DATA_WRITE" for lc in c.get("auditLogConfigs") or [])
+        for c in configs
+    )
+    if on:
+        return [Finding(Level.OK, "Data Access logs", "DATA_WRITE is on for GKE")]
+    if d.manage_data_write_logs:
+        own = [c for c in configs if c.get("service") == "container.googleapis.com"]
+        if own:
+            return [
+                Finding(
+                    Level.WARN,
+                    "Data Access logs",
+                    "the apply replaces the existing container.googleapis.com audit config "
+                    "with DATA_WRITE only (its other log types and exemptions go)",
+                )
+            ]
+        return [Finding(Level.OK, "Data Access logs", "off; the apply turns DATA_WRITE on for GKE")]
+    return [
+        Finding(
+            Level.FAIL,
+            "Data Access logs",
+            "DATA_WRITE is off for container.googleapis.com and the module will not turn it on: "
+            "the status-write triggers would never fire",
+        )
+    ]
+
+
+def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
+    out: list[Finding] = []
+    enabled = gcloud(["services", "list", "--enabled", f"--project={d.project_id}"])
+    if enabled.ok:
+        out += api_findings(d, [s.get("config", {}).get("name", "") for s in enabled.data or []])
+    else:
+        out.append(_unknown("APIs", enabled))
+    topic = gcloud(["pubsub", "topics", "describe", "gcr", f"--project={d.project_id}"])
+    if topic.ok:
+        out.append(Finding(Level.OK, "gcr topic", "exists"))
+    elif topic.not_found:
+        out.append(
+            Finding(
+                Level.FAIL,
+                "gcr topic",
+                f"missing: gcloud pubsub topics create gcr --project {d.project_id}",
+            )
+        )
+    else:
+        out.append(_unknown("gcr topic", topic))
+    repo = gcloud(
+        [
+            "artifacts",
+            "repositories",
+            "describe",
+            d.repository_id,
+            f"--location={d.registry_location}",
+            f"--project={d.project_id}",
+        ]
+    )
+    if repo.not_found:
+        out.append(Finding(Level.FAIL, "snapshot repository", "missing (the module only grants)"))
+    elif not repo.ok:
+        out.append(_unknown("snapshot repository", repo))
+    elif (repo.data or {}).get("format") != "DOCKER":
+        out.append(
+            Finding(Level.FAIL, "snapshot repository", f"format {(repo.data or {}).get('format')}")
+        )
+    else:
+        out.append(Finding(Level.OK, "snapshot repository", "a Docker repository"))
+    policy = gcloud(["projects", "get-iam-policy", d.project_id])
+    if policy.ok:
+        out += data_write_findings(d, policy.data or {})
+    else:
+        out.append(_unknown("Data Access logs", policy))
+    return out
+
+
+# --- Kubernetes RBAC ----------------------------------------------------------------
+
+
+def _users(binding: Mapping[str, Any]) -> set[str]:
+    return {s.get("name", "") for s in binding.get("subjects") or [] if s.get("kind") == "User"}
+
+
+def _bound(bindings: Iterable[Mapping[str, Any]], role: str) -> set[str]:
+    users: set[str] = set()
+    for b in bindings:
+        ref = b.get("roleRef") or {}
+        if ref.get("kind") == "ClusterRole" and ref.get("name") == role:
+            users |= _users(b)
+    return users
+
+
+def rbac_findings(
+    d: Deploy,
+    cluster_bindings: Iterable[Mapping[str, Any]],
+    namespace_bindings: Mapping[str, Iterable[Mapping[str, Any]]],
+) -> list[Finding]:
+    """The bindings infra/k8s/gke-binding.yaml and namespace-binding.yaml create, checked."""
+    want = d.runtime_users()
+    out: list[Finding] = []
+    missing = sorted(want - _bound(cluster_bindings, READER_ROLE))
+    out.append(
+        Finding(Level.OK, "RBAC cluster reads", f"{READER_ROLE} bound to every runtime account")
+        if not missing
+        else Finding(
+            Level.FAIL,
+            "RBAC cluster reads",
+            f"no ClusterRoleBinding to {READER_ROLE} for {', '.join(missing)} "
+            "(apply infra/k8s/gke-binding.yaml)",
+        )
+    )
+    if not d.namespaces:
+        out.append(
+            Finding(
+                Level.WARN,
+                "RBAC namespace writes",
+                "namespaces is empty: apply infra/k8s/namespace-binding.yaml in every "
+                "namespace that holds CocoonSets (not checked)",
+            )
+        )
+    for ns in d.namespaces:
+        missing = sorted(want - _bound(namespace_bindings.get(ns, ()), WRITER_ROLE))
+        out.append(
+            Finding(Level.OK, f"RBAC writes in {ns}", f"{WRITER_ROLE} bound")
+            if not missing
+            else Finding(
+                Level.FAIL,
+                f"RBAC writes in {ns}",
+                f"no RoleBinding to {WRITER_ROLE} for {', '.join(missing)} "
+                "(apply infra/k8s/namespace-binding.yaml there)",
+            )
+        )
+    return out
+
+
+def kube_findings(d: Deploy, kubeconfig: Path | None) -> list[Finding]:
+    from cocoon_hibernation._kube import cli_settings, kube_client  # noqa: PLC0415 - lazy
+    from shared.errors import CocoonError  # noqa: PLC0415 - lazy
+
+    try:
+        client = kube_client(cli_settings(kubeconfig))
+        cluster = client.list_role_bindings(None)
+        per_ns = {ns: client.list_role_bindings(ns) for ns in d.namespaces}
+    except CocoonError as err:
+        return [Finding(Level.WARN, "RBAC", f"could not read the cluster's bindings: {err}")]
+    return rbac_findings(d, cluster, per_ns)
+
+
+# --- the command -------------------------------------------------------------------
+
+
+def _render(findings: Sequence[Finding], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([asdict(f) for f in findings], indent=2))
+        return
+    for f in findings:
+        click.echo(f"{f.level.value:<4}  {f.check}: {f.message}")
+
+
+@click.command(name="deploy-check")
+@click.option(
+    "--var-file",
+    "var_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=Path("terraform/examples/gke/terraform.tfvars"),
+    show_default=True,
+    help="The tfvars (or .tfvars.json) file the apply will use.",
+)
+@click.option("--offline", is_flag=True, help="Only the checks that need no cloud.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@kube_options
+def command(var_file: Path, offline: bool, output: str, kubeconfig: Path | None) -> None:
+    """Report what would fail before `terraform apply` (nothing is changed)."""
+    from cocoon_hibernation.tfvars import TfvarsError, read_tfvars  # noqa: PLC0415
+
+    try:
+        values = read_tfvars(var_file)
+    except (TfvarsError, OSError, UnicodeDecodeError) as err:
+        fail(str(err), code=2)
+    findings = offline_findings(values)
+    usable = not any(f.level is Level.FAIL and f.check.startswith("input ") for f in findings)
+    if usable and not offline:
+        d = deploy_from(values)
+        binary = shutil.which("gcloud")
+        if binary is None:
+            findings.append(Finding(Level.WARN, "gcloud", "not installed: cloud checks skipped"))
+        else:
+            findings += cloud_findings(d, gcloud_runner(binary))
+        if kubeconfig is not None:
+            findings += kube_findings(d, kubeconfig)
+        else:
+            findings.append(
+                Finding(Level.WARN, "RBAC", "no --kubeconfig/KUBECONFIG: bindings not checked")
+            )
+    _render(findings, output == "json")
+    if any(f.level is Level.FAIL for f in findings):
+        raise SystemExit(1)

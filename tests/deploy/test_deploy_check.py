@@ -1,0 +1,304 @@
+"""`cocoon-hibernation deploy-check`: the checks that need no cloud.
+
+The tfvars reader is judged by python-hcl2 (a real HCL parser) on the
+example's file; the command's copies of the module's defaults and formats
+are held to the module's own text; the RBAC check reads the real binding
+manifests of infra/k8s as a cluster would hold them once applied. The gcloud
+checks are exercised on the documented answer shapes (no project here).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from cocoon_hibernation import cmd_deploy_check as dc
+from cocoon_hibernation.main import main as cli
+from cocoon_hibernation.tfvars import TfvarsError, parse_tfvars, read_tfvars
+from tests.conftest import REPO_ROOT
+from tests.deploy._hcl import EXAMPLE_DIR, MODULE_DIR, hcl_regexes, load_dir, names, parse_file
+
+TFVARS_EXAMPLE = EXAMPLE_DIR / "terraform.tfvars.example"
+
+
+# --- the tfvars reader ----------------------------------------------------------------
+
+
+def test_reads_the_example_as_hcl_does() -> None:
+    assert read_tfvars(TFVARS_EXAMPLE) == parse_file(TFVARS_EXAMPLE)
+
+
+def test_reads_every_literal_form() -> None:
+    text = """
+    # comment
+    a = "x\\"y\\n"   // trailing comment
+    b = 3
+    c = 1.5
+    d = true
+    e = null
+    f = ["p", "q",]
+    /* block
+       comment */
+    g = {
+      name     = "agents"
+      "quoted" = 2, other: false
+    }
+    h = <<-EOT
+      line one
+        line two
+    EOT
+    i = "$${literal}"
+    """
+    assert parse_tfvars(text) == {
+        "a": 'x"y\n',
+        "b": 3,
+        "c": 1.5,
+        "d": True,
+        "e": None,
+        "f": ["p", "q"],
+        "g": {"name": "agents", "quoted": 2, "other": False},
+        "h": "line one\n  line two\n",
+        "i": "${literal}",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("region = var.region\n", 1),
+        ('a = "x"\nb = "${var.x}"\n', 2),
+        ('a = upper("x")\n', 1),
+        ('a = "x"\na = "y"\n', 2),
+        ('a = "unterminated\n', 1),
+        ('a = ["x" "y"]\n', 1),
+    ],
+)
+def test_refuses_what_is_not_a_literal_with_its_line(text: str, line: int) -> None:
+    with pytest.raises(TfvarsError, match=rf"^f.tfvars:{line}: "):
+        parse_tfvars(text, "f.tfvars")
+
+
+def test_reads_tfvars_json(tmp_path: Path) -> None:
+    path = tmp_path / "x.tfvars.json"
+    path.write_text(json.dumps({"project_id": "acme-prod", "namespaces": ["a"]}), encoding="utf-8")
+    assert read_tfvars(path) == {"project_id": "acme-prod", "namespaces": ["a"]}
+    path.write_text("[1]", encoding="utf-8")
+    with pytest.raises(TfvarsError):
+        read_tfvars(path)
+
+
+# --- the command's copies agree with the module ------------------------------------------
+
+
+def _module_regex(variable: str, index: int = 0) -> str:
+    module = load_dir(MODULE_DIR)
+    (pattern,) = hcl_regexes(module.variables[variable]["validation"][index]["condition"])
+    return pattern.pattern.replace("$", r"\Z")
+
+
+def test_formats_are_the_module_validations() -> None:
+    assert dc.PROJECT_RE.pattern == _module_regex("project_id")
+    assert dc.REGION_RE.pattern == _module_regex("region")
+    assert dc.CLUSTER_LOCATION_RE.pattern == _module_regex("gke_cluster", 1)
+    assert dc.REGISTRY_LOCATION_RE.pattern == _module_regex("artifact_registry")
+    assert dc.PREFIX_RE.pattern == _module_regex("name_prefix")
+    assert dc.NAMESPACE_RE.pattern == _module_regex("namespaces")
+
+
+def test_apis_and_defaults_are_the_module_ones() -> None:
+    module = load_dir(MODULE_DIR)
+    assert set(dc.MODULE_APIS) == names(module.locals["apis"])
+    assert list(dc.DEFAULT_AUDIT_METHODS) == module.variables["audit_methods"]["default"]
+    assert (
+        list(dc.DEFAULT_POD_STATUS_METHODS)
+        == module.variables["pod_status_audit_methods"]["default"]
+    )
+    assert set(dc.FUNCTIONS) == names(module.locals["functions"])
+
+
+def test_rbac_role_names_are_the_manifests() -> None:
+    docs = list(yaml.safe_load_all((REPO_ROOT / "infra/k8s/rbac.yaml").read_text("utf-8")))
+    roles = {d["metadata"]["name"] for d in docs if d and d["kind"] == "ClusterRole"}
+    assert {dc.READER_ROLE, dc.WRITER_ROLE} <= roles
+
+
+# --- offline checks ------------------------------------------------------------------------
+
+
+def _values(**over: Any) -> dict[str, Any]:
+    values = read_tfvars(TFVARS_EXAMPLE)
+    values.update(over)
+    return values
+
+
+def _levels(findings: list[dc.Finding]) -> dict[str, str]:
+    return {f.check: f.level.value for f in findings}
+
+
+def test_the_example_passes_offline() -> None:
+    found = dc.offline_findings(_values())
+    assert all(f.level is dc.Level.OK for f in found), found
+
+
+@pytest.mark.parametrize("region", ["europe-west10", "europe-west12", "me-central2", "us-east5"])
+def test_two_digit_and_short_regions_pass(region: str) -> None:
+    values = _values(region=region, gke_cluster={"name": "a", "location": f"{region}-a"})
+    assert _levels(dc.offline_findings(values))["region"] == "ok"
+    assert _levels(dc.offline_findings(values))["gke_cluster.location"] == "ok"
+
+
+def test_a_zone_is_not_a_region() -> None:
+    assert _levels(dc.offline_findings(_values(region="europe-west1-b")))["region"] == "FAIL"
+
+
+def test_a_missing_required_input_fails() -> None:
+    values = _values()
+    del values["artifact_registry"]
+    assert _levels(dc.offline_findings(values))["input artifact_registry"] == "FAIL"
+
+
+def test_a_bad_wake_deadline_fails() -> None:
+    assert _levels(dc.offline_findings(_values(wake_deadline="1.5h")))["wake_deadline"] == "FAIL"
+
+
+def test_status_triggers_without_data_write_logs_warn() -> None:
+    found = _levels(dc.offline_findings(_values(gke_data_write_audit_logs=False)))
+    assert found["status-write triggers"] == "warn"
+    quiet = _values(gke_data_write_audit_logs=False, pod_status_audit_methods=[])
+    quiet["audit_methods"] = ["io.k8s.core.v1.pods.update"]
+    assert "status-write triggers" not in _levels(dc.offline_findings(quiet))
+
+
+# --- gcloud answers (documented shapes) ---------------------------------------------------
+
+
+def test_data_write_logs_read_from_the_iam_policy() -> None:
+    d = dc.deploy_from(_values())
+    on = {
+        "auditConfigs": [{"service": "allServices", "auditLogConfigs": [{"logType": "DATA_WRITE"}]}]
+    }
+    assert dc.data_write_findings(d, on)[0].level is dc.Level.OK
+    # Off, and the module will turn it on: fine, said.
+    assert dc.data_write_findings(d, {})[0].level is dc.Level.OK
+    # Off, another config for GKE exists: the apply would replace it.
+    other = {
+        "auditConfigs": [
+            {"service": "container.googleapis.com", "auditLogConfigs": [{"logType": "DATA_READ"}]}
+        ]
+    }
+    assert dc.data_write_findings(d, other)[0].level is dc.Level.WARN
+    # Off, and the module may not touch it: the status triggers would never fire.
+    hands_off = dc.deploy_from(_values(gke_data_write_audit_logs=False))
+    assert dc.data_write_findings(hands_off, {})[0].level is dc.Level.FAIL
+
+
+def test_apis_off_fail_only_when_the_module_may_not_enable_them() -> None:
+    some = ["pubsub.googleapis.com"]
+    assert dc.api_findings(dc.deploy_from(_values()), some)[0].level is dc.Level.OK
+    fixed = dc.deploy_from(_values(enable_apis=False))
+    finding = dc.api_findings(fixed, some)[0]
+    assert finding.level is dc.Level.FAIL and "iam.googleapis.com" in finding.message
+    assert dc.api_findings(fixed, dc.MODULE_APIS)[0].level is dc.Level.OK
+
+
+def test_cloud_checks_tell_absent_from_unreadable() -> None:
+    d = dc.deploy_from(_values())
+
+    def gcloud(args: Any) -> dc.Answer:
+        if args[:2] == ["pubsub", "topics"]:
+            return dc.Answer(not_found=True)
+        if args[0] == "artifacts":
+            return dc.Answer(data={"format": "DOCKER"})
+        return dc.Answer(error="ERROR: permission denied")
+
+    found = _levels(dc.cloud_findings(d, gcloud))
+    assert found == {
+        "APIs": "warn",
+        "gcr topic": "FAIL",
+        "snapshot repository": "ok",
+        "Data Access logs": "warn",
+    }
+
+
+# --- RBAC, from the real binding manifests --------------------------------------------------
+
+
+def _rendered(name: str, project: str, namespace: str = "") -> dict[str, Any]:
+    text = (REPO_ROOT / "infra" / "k8s" / name).read_text(encoding="utf-8")
+    text = text.replace("PROJECT_ID", project).replace("NAMESPACE", namespace)
+    doc: dict[str, Any] = yaml.safe_load(text)
+    return doc
+
+
+def test_rbac_applied_as_documented_passes() -> None:
+    d = dc.deploy_from(_values(namespaces=["agents", "team-b"]))
+    cluster = [_rendered("gke-binding.yaml", "acme-prod")]
+    per_ns = {ns: [_rendered("namespace-binding.yaml", "acme-prod", ns)] for ns in d.namespaces}
+    found = dc.rbac_findings(d, cluster, per_ns)
+    assert all(f.level is dc.Level.OK for f in found), found
+
+
+def test_rbac_missing_namespace_or_other_project_fails() -> None:
+    d = dc.deploy_from(_values(namespaces=["agents", "team-b"]))
+    cluster = [_rendered("gke-binding.yaml", "other-project")]
+    per_ns = {"agents": [_rendered("namespace-binding.yaml", "acme-prod", "agents")]}
+    found = _levels(dc.rbac_findings(d, cluster, per_ns))
+    assert found == {
+        "RBAC cluster reads": "FAIL",
+        "RBAC writes in agents": "ok",
+        "RBAC writes in team-b": "FAIL",
+    }
+
+
+def test_rbac_with_another_prefix_needs_renamed_subjects() -> None:
+    d = dc.deploy_from(_values(name_prefix="hib", namespaces=["agents"]))
+    per_ns = {"agents": [_rendered("namespace-binding.yaml", "acme-prod", "agents")]}
+    found = dc.rbac_findings(d, [], per_ns)
+    message = next(f.message for f in found if f.check == "RBAC writes in agents")
+    assert "hib-wake@acme-prod.iam.gserviceaccount.com" in message
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def test_command_offline_on_the_example(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["deploy-check", "--var-file", str(TFVARS_EXAMPLE), "--offline", "-o", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    assert {f["level"] for f in found} == {"ok"}
+
+
+def test_command_fails_on_a_bad_region(tmp_path: Path) -> None:
+    path = tmp_path / "t.tfvars"
+    text = TFVARS_EXAMPLE.read_text(encoding="utf-8")
+    path.write_text(re.sub(r'region\s*=\s*"[^"]+"', 'region = "europe-west1-b"', text, count=1))
+    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    assert result.exit_code == 1
+    assert "FAIL  region: 'europe-west1-b' is not a region" in result.output
+
+
+def test_command_refuses_an_unreadable_file_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.tfvars"
+    path.write_text("project_id = var.x\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "t.tfvars:1:" in result.output
+
+
+def test_command_without_gcloud_says_what_it_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud there
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(TFVARS_EXAMPLE)])
+    assert result.exit_code == 0, result.output
+    assert "warn  gcloud: not installed: cloud checks skipped" in result.output
+    assert "warn  RBAC: no --kubeconfig/KUBECONFIG" in result.output
