@@ -37,6 +37,7 @@ from devstack.kubeapi.store import Compacted, Key, Store, dumps
 from shared.names import is_dns1123_label, is_dns1123_subdomain
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+SA_STORAGE = "/serviceaccounts"
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
 NS_STORAGE = "/namespaces"
 
@@ -95,7 +96,8 @@ class Api:
         # How often an idle watch that allowed bookmarks gets one (upstream: about a minute).
         self.bookmark_interval = bookmark_interval
         self._schema_gen = 0
-        # Pod deadlines for graceful deletion: (deadline, storage, key, uid).
+        # Expiry deadlines of Events (kube-apiserver --event-ttl: an etcd lease per write):
+        # (deadline, storage, key, resourceVersion of the write that set it).
         self.deadlines: list[tuple[float, str, Key, str]] = []
         self.deadline_added = threading.Event()
 
@@ -402,7 +404,39 @@ class Api:
                 return WriteResult(201, self.served(rt, version, obj), warnings)
             stored = self.store.put(rt.storage, key, obj)
             self._after_write(rt, None, stored)
+            if rt.storage == NS_STORAGE:
+                self._default_service_account(name)
             return WriteResult(201, self.served(rt, version, stored), warnings)
+
+    def _default_service_account(self, namespace: str) -> None:
+        """What kube-controller-manager's ServiceAccount controller does for a new
+        namespace, done at once: its `default` ServiceAccount (pods need it to be admitted)."""
+        sa_rt = self.registry.lookup("", "v1", "serviceaccounts")
+        if sa_rt is None or self.store.get(sa_rt.storage, (namespace, "default")) is not None:
+            return
+        self.create(sa_rt, "v1", namespace, {"metadata": {"name": "default"}})
+
+    def _admit_service_account(self, pod: dict[str, Any]) -> None:
+        """The ServiceAccount admission plugin: a pod runs as an existing ServiceAccount
+        (`default` unless named), or it is refused with 403."""
+        spec = pod.get("spec")
+        if not isinstance(spec, dict):
+            return
+        name = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+        spec["serviceAccountName"] = name
+        spec["serviceAccount"] = name
+        namespace = str(pod["metadata"].get("namespace") or "")
+        if self.store.get(SA_STORAGE, (namespace, name)) is None:
+            pod_name = pod["metadata"].get("name") or ""
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'pods "{pod_name}" is forbidden: error looking up service account '
+                f'{namespace}/{name}: serviceaccount "{name}" not found',
+                name=pod_name,
+                group="",
+                kind="pods",
+            )
 
     def _check_kind(self, rt: ResourceType, version: str, body: dict[str, Any]) -> None:
         kind = body.get("kind")
@@ -422,6 +456,8 @@ class Api:
         if rt.plural == "pods" and not rt.group:
             obj.pop("status", None)
             builtin.default_pod(obj)
+            # Admission (mutating, then its check) runs before the pod's validation upstream.
+            self._admit_service_account(obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
             causes += builtin.validate_pod(obj)
         elif rt.plural == "secrets" and not rt.group:
@@ -583,6 +619,21 @@ class Api:
                     )
                 if rv and rv != old["metadata"]["resourceVersion"]:
                     raise errors.stale(rt.plural, rt.group, name)
+            sent_uid = meta.get("uid")
+            if sent_uid and sent_uid != old["metadata"].get("uid"):
+                # An update without a uid keeps the stored one; a different one is refused.
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        Cause(
+                            "FieldValueInvalid",
+                            f"Invalid value: {json.dumps(sent_uid)}: field is immutable",
+                            "metadata.uid",
+                        )
+                    ],
+                )
             new = self.to_storage(rt, body)
             new = self._merge_strategy(rt, subresource, new, old)
             warnings = self._prepare_update(rt, new, old, subresource, strict=strict)
@@ -941,11 +992,10 @@ class Api:
             final = self.store.remove(rt.storage, key)
             assert final is not None
             return final
+        # A pod with grace left stays Terminating until the kubelet's final delete
+        # (grace 0) or a shorter delete: the API server never ends it by itself.
         stored = self.store.put(rt.storage, key, new)
         self._after_write(rt, old, stored)
-        if is_pod and grace > 0:
-            self.deadlines.append((time.time() + grace, rt.storage, key, str(meta.get("uid"))))
-            self.deadline_added.set()
         return stored
 
     def _finish_if_released(
@@ -954,43 +1004,28 @@ class Api:
         """An object being deleted goes once its last finalizer is gone (and grace is over)."""
         meta = obj["metadata"]
         if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-            if rt.plural == "pods" and not rt.group and meta.get("deletionTimestamp"):
-                return self._pod_terminal_status(rt, key, obj)
             return obj
         if rt.plural == "namespaces" and not rt.group:
             return obj
         if int(meta.get("deletionGracePeriodSeconds") or 0) > 0:
-            return self._pod_terminal_status(rt, key, obj)
+            # A terminating pod, even one whose status says Succeeded/Failed, waits for the
+            # kubelet's final delete (grace 0), as on a real API server.
+            return obj
         final = self.store.remove(rt.storage, key)
         return final or obj
 
-    def _pod_terminal_status(
-        self, rt: ResourceType, key: Key, obj: dict[str, Any]
-    ) -> dict[str, Any]:
-        # No kubelet here: a terminating pod whose status reports a terminal phase
-        # is finished the way the kubelet would (a final delete with grace 0).
-        if obj.get("status", {}).get("phase") in ("Succeeded", "Failed") and not obj[
-            "metadata"
-        ].get("finalizers"):
-            final = self.store.remove(rt.storage, key)
-            return final or obj
-        return obj
+    def schedule_expiry(self, storage: str, key: Key, obj: dict[str, Any], ttl: float) -> None:
+        """An Event write (create or update) lives `ttl` seconds more, as with --event-ttl."""
+        rv = str(obj["metadata"].get("resourceVersion"))
+        self.deadlines.append((time.time() + ttl, storage, key, rv))
+        self.deadline_added.set()
 
-    def expire_pod(self, storage: str, key: Key, uid: str) -> None:
-        """The grace period of a terminating pod ended: what the kubelet's final delete does."""
+    def expire(self, storage: str, key: Key, rv: str) -> None:
+        """The lease of the write with resourceVersion `rv` ran out: the object goes
+        (watchers see DELETED), unless a later write renewed it."""
         with self.store.lock:
             obj = self.store.get(storage, key)
-            if (
-                obj is None
-                or obj["metadata"].get("uid") != uid
-                or not obj["metadata"].get("deletionTimestamp")
-            ):
-                return
-            if obj["metadata"].get("finalizers"):
-                if obj["metadata"].get("deletionGracePeriodSeconds"):
-                    new = deep_copy(obj)
-                    new["metadata"]["deletionGracePeriodSeconds"] = 0
-                    self.store.put(storage, key, new)
+            if obj is None or str(obj["metadata"].get("resourceVersion")) != rv:
                 return
             self.store.remove(storage, key)
 

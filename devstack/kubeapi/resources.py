@@ -207,6 +207,15 @@ def builtin_types() -> list[ResourceType]:
             namespaced=True,
         ),
         ResourceType(
+            "",
+            ("v1",),
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+            namespaced=True,
+            short_names=("sa",),
+        ),
+        ResourceType(
             "events.k8s.io",
             ("v1",),
             "events",

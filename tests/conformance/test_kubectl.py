@@ -111,6 +111,7 @@ def test_kubectl_create_generators_post_protobuf_bodies(
     assert core.read_namespaced_secret("tok", "team-b").data == {"t": "YWJj"}
 
 
+@pytest.mark.embedded_only("waits on the emulator's request log to know kubectl's watch is open")
 def test_kubectl_get_watch_prints_rows_as_objects_change(
     kube: Any, kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
 ) -> None:
