@@ -276,6 +276,10 @@ class RealKube:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._ssl = ssl.create_default_context()
         self.started_in: float = 0.0
+        self._stopping = threading.Event()
+        self._sa_thread = threading.Thread(
+            target=self._serviceaccount_controller, name="realkube-sa-controller", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -356,6 +360,7 @@ class RealKube:
             self._wait_ready(timeout=120.0)
             self._install_crd()
             self.ensure_namespace("default")
+            self._sa_thread.start()
         except BaseException:
             self.stop()
             raise
@@ -415,7 +420,32 @@ class RealKube:
             time.sleep(0.1)
         raise RuntimeError("the CocoonSet CRD did not become Established in 60 s")
 
+    def _serviceaccount_controller(self) -> None:
+        """kube-controller-manager's ServiceAccount controller, reduced to its visible
+        effect: every new namespace gets a `default` ServiceAccount, moments after it is
+        created (pods are refused by ServiceAccount admission until then)."""
+        while not self._stopping.is_set():
+            req = urllib.request.Request(  # noqa: S310 - our own server
+                self.url + "/api/v1/namespaces?watch=1&timeoutSeconds=30",
+                headers={"Authorization": f"Bearer {self.tokens['admin']}"},
+            )
+            try:
+                with urllib.request.urlopen(req, context=self._ssl, timeout=40) as resp:  # noqa: S310
+                    for line in resp:
+                        if self._stopping.is_set():
+                            return
+                        ev = json.loads(line)
+                        meta = (ev.get("object") or {}).get("metadata") or {}
+                        if ev.get("type") == "ADDED" and not meta.get("deletionTimestamp"):
+                            sa = {"metadata": {"name": "default"}}
+                            ns = meta["name"]
+                            self.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts", sa)
+            except (OSError, ValueError, KeyError):
+                # The server is stopping, or the watch broke: start again from a fresh list.
+                self._stopping.wait(0.2)
+
     def stop(self) -> None:
+        self._stopping.set()
         for proc in reversed(self._procs):
             if proc.poll() is None:
                 proc.terminate()
@@ -484,6 +514,15 @@ class RealKube:
                     "DELETE",
                     f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}",
                 )
+        crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            # A CRD's deletion finishes asynchronously (its objects go first): the next
+            # test may create one of the same name.
+            _, body = self.request("GET", crd_path)
+            if len(json.loads(body)["items"]) <= 1:
+                break
+            time.sleep(0.05)
         for ns in namespaces:
             if ns in ("kube-system", "kube-public", "kube-node-lease"):
                 continue

@@ -230,7 +230,9 @@ class Api:
                     raise ApiError(
                         504,
                         "Timeout",
-                        f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                        # errors.NewTimeoutError prefixes "Timeout: " to the message.
+                        f"Timeout: Too large resource version: {snapshot_rv}, "
+                        f"current: {current_rv}",
                         retry_after=1,
                         causes=[
                             Cause(
@@ -467,8 +469,10 @@ class Api:
             obj["status"] = {"phase": "Active"}
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         elif rt.group == "events.k8s.io":
+            builtin.check_micro_time(obj, rt.kind)
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(obj))
         elif rt.storage == "core/events":
+            builtin.check_micro_time(obj, rt.kind)
             causes += builtin.validate_core_event(obj)
         elif rt.storage == CRD_STORAGE:
             causes += self._validate_crd(obj)
@@ -612,7 +616,7 @@ class Api:
                         [
                             Cause(
                                 "FieldValueInvalid",
-                                "Invalid value: 0x0: must be specified for an update",
+                                "Invalid value: 0: must be specified for an update",
                                 "metadata.resourceVersion",
                             )
                         ],
@@ -893,22 +897,31 @@ class Api:
                 raise errors.not_found(rt.plural, rt.group, name)
             pre = options.get("preconditions") or {}
             meta = old["metadata"]
+            # The storage layer's wording (apiserver/pkg/storage: Preconditions.Check),
+            # naming the object by Kind (group-qualified for custom resources).
+            on = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
             if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise errors.conflict(
-                    rt.plural,
-                    rt.group,
-                    name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
-                    f"meta: {meta.get('uid')}",
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {on} "{name}": the UID in the '
+                    f"precondition ({pre['uid']}) does not match the UID in record "
+                    f"({meta.get('uid')}). The object might have been deleted and then recreated",
+                    name=name,
+                    group=rt.group,
+                    kind=rt.kind,
                 )
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-                raise errors.conflict(
-                    rt.plural,
-                    rt.group,
-                    name,
-                    "Precondition failed: ResourceVersion in precondition: "
-                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                    f"{meta.get('resourceVersion')}",
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {on} "{name}": the ResourceVersion in the '
+                    f"precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
+                    f"in record ({meta.get('resourceVersion')}). The object might have been "
+                    "modified",
+                    name=name,
+                    group=rt.group,
+                    kind=rt.kind,
                 )
             if dry_run:
                 return WriteResult(200, self.served(rt, version, old), [])
@@ -969,6 +982,8 @@ class Api:
             self._after_write(rt, old, stored)
             return stored
         if not finalizers and not add and grace == 0:
+            if is_pod:
+                return self._delete_pod_now(rt, key, old)
             final = self.store.remove(rt.storage, key)
             assert final is not None
             return final
@@ -989,14 +1004,28 @@ class Api:
             elif not add:
                 return old  # a repeated delete changes nothing
         if is_pod and grace == 0 and not (nmeta.get("finalizers") or []):
-            final = self.store.remove(rt.storage, key)
-            assert final is not None
-            return final
+            return self._delete_pod_now(rt, key, old)
         # A pod with grace left stays Terminating until the kubelet's final delete
         # (grace 0) or a shorter delete: the API server never ends it by itself.
         stored = self.store.put(rt.storage, key, new)
         self._after_write(rt, old, stored)
         return stored
+
+    def _delete_pod_now(self, rt: ResourceType, key: Key, old: dict[str, Any]) -> dict[str, Any]:
+        """A pod deleted with no grace left: pods always delete gracefully upstream, so
+        the deletion stamp (grace 0) is written first — watchers see MODIFIED, then
+        DELETED — and the answer is the stamped pod."""
+        new = deep_copy(old)
+        meta = new["metadata"]
+        if not meta.get("deletionTimestamp"):
+            if rt.has_generation:
+                meta["generation"] = int(meta.get("generation") or 0) + 1
+            meta["deletionTimestamp"] = now_rfc3339()
+        meta["deletionGracePeriodSeconds"] = 0
+        self.store.put(rt.storage, key, new)
+        final = self.store.remove(rt.storage, key)
+        assert final is not None
+        return final
 
     def _finish_if_released(
         self, rt: ResourceType, key: Key, obj: dict[str, Any]

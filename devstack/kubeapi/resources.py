@@ -206,6 +206,17 @@ def builtin_types() -> list[ResourceType]:
             "Secret",
             namespaced=True,
         ),
+        # Deprecated and empty here, but served: its short name `cs` wins over the
+        # CocoonSet CRD's `cs` in kubectl (core group first), as on a real cluster.
+        ResourceType(
+            "",
+            ("v1",),
+            "componentstatuses",
+            "componentstatus",
+            "ComponentStatus",
+            namespaced=False,
+            short_names=("cs",),
+        ),
         ResourceType(
             "",
             ("v1",),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.conformance.helpers import Custom, cocoonset, gone, pod, wait_for
+from tests.conformance.helpers import Custom, cocoonset, gone, new_namespace, pod, wait_for
 
 # kube-controller-manager runs these; the real fixture does not start one (the cluster
 # simulator plays scheduler and kubelet only), so these stay on the embedded API.
@@ -193,7 +193,7 @@ def test_deleted_namespace_terminates_then_goes_with_its_contents(
     k8s_api: client.ApiClient,
 ) -> None:
     core = client.CoreV1Api(k8s_api)
-    core.create_namespace({"metadata": {"name": "doomed"}})
+    new_namespace(core, "doomed")
     core.create_namespaced_pod("doomed", pod("p"))
     Custom(k8s_api, "doomed").create(cocoonset("x"))
     core.delete_namespace("doomed")
@@ -203,7 +203,7 @@ def test_deleted_namespace_terminates_then_goes_with_its_contents(
 
 def test_create_in_terminating_namespace_is_403_forbidden(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
-    core.create_namespace({"metadata": {"name": "doomed"}})
+    new_namespace(core, "doomed")
     held = pod("held")
     held["metadata"]["finalizers"] = ["test.io/hold"]
     core.create_namespaced_pod("doomed", held)
