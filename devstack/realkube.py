@@ -239,9 +239,15 @@ class AuditSink:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/kubernetes/audit"
+        return f"https://127.0.0.1:{self.server.server_address[1]}/kubernetes/audit"
 
-    def start(self) -> None:
+    def start(self, certfile: Path, keyfile: Path) -> None:
+        # https, not http: kube-apiserver loads the webhook kubeconfig with client-go's
+        # clientcmd, which sends the user's credentials (the bearer token) only over TLS.
+        # Over plain http the token is silently dropped and `ingest` answers 401.
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(certfile, keyfile)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.thread.start()
 
     def stop(self) -> None:
@@ -291,7 +297,8 @@ class RealKube:
         t0 = time.monotonic()
         pki = _write_pki(self.dir)
         self._ssl = ssl.create_default_context(cafile=str(pki["ca"]))
-        self.audit_sink.start()
+        # The sink serves with the API server's own certificate (127.0.0.1, our CA).
+        self.audit_sink.start(pki["cert"], pki["key"])
         etcd_port, peer_port = free_port(), free_port()
         self._spawn(
             "etcd",
@@ -325,6 +332,7 @@ class RealKube:
             (REPO_ROOT / "infra/k8s/audit/webhook-kubeconfig.yaml").read_text()
         )
         # The committed template, with its two placeholders filled in: what a user deploys.
+        template["clusters"][0]["cluster"]["certificate-authority"] = str(pki["ca"])
         text = json.dumps(template).replace("INGEST_URL/kubernetes/audit", self.audit_sink.url)
         webhook.write_text(text.replace("INGEST_TOKEN", AUDIT_TOKEN))
         self._spawn(

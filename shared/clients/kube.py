@@ -118,6 +118,16 @@ _RBAC_DENIAL = re.compile(
 def _forbidden(text: str, message: str) -> CocoonError:
     """403 is two things: the authorizer refusing the identity (configuration), or an
     admission plugin refusing the object (quota, PodSecurity, ServiceAccount...)."""
+    if "cannot set blockOwnerDeletion" in message:
+        # OwnerReferencesPermissionEnforcement: an admission plugin, but what it checks
+        # is RBAC (`update` on the owner's finalizers), so it is a configuration error.
+        return AccessDenied(
+            f"RBAC configuration error: may not update cocoonsets/finalizers, which a pod "
+            f"owned with blockOwnerDeletion needs (infra/k8s/rbac.yaml grants it) — {text}",
+            verb="update",
+            resource="cocoonsets/finalizers",
+            namespace="",
+        )
     m = _RBAC_DENIAL.search(message)
     if m is None:
         return AdmissionDenied(f"{text} (refused by admission)", server_message=message)

@@ -81,6 +81,20 @@ def test_rbac_denial_is_a_config_error_naming_namespace_and_verb() -> None:
     assert "may not patch cocoonsets/status in namespace team-b" in str(err)
 
 
+def test_owner_references_enforcement_is_an_rbac_gap_not_an_admission_verdict() -> None:
+    # The real server's wording when the identity lacks update on cocoonsets/finalizers.
+    err = translate(
+        _forbidden(
+            'pods "agent-0" is forbidden: cannot set blockOwnerDeletion if an ownerReference '
+            "refers to a resource you can't set finalizers on: , <nil>"
+        ),
+        "CREATE pod team-a/agent-0",
+    )
+    assert isinstance(err, AccessDenied)
+    assert (err.verb, err.resource) == ("update", "cocoonsets/finalizers")
+    assert "team-a/agent-0" in str(err)
+
+
 @pytest.mark.parametrize(
     "message",
     [
