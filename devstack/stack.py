@@ -48,7 +48,7 @@ from devstack.registry import DistributionServer, RegistryBinaryMissing, Registr
 from devstack.simulator import NodeSpec, SimEvent, Simulator
 from shared import constants as k
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("release", "wake", "sweep", "ingest")
 
 
