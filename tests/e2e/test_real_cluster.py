@@ -343,3 +343,68 @@ def test_real_audit_webhook_drives_a_release_end_to_end(
         Path(os.environ["C14_RECORD"]).write_bytes(real.audit_sink.raw[0])
     assert {e["objectRef"]["resource"] for e in events} <= {"pods", "cocoonsets"}
     wait_for(lambda: rworld.get_set(NS, SET)["status"].get("phase") == "Suspended", timeout=20)
+
+
+# --- the whole story: simulator + real audit webhook, no test-driven triggers ---------
+
+
+def test_simulated_cluster_hibernates_and_wakes_through_the_real_audit_webhook(
+    real: Any, rworld: World, as_target: Callable[[str], Any], registry: Any
+) -> None:
+    """The cluster simulator (scheduler, kubelet, operator, vk-cocoon) talks to the real
+    kube-apiserver over https as admin; every function call is driven by what the real
+    audit webhook sends to `ingest`, except the user's wake request."""
+    from devstack.kubehttp import KubeHTTP
+    from devstack.simulator import NodeSpec, Simulator
+    from tests.conformance.helpers import wait_for
+
+    ingest = as_target("ingest")
+    wake = as_target("wake")
+    answers: list[int] = []
+
+    def forward(body: bytes, headers: dict[str, str]) -> None:
+        r = ingest.post(
+            "/kubernetes/audit",
+            data=body,
+            headers={
+                "Authorization": headers.get("Authorization", ""),
+                "Content-Type": "application/json",
+            },
+        )
+        answers.append(r.status_code)
+
+    real.audit_sink.forward = forward
+    api = KubeHTTP(real.url, token=real.tokens["admin"], ca_file=str(real.dir / "ca.crt"))
+    sim = Simulator(
+        api=api,
+        registry_url=registry.url,
+        registry_prefix=rworld.prefix,
+        nodes=[NodeSpec("node-a"), NodeSpec("node-b")],
+        interval=0.05,
+    )
+    sim.start()
+    try:
+        manifest = set_manifest(suspend=False, phase=None)
+        for f in ("uid", "resourceVersion", "generation"):
+            manifest["metadata"].pop(f, None)
+        rworld.create_set(manifest)
+
+        def phase() -> str | None:
+            got: str | None = rworld.get_set(NS, SET).get("status", {}).get("phase")
+            return got
+
+        wait_for(lambda: phase() == "Running", timeout=30, interval=0.1)
+        rworld.patch_set(NS, SET, {"spec": {"suspend": True}})
+        # ingest -> release: hibernate request, vk-cocoon pushes, registry-verified delete,
+        # the simulator's kubelet finalizes the pod: the seat is free.
+        wait_for(lambda: phase() == "Suspended" and _pod(rworld) is None, timeout=60)
+        assert rworld.snapshot_present(vm_name(NS, SET, 0))
+        assert _post(wake, _wake()).status_code == 200
+        wait_for(lambda: phase() == "Running", timeout=60, interval=0.1)
+        assert not rworld.snapshot_present(vm_name(NS, SET, 0))
+        assert [(r.how, r.node) for r in sim.restores] == [("warm", "node-a")]
+        assert answers and set(answers) == {202}
+        assert not sim.errors, sim.errors
+    finally:
+        sim.stop()
+        api.close()
