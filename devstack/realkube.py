@@ -459,7 +459,8 @@ class RealKube:
                 proc.terminate()
         for proc in reversed(self._procs):
             try:
-                proc.wait(timeout=15)
+                # A throwaway server: no need to drain open watches gracefully.
+                proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
