@@ -276,27 +276,57 @@ def test_unbound_namespace_is_a_config_error_naming_namespace_and_verb(
     assert not _released(rworld, UNBOUND)
 
 
+def _full_quota(world: World) -> None:
+    world.core.create_namespaced_resource_quota(
+        NS, {"metadata": {"name": "seats"}, "spec": {"hard": {"pods": "0"}}}
+    )
+    # No controller-manager: the quota's status is what the admission plugin reads;
+    # the admin writes it as the quota controller would.
+    world.core.patch_namespaced_resource_quota_status(
+        "seats", NS, {"status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}}
+    )
+
+
+def _restricted(world: World) -> None:
+    world.core.patch_namespace(
+        NS, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
+
+
+def _no_service_account(world: World) -> None:
+    # On a full cluster the ServiceAccount controller soon recreates it: a refusal that
+    # fixes itself, which the sweep's next run then finds (the fixture recreates none).
+    world.core.delete_namespaced_service_account("default", NS)
+
+
+@pytest.mark.parametrize(
+    ("refuse", "expected"),
+    [
+        pytest.param(_full_quota, "exceeded quota: seats", id="resourcequota"),
+        pytest.param(_restricted, 'violates PodSecurity "restricted:latest"', id="podsecurity"),
+        pytest.param(
+            _no_service_account,
+            f"error looking up service account {NS}/default",
+            id="serviceaccount",
+        ),
+    ],
+)
 def test_admission_refusal_is_acknowledged_with_a_warning_event(
-    real: Any, rworld: World, as_target: Callable[[str], Any]
+    real: Any,
+    rworld: World,
+    as_target: Callable[[str], Any],
+    refuse: Callable[[World], None],
+    expected: str,
 ) -> None:
     _hibernated(rworld)
     assert _post(as_target("release"), _pushed(rworld)).status_code == 200
     _kubelet_finalizes(rworld)
-    # The namespace's quota is already full: the wake's pod create is refused by admission.
-    rworld.core.create_namespaced_resource_quota(
-        NS, {"metadata": {"name": "seats"}, "spec": {"hard": {"pods": "0"}}}
-    )
-
-    # No controller-manager: the quota's status is what the admission plugin reads;
-    # the admin writes it as the quota controller would.
-    rworld.core.patch_namespaced_resource_quota_status(
-        "seats", NS, {"status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}}
-    )
+    refuse(rworld)  # the wake's pod create will be refused by an admission plugin
     assert _post(as_target("wake"), _wake()).status_code == 200  # acknowledged
     assert _pod(rworld) is None
     warnings = [e for e in rworld.events(NS) if e.reason == k.REASON_WRITE_REFUSED]
     assert len(warnings) == 1 and warnings[0].type == "Warning"
-    assert "exceeded quota: seats" in warnings[0].message
+    assert expected in warnings[0].message
     # A redelivery (or the sweep) tries again and does not repeat the Warning.
     assert _post(as_target("wake"), _changed()).status_code == 200
     assert len([e for e in rworld.events(NS) if e.reason == k.REASON_WRITE_REFUSED]) == 1
