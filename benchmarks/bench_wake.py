@@ -19,7 +19,15 @@ from typing import Any
 
 from benchmarks._util import fig as figure
 from benchmarks._util import percentile
-from benchmarks.bench_release import NS, Stack, function_client, post_event, quiet_logs, stack
+from benchmarks.bench_release import (
+    NS,
+    Stack,
+    function_client,
+    post_event,
+    quiet_logs,
+    real_available,
+    stack,
+)
 from shared import constants as k
 from shared.names import SetRef, vm_name
 
@@ -88,45 +96,77 @@ def _listing(reqs: list[dict[str, Any]]) -> str:
 
 
 def run(*, quick: bool) -> dict[str, Any]:
+    """Both backends side by side in one run (real figures suffixed `_real`)."""
+    figures: dict[str, Any] = {}
+    samples: dict[str, list[float]] = {}
+    for backend in ("embedded", "real"):
+        if backend == "real" and not real_available():
+            figures["wake_real"] = figure(
+                0, "skipped", "real kube-apiserver not built here (`make controlplane`)"
+            )
+            continue
+        f, s_ = _run_backend(backend, quick=quick)
+        suffix = "" if backend == "embedded" else "_real"
+        figures.update({key + suffix: v for key, v in f.items()})
+        samples.update({key + suffix: v for key, v in s_.items()})
+    return {"figures": figures, "samples": samples}
+
+
+def _requests(st: Stack, backend: str) -> tuple[int, str]:
+    """(count, listing): the client's own count; the emulator's log lists them too."""
+    if backend != "embedded":
+        return st.client.requests, f"{st.client.requests} on a real kube-apiserver"
+    reqs = st.api_requests()
+    assert len(reqs) == st.client.requests, (reqs, st.client.requests)
+    return len(reqs), _listing(reqs)
+
+
+def _reset(st: Stack, backend: str) -> None:
+    if backend == "embedded":
+        st.reset_requests()
+    st.client.reset_requests()
+
+
+def _run_backend(backend: str, *, quick: bool) -> tuple[dict[str, Any], dict[str, list[float]]]:
     from shared.reconcile import reconcile_set, request_wake
 
     runs = 20 if quick else 200
     figures: dict[str, Any] = {}
     samples: dict[str, list[float]] = {}
-    with stack() as st, quiet_logs():
+    with stack(backend) as st, quiet_logs():
         ref = SetRef(NS, "counted")
         released(st, "counted")
-        st.reset_requests()
+        _reset(st, backend)
         reg0 = st.snapshots.requests_made
         out = request_wake(ref, kube=st.client, registry=st.snapshots, settings=st.settings)
         assert out.created_main, out
-        start_reqs = st.api_requests()
+        start_n, start_listing = _requests(st, backend)
         figures["wake_start_api_requests"] = figure(
-            len(start_reqs),
+            start_n,
             "requests",
             "wake request on a released, suspended set. Minimum 6: GET set, PATCH "
             "spec.suspend=false (the desired state first), LIST pods, PATCH status Waking "
             "(CAS; durable before the create), PATCH set wake-started stamp (the sweep's "
             "deadline clock; metadata cannot "
             "ride on a status write), POST pod. 5 when the set is already unsuspended. "
-            f"Measured: {_listing(start_reqs)}",
+            f"Measured: {start_listing}",
         )
         figures["wake_start_registry_requests"] = figure(
             st.snapshots.requests_made - reg0, "requests", "one HEAD <vm0>:hibernate (the probe)"
         )
 
         report_live(st, "counted")
-        st.reset_requests()
+        _reset(st, backend)
         reg0 = st.snapshots.requests_made
         out = reconcile_set(ref, kube=st.client, registry=st.snapshots, settings=st.settings)
-        done_reqs = st.api_requests()
+        done_n, done_listing = _requests(st, backend)
         figures["wake_completion_api_requests"] = figure(
-            len(done_reqs),
+            done_n,
             "requests",
             "the restored VM is live. Minimum 6: GET set, LIST pods, PATCH set (clear the hint + "
             "last-wake + the owed report, CAS), POST event (WakeCompleted, named by the wake: "
             "its create decides the count), PATCH set (owed marker removed, CAS), PATCH status "
-            f"(Running). Measured: {_listing(done_reqs)}",
+            f"(Running). Measured: {done_listing}",
         )
         figures["wake_completion_registry_requests"] = figure(
             st.snapshots.requests_made - reg0,
@@ -152,13 +192,13 @@ def run(*, quick: bool) -> dict[str, Any]:
             statistics.median(latencies),
             "ms",
             f"warm: wake-requested CloudEvent delivered to the wake target -> main pod created "
-            f"(unsuspend, probe, Waking, create); {len(latencies)} runs, embedded API + real "
-            "registry on 127.0.0.1",
+            f"(unsuspend, probe, Waking, create); {len(latencies)} runs, {backend} Kubernetes "
+            "API + real registry on 127.0.0.1",
         )
         figures["wake_latency_p99"] = figure(
             percentile(latencies, 99), "ms", f"as above, p99 over {len(latencies)} runs"
         )
-    return {"figures": figures, "samples": samples}
+    return figures, samples
 
 
 def main() -> None:

@@ -53,10 +53,20 @@ def pod_path(namespace: str | None = None, name: str | None = None) -> str:
 class KubeHTTP:
     """JSON over HTTP against one API server; thread-safe request counting."""
 
-    def __init__(self, base_url: str, *, timeout: float = 5.0, token: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 5.0,
+        token: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._session = requests.Session()
+        # An https API server with its own CA (the real kube-apiserver fixture). Passed
+        # per request: requests lets REQUESTS_CA_BUNDLE override a session-wide setting.
+        self._verify: str | bool = ca_file or True
         if token:
             self._session.headers["Authorization"] = f"Bearer {token}"
         self._lock = threading.Lock()
@@ -84,6 +94,7 @@ class KubeHTTP:
             headers=headers,
             params=params,
             timeout=self.timeout,
+            verify=self._verify,
         )
         if resp.status_code == 404:
             raise NotFoundError(resp.status_code, method, path, resp.text)

@@ -108,6 +108,8 @@ REASON_SEAT_RELEASED: Final = "SeatReleased"
 REASON_WAKE_COMPLETED: Final = "WakeCompleted"
 REASON_IDLE_SUSPENDED: Final = "IdleSuspended"
 REASON_BAD_ANNOTATION: Final = "InvalidAnnotation"
+# A write the API server's admission refused (quota, PodSecurity, ServiceAccount).
+REASON_WRITE_REFUSED: Final = "WriteRefused"
 EVENT_COMPONENT: Final = "cocoon-hibernation"
 
 METRIC_PODS_DELETED: Final = "cocoon_operator_slot_release_pods_deleted_total"

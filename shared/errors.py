@@ -36,6 +36,29 @@ class ConfigError(CocoonError):
     """
 
 
+class AccessDenied(ConfigError):
+    """403 from the API server's authorizer (RBAC): the identity lacks `verb` on
+    `resource` in `namespace` — a missing RoleBinding, say. A configuration error:
+    logged loudly and retried, so the redelivery succeeds once the binding is applied."""
+
+    def __init__(self, message: str, *, verb: str, resource: str, namespace: str) -> None:
+        super().__init__(message)
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+
+
+class AdmissionDenied(PermanentError):
+    """403 from an admission plugin (ResourceQuota, PodSecurity, a missing
+    ServiceAccount, a terminating namespace): the write was authorised and refused on
+    its merits. Redelivery within minutes will not change that: acknowledge, tell the
+    set's owner (a Warning Event with the server's message), leave it to the sweep."""
+
+    def __init__(self, message: str, *, server_message: str) -> None:
+        super().__init__(message)
+        self.server_message = server_message
+
+
 class NotFound(PermanentError):
     pass
 

@@ -230,7 +230,7 @@ def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterat
         return
     if isinstance(value, str):
         if "maxLength" in schema and len(value) > schema["maxLength"]:
-            yield Violation(path, f"Too long: may not be longer than {schema['maxLength']}")
+            yield Violation(path, f"Too long: may not be more than {schema['maxLength']} bytes")
         if "minLength" in schema and len(value) < schema["minLength"]:
             yield _invalid(
                 path, value, f"{where} in body should be at least {schema['minLength']} chars long"

@@ -37,6 +37,7 @@ from devstack.kubeapi.store import Compacted, Key, Store, dumps
 from shared.names import is_dns1123_label, is_dns1123_subdomain
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+SA_STORAGE = "/serviceaccounts"
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
 NS_STORAGE = "/namespaces"
 
@@ -95,7 +96,8 @@ class Api:
         # How often an idle watch that allowed bookmarks gets one (upstream: about a minute).
         self.bookmark_interval = bookmark_interval
         self._schema_gen = 0
-        # Pod deadlines for graceful deletion: (deadline, storage, key, uid).
+        # Expiry deadlines of Events (kube-apiserver --event-ttl: an etcd lease per write):
+        # (deadline, storage, key, resourceVersion of the write that set it).
         self.deadlines: list[tuple[float, str, Key, str]] = []
         self.deadline_added = threading.Event()
 
@@ -228,7 +230,9 @@ class Api:
                     raise ApiError(
                         504,
                         "Timeout",
-                        f"Too large resource version: {snapshot_rv}, current: {current_rv}",
+                        # errors.NewTimeoutError prefixes "Timeout: " to the message.
+                        f"Timeout: Too large resource version: {snapshot_rv}, "
+                        f"current: {current_rv}",
                         retry_after=1,
                         causes=[
                             Cause(
@@ -402,7 +406,39 @@ class Api:
                 return WriteResult(201, self.served(rt, version, obj), warnings)
             stored = self.store.put(rt.storage, key, obj)
             self._after_write(rt, None, stored)
+            if rt.storage == NS_STORAGE:
+                self._default_service_account(name)
             return WriteResult(201, self.served(rt, version, stored), warnings)
+
+    def _default_service_account(self, namespace: str) -> None:
+        """What kube-controller-manager's ServiceAccount controller does for a new
+        namespace, done at once: its `default` ServiceAccount (pods need it to be admitted)."""
+        sa_rt = self.registry.lookup("", "v1", "serviceaccounts")
+        if sa_rt is None or self.store.get(sa_rt.storage, (namespace, "default")) is not None:
+            return
+        self.create(sa_rt, "v1", namespace, {"metadata": {"name": "default"}})
+
+    def _admit_service_account(self, pod: dict[str, Any]) -> None:
+        """The ServiceAccount admission plugin: a pod runs as an existing ServiceAccount
+        (`default` unless named), or it is refused with 403."""
+        spec = pod.get("spec")
+        if not isinstance(spec, dict):
+            return
+        name = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+        spec["serviceAccountName"] = name
+        spec["serviceAccount"] = name
+        namespace = str(pod["metadata"].get("namespace") or "")
+        if self.store.get(SA_STORAGE, (namespace, name)) is None:
+            pod_name = pod["metadata"].get("name") or ""
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'pods "{pod_name}" is forbidden: error looking up service account '
+                f'{namespace}/{name}: serviceaccount "{name}" not found',
+                name=pod_name,
+                group="",
+                kind="pods",
+            )
 
     def _check_kind(self, rt: ResourceType, version: str, body: dict[str, Any]) -> None:
         kind = body.get("kind")
@@ -422,6 +458,8 @@ class Api:
         if rt.plural == "pods" and not rt.group:
             obj.pop("status", None)
             builtin.default_pod(obj)
+            # Admission (mutating, then its check) runs before the pod's validation upstream.
+            self._admit_service_account(obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
             causes += builtin.validate_pod(obj)
         elif rt.plural == "secrets" and not rt.group:
@@ -431,8 +469,10 @@ class Api:
             obj["status"] = {"phase": "Active"}
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         elif rt.group == "events.k8s.io":
+            builtin.check_micro_time(obj, rt.kind)
             causes += builtin.validate_v1_event(builtin.core_event_to_v1(obj))
         elif rt.storage == "core/events":
+            builtin.check_micro_time(obj, rt.kind)
             causes += builtin.validate_core_event(obj)
         elif rt.storage == CRD_STORAGE:
             causes += self._validate_crd(obj)
@@ -576,13 +616,28 @@ class Api:
                         [
                             Cause(
                                 "FieldValueInvalid",
-                                "Invalid value: 0x0: must be specified for an update",
+                                "Invalid value: 0: must be specified for an update",
                                 "metadata.resourceVersion",
                             )
                         ],
                     )
                 if rv and rv != old["metadata"]["resourceVersion"]:
                     raise errors.stale(rt.plural, rt.group, name)
+            sent_uid = meta.get("uid")
+            if sent_uid and sent_uid != old["metadata"].get("uid"):
+                # An update without a uid keeps the stored one; a different one is refused.
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        Cause(
+                            "FieldValueInvalid",
+                            f"Invalid value: {json.dumps(sent_uid)}: field is immutable",
+                            "metadata.uid",
+                        )
+                    ],
+                )
             new = self.to_storage(rt, body)
             new = self._merge_strategy(rt, subresource, new, old)
             warnings = self._prepare_update(rt, new, old, subresource, strict=strict)
@@ -842,22 +897,31 @@ class Api:
                 raise errors.not_found(rt.plural, rt.group, name)
             pre = options.get("preconditions") or {}
             meta = old["metadata"]
+            # The storage layer's wording (apiserver/pkg/storage: Preconditions.Check),
+            # naming the object by Kind (group-qualified for custom resources).
+            on = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
             if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise errors.conflict(
-                    rt.plural,
-                    rt.group,
-                    name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
-                    f"meta: {meta.get('uid')}",
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {on} "{name}": the UID in the '
+                    f"precondition ({pre['uid']}) does not match the UID in record "
+                    f"({meta.get('uid')}). The object might have been deleted and then recreated",
+                    name=name,
+                    group=rt.group,
+                    kind=rt.kind,
                 )
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-                raise errors.conflict(
-                    rt.plural,
-                    rt.group,
-                    name,
-                    "Precondition failed: ResourceVersion in precondition: "
-                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                    f"{meta.get('resourceVersion')}",
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {on} "{name}": the ResourceVersion in the '
+                    f"precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
+                    f"in record ({meta.get('resourceVersion')}). The object might have been "
+                    "modified",
+                    name=name,
+                    group=rt.group,
+                    kind=rt.kind,
                 )
             if dry_run:
                 return WriteResult(200, self.served(rt, version, old), [])
@@ -918,6 +982,8 @@ class Api:
             self._after_write(rt, old, stored)
             return stored
         if not finalizers and not add and grace == 0:
+            if is_pod:
+                return self._delete_pod_now(rt, key, old)
             final = self.store.remove(rt.storage, key)
             assert final is not None
             return final
@@ -938,15 +1004,28 @@ class Api:
             elif not add:
                 return old  # a repeated delete changes nothing
         if is_pod and grace == 0 and not (nmeta.get("finalizers") or []):
-            final = self.store.remove(rt.storage, key)
-            assert final is not None
-            return final
+            return self._delete_pod_now(rt, key, old)
+        # A pod with grace left stays Terminating until the kubelet's final delete
+        # (grace 0) or a shorter delete: the API server never ends it by itself.
         stored = self.store.put(rt.storage, key, new)
         self._after_write(rt, old, stored)
-        if is_pod and grace > 0:
-            self.deadlines.append((time.time() + grace, rt.storage, key, str(meta.get("uid"))))
-            self.deadline_added.set()
         return stored
+
+    def _delete_pod_now(self, rt: ResourceType, key: Key, old: dict[str, Any]) -> dict[str, Any]:
+        """A pod deleted with no grace left: pods always delete gracefully upstream, so
+        the deletion stamp (grace 0) is written first — watchers see MODIFIED, then
+        DELETED — and the answer is the stamped pod."""
+        new = deep_copy(old)
+        meta = new["metadata"]
+        if not meta.get("deletionTimestamp"):
+            if rt.has_generation:
+                meta["generation"] = int(meta.get("generation") or 0) + 1
+            meta["deletionTimestamp"] = now_rfc3339()
+        meta["deletionGracePeriodSeconds"] = 0
+        self.store.put(rt.storage, key, new)
+        final = self.store.remove(rt.storage, key)
+        assert final is not None
+        return final
 
     def _finish_if_released(
         self, rt: ResourceType, key: Key, obj: dict[str, Any]
@@ -954,43 +1033,28 @@ class Api:
         """An object being deleted goes once its last finalizer is gone (and grace is over)."""
         meta = obj["metadata"]
         if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-            if rt.plural == "pods" and not rt.group and meta.get("deletionTimestamp"):
-                return self._pod_terminal_status(rt, key, obj)
             return obj
         if rt.plural == "namespaces" and not rt.group:
             return obj
         if int(meta.get("deletionGracePeriodSeconds") or 0) > 0:
-            return self._pod_terminal_status(rt, key, obj)
+            # A terminating pod, even one whose status says Succeeded/Failed, waits for the
+            # kubelet's final delete (grace 0), as on a real API server.
+            return obj
         final = self.store.remove(rt.storage, key)
         return final or obj
 
-    def _pod_terminal_status(
-        self, rt: ResourceType, key: Key, obj: dict[str, Any]
-    ) -> dict[str, Any]:
-        # No kubelet here: a terminating pod whose status reports a terminal phase
-        # is finished the way the kubelet would (a final delete with grace 0).
-        if obj.get("status", {}).get("phase") in ("Succeeded", "Failed") and not obj[
-            "metadata"
-        ].get("finalizers"):
-            final = self.store.remove(rt.storage, key)
-            return final or obj
-        return obj
+    def schedule_expiry(self, storage: str, key: Key, obj: dict[str, Any], ttl: float) -> None:
+        """An Event write (create or update) lives `ttl` seconds more, as with --event-ttl."""
+        rv = str(obj["metadata"].get("resourceVersion"))
+        self.deadlines.append((time.time() + ttl, storage, key, rv))
+        self.deadline_added.set()
 
-    def expire_pod(self, storage: str, key: Key, uid: str) -> None:
-        """The grace period of a terminating pod ended: what the kubelet's final delete does."""
+    def expire(self, storage: str, key: Key, rv: str) -> None:
+        """The lease of the write with resourceVersion `rv` ran out: the object goes
+        (watchers see DELETED), unless a later write renewed it."""
         with self.store.lock:
             obj = self.store.get(storage, key)
-            if (
-                obj is None
-                or obj["metadata"].get("uid") != uid
-                or not obj["metadata"].get("deletionTimestamp")
-            ):
-                return
-            if obj["metadata"].get("finalizers"):
-                if obj["metadata"].get("deletionGracePeriodSeconds"):
-                    new = deep_copy(obj)
-                    new["metadata"]["deletionGracePeriodSeconds"] = 0
-                    self.store.put(storage, key, new)
+            if obj is None or str(obj["metadata"].get("resourceVersion")) != rv:
                 return
             self.store.remove(storage, key)
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from typing import Any
 
-from devstack.kubeapi.errors import Cause
+from devstack.kubeapi.errors import Cause, bad_request
 from shared.names import is_dns1123_label
 
 _DEFAULT_TOLERATIONS = (
@@ -297,3 +298,19 @@ def fold_string_data(secret: dict[str, Any]) -> None:
         for k, v in string_data.items():
             data[k] = base64.b64encode(str(v).encode()).decode()
     secret.setdefault("type", "Opaque")
+
+
+# metav1.MicroTime's wire format: RFC 3339 with exactly six fractional digits.
+_MICRO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})")
+
+
+def check_micro_time(event: dict[str, Any], kind: str) -> None:
+    """An Event's `eventTime` is a MicroTime: anything else fails decoding (400), as the
+    Go decoder parses it with layout 2006-01-02T15:04:05.000000Z07:00."""
+    value = event.get("eventTime")
+    if value is None or (isinstance(value, str) and _MICRO_TIME.fullmatch(value)):
+        return
+    raise bad_request(
+        f'{kind} in version "v1" cannot be handled as a {kind}: parsing time '
+        f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse'
+    )

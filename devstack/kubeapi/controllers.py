@@ -1,8 +1,9 @@
 """The controllers a real cluster runs next to the apiserver, reduced to what the
 API shows: the garbage collector (ownerReferences; Background, Foreground and
 Orphan propagation), the namespace controller (a deleted namespace empties,
-then goes) and the kubelet's share of pod deletion (a terminating pod is gone
-when its grace period ends).
+then goes) and the expiry of Events (kube-apiserver's --event-ttl, an etcd lease
+renewed by every write). Pods with a grace period stay Terminating until a
+final delete (the kubelet's, or the cluster simulator's): no kubelet runs here.
 
 One background thread follows the store's event history like a watch; when
 the history was compacted under it, it resyncs from the full object set.
@@ -19,10 +20,14 @@ from devstack.kubeapi.api import NS_STORAGE, Api, deep_copy
 from devstack.kubeapi.resources import ResourceType
 from devstack.kubeapi.store import Compacted, Key
 
+# Core Events and events.k8s.io/v1 Events share this storage (resources.py).
+EVENTS_STORAGE = "core/events"
+
 
 class Controllers:
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, event_ttl: float = 3600.0) -> None:
         self.api = api
+        self.event_ttl = event_ttl
         self.store = api.store
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kubeapi-controllers", daemon=True)
@@ -47,8 +52,8 @@ class Controllers:
             self._take_deadlines()
             now = time.time()
             while self._deadlines and self._deadlines[0][0] <= now:
-                _, storage, key, uid = heapq.heappop(self._deadlines)
-                self.api.expire_pod(storage, key, uid)
+                _, storage, key, rv = heapq.heappop(self._deadlines)
+                self.api.expire(storage, key, rv)
             wait = 0.5
             if self._deadlines:
                 wait = max(0.0, min(wait, self._deadlines[0][0] - now))
@@ -90,6 +95,8 @@ class Controllers:
             if key[0]:
                 self._maybe_finish_namespace(key[0])
             return
+        if storage == EVENTS_STORAGE:
+            self.api.schedule_expiry(storage, key, obj, self.event_ttl)
         if kind == "ADDED":
             self._check_dangling(storage, key, obj)
         if meta.get("deletionTimestamp"):

@@ -45,6 +45,7 @@ class EmbeddedKube:
         audit_level: str = "Request",
         watch_history: int = 100_000,
         watch_bookmark_interval: float = 60.0,
+        event_ttl: float = 3600.0,
     ) -> None:
         self._host = host
         self._port = port
@@ -66,7 +67,7 @@ class EmbeddedKube:
             else None
         )
         self.app = EmbeddedApp(self.api, self.faults, self.audit, self)
-        self.controllers = Controllers(self.api)
+        self.controllers = Controllers(self.api, event_ttl=event_ttl)
         self._server: KubeHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._crd = cocoonset_crd()

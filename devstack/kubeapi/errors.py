@@ -155,12 +155,15 @@ def gone(message: str) -> ApiError:
 
 
 def unprocessable(message: str) -> ApiError:
-    """apimachinery's NewGenericServerResponse(422): how a failed JSON patch is reported."""
+    """apimachinery's NewGenericServerResponse(422): how a failed JSON patch is reported.
+
+    A real kube-apiserver sends only the generic message (empty details): `message`
+    (what failed) is kept for the emulator's own debugging, not sent."""
+    del message
     return ApiError(
         422,
         "Invalid",
         "the server rejected our request due to an error in our request",
-        causes=[Cause("UnexpectedServerResponse", message)],
     )
 
 

@@ -206,6 +206,26 @@ def builtin_types() -> list[ResourceType]:
             "Secret",
             namespaced=True,
         ),
+        # Deprecated and empty here, but served: its short name `cs` wins over the
+        # CocoonSet CRD's `cs` in kubectl (core group first), as on a real cluster.
+        ResourceType(
+            "",
+            ("v1",),
+            "componentstatuses",
+            "componentstatus",
+            "ComponentStatus",
+            namespaced=False,
+            short_names=("cs",),
+        ),
+        ResourceType(
+            "",
+            ("v1",),
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+            namespaced=True,
+            short_names=("sa",),
+        ),
         ResourceType(
             "events.k8s.io",
             ("v1",),

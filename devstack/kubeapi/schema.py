@@ -217,7 +217,8 @@ def validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause])
         if checker is not None and not checker.match(value):
             causes.append(
                 Cause(
-                    "FieldValueInvalid",
+                    # kube-openapi reports a format mismatch as a type error (blocking CEL).
+                    "FieldValueTypeInvalid",
                     f"Invalid value: {_show(value)}: {path} in body must be of type "
                     f"{fmt}: {_show(value)}",
                     path,
@@ -235,7 +236,7 @@ def validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause])
         max_len = schema.get("maxLength")
         if max_len is not None and len(value) > max_len:
             causes.append(
-                Cause("FieldValueTooLong", f"Too long: may not be longer than {max_len}", path)
+                Cause("FieldValueTooLong", f"Too long: may not be more than {max_len} bytes", path)
             )
         min_len = schema.get("minLength")
         if min_len is not None and len(value) < min_len:
@@ -565,6 +566,38 @@ def process(
     defaulted = apply_defaults(pruned, schema)
     causes: list[Cause] = []
     validate(defaulted, schema, "", causes)
-    if not causes:
+    if any(c.reason in BLOCKING_REASONS for c in causes):
+        # apiextensions' hasBlockingErr: CEL rules never see a value of the wrong shape;
+        # the answer says so with one more cause (field "<nil>").
+        if _has_rules(schema):
+            causes.append(Cause("FieldValueInvalid", RULES_NOT_CHECKED, "<nil>"))
+    else:
         cel_validate(defaulted, old if old is not None else _MISSING, schema, causes)
     return defaulted, unknown, causes
+
+
+# Schema failures that stop CEL evaluation (enum, required, maxLength, maxItems/
+# maxProperties, type), per apiextensions-apiserver's customResourceStrategy.
+BLOCKING_REASONS = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+RULES_NOT_CHECKED = (
+    "Invalid value: null: some validation rules were not checked because the object was "
+    "invalid; correct the existing errors to complete validation"
+)
+
+
+def _has_rules(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        if schema.get("x-kubernetes-validations"):
+            return True
+        return any(_has_rules(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_rules(v) for v in schema)
+    return False

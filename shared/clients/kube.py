@@ -9,7 +9,8 @@ Every call:
 - returns the project's pydantic models, parsed from the raw JSON (unknown
   fields kept, so a read-modify-write never drops what others wrote);
 - raises only `shared.errors` types: 404 NotFound, 409 Conflict (or
-  AlreadyExists), 422 Invalid, 401/403 ConfigError, 429/5xx/410/timeouts/
+  AlreadyExists), 422 Invalid, 401 ConfigError, 403 AccessDenied (RBAC, a
+  ConfigError) or AdmissionDenied (an admission plugin), 429/5xx/410/timeouts/
   connection errors TransientError, other 4xx PermanentError, an object the
   models reject UnreadableObject (a PermanentError naming it; a list of sets
   skips and logs it instead, so one odd set never sinks a page) — always
@@ -33,6 +34,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -48,6 +50,8 @@ from shared import constants as k
 from shared import log
 from shared.config import KubeAuth, Settings
 from shared.errors import (
+    AccessDenied,
+    AdmissionDenied,
     AlreadyExists,
     CocoonError,
     ConfigError,
@@ -105,12 +109,49 @@ def translate(err: BaseException, what: str) -> CocoonError:
             return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
         if code == 422:
             return Invalid(text)
-        if code in (401, 403):
-            return ConfigError(f"{text} (check the function's Kubernetes credentials and RBAC)")
+        if code == 403:
+            return _forbidden(text, message)
+        if code == 401:
+            return ConfigError(f"{text} (check the function's Kubernetes credentials)")
         if code in (0, 410, 429) or code >= 500:
             return TransientError(text)
         return PermanentError(text)
     return TransientError(f"{what}: {type(err).__name__}: {err}")
+
+
+# The authorizer's wording (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters):
+# `User "u" cannot patch resource "cocoonsets/status" in API group "g" in the namespace "ns"`.
+_RBAC_DENIAL = re.compile(
+    r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)"'
+    r'(?: in API group "(?P<group>[^"]*)")?(?: in the namespace "(?P<ns>[^"]+)")?'
+)
+
+
+def _forbidden(text: str, message: str) -> CocoonError:
+    """403 is two things: the authorizer refusing the identity (configuration), or an
+    admission plugin refusing the object (quota, PodSecurity, ServiceAccount...)."""
+    if "cannot set blockOwnerDeletion" in message:
+        # OwnerReferencesPermissionEnforcement: an admission plugin, but what it checks
+        # is RBAC (`update` on the owner's finalizers), so it is a configuration error.
+        return AccessDenied(
+            f"RBAC configuration error: may not update cocoonsets/finalizers, which a pod "
+            f"owned with blockOwnerDeletion needs (infra/k8s/rbac.yaml grants it) — {text}",
+            verb="update",
+            resource="cocoonsets/finalizers",
+            namespace="",
+        )
+    m = _RBAC_DENIAL.search(message)
+    if m is None:
+        return AdmissionDenied(f"{text} (refused by admission)", server_message=message)
+    ns = m["ns"] or "(cluster scope)"
+    return AccessDenied(
+        f"RBAC configuration error: {m['user']} may not {m['verb']} {m['resource']} "
+        f"in namespace {ns} (bind the ClusterRole cocoon-hibernation-writer there: "
+        f"infra/k8s/namespace-binding.yaml; reads need infra/k8s/rbac.yaml) — {text}",
+        verb=m["verb"],
+        resource=m["resource"],
+        namespace=m["ns"] or "",
+    )
 
 
 _M = TypeVar("_M", bound=BaseModel)

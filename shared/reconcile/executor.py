@@ -46,6 +46,7 @@ from shared.config import Settings
 from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
+    AdmissionDenied,
     AlreadyExists,
     CocoonError,
     ConfigError,
@@ -116,7 +117,7 @@ class Outcome:
     """How one reconcile ended (every invocation logs it)."""
 
     ref: SetRef
-    result: str  # done | waiting | not-ours | not-found
+    result: str  # done | waiting | refused | not-ours | not-found
     reason: str
     steps: tuple[str, ...] = ()
     deleted_pods: int = 0
@@ -238,6 +239,8 @@ class _Run:
                 self.hook(step)
             try:
                 self.act(step)
+            except AdmissionDenied as e:
+                return self.refused(step, e)
             except AlreadyExists:
                 # Only creates answer it, and CreateMain handles its own; anything
                 # else is unexpected here and must not pass for a lost CAS.
@@ -276,6 +279,22 @@ class _Run:
             # now the normal flow's: report what was done, not "not ours".
             return self.outcome("done", f"{', '.join(effects)}; now {step.reason}")
         return self.outcome("not-ours", step.reason)
+
+    def refused(self, step: Step, err: AdmissionDenied) -> Outcome:
+        """An admission plugin refused a write (quota, PodSecurity, a missing
+        ServiceAccount): redelivery will not fix it, so acknowledge and tell the set's
+        owner with the server's own words; the sweep tries again on its next run."""
+        name = _step_name(step)
+        log.warning("write refused by admission", set=str(self.ref), step=name, error=str(err))
+        # Required, like every Event here: if its POST fails the invocation fails,
+        # the redelivery meets the same refusal and the same name makes it once.
+        self.required_event(
+            k.REASON_WRITE_REFUSED,
+            f"{name} refused by the API server: {err.server_message}",
+            type="Warning",
+            key=f"{name}/{err.server_message}",
+        )
+        return self.outcome("refused", f"{name}: {err.server_message}")
 
     # --- effects ----------------------------------------------------------------
 

@@ -145,3 +145,11 @@ def api_client_for(kube: Any, tmp_path: Any) -> client.ApiClient:
     configuration = client.Configuration()
     config.load_kube_config(config_file=str(path), client_configuration=configuration)
     return client.ApiClient(configuration)
+
+
+def new_namespace(core: client.CoreV1Api, name: str) -> None:
+    """Create a namespace and wait for its `default` ServiceAccount, as a client of a real
+    cluster must: the ServiceAccount controller adds it moments later, and until then
+    ServiceAccount admission refuses every pod there."""
+    core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: not gone(lambda: core.read_namespaced_service_account("default", name)))

@@ -52,7 +52,7 @@ def test_custom_resource_update_without_resource_version_is_422(k8s_api: client.
     del body["metadata"]["resourceVersion"]
     st = expect_error(422, custom.replace, "x", body)
     assert (
-        "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+        "metadata.resourceVersion: Invalid value: 0: must be specified for an update"
         in st["message"]
     )
 
@@ -88,8 +88,8 @@ def test_delete_with_stale_uid_precondition_is_409(k8s_api: client.ApiClient) ->
         ),
     )
     assert st["message"].startswith(
-        'Operation cannot be fulfilled on pods "p": Precondition failed: UID in precondition: '
-        "00000000-"
+        'Operation cannot be fulfilled on Pod "p": the UID in the precondition '
+        "(00000000-0000-0000-0000-000000000000) does not match the UID in record ("
     )
     core.read_namespaced_pod("p", "default")
 
@@ -99,7 +99,10 @@ def test_delete_with_stale_resource_version_precondition_is_409(k8s_api: client.
     rv = custom.create(cocoonset("x"))["metadata"]["resourceVersion"]
     custom.patch("x", {"metadata": {"labels": {"b": "1"}}})
     st = expect_error(409, custom.delete, "x", body={"preconditions": {"resourceVersion": rv}})
-    assert "Precondition failed: ResourceVersion in precondition: " + rv in st["message"]
+    assert st["message"].startswith(
+        'Operation cannot be fulfilled on CocoonSet.cocoonset.cocoonstack.io "x": '
+        f"the ResourceVersion in the precondition ({rv}) does not match"
+    )
 
 
 def test_concurrent_updates_from_one_version_exactly_one_wins(k8s_api: client.ApiClient) -> None:

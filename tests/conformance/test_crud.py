@@ -6,7 +6,7 @@ import re
 
 from kubernetes import client
 
-from tests.conformance.helpers import Custom, cocoonset, expect_error, pod
+from tests.conformance.helpers import Custom, cocoonset, expect_error, new_namespace, pod
 
 
 def test_create_sets_uid_creation_timestamp_and_resource_version(k8s_api: client.ApiClient) -> None:
@@ -80,7 +80,8 @@ def test_default_and_system_namespaces_exist_and_new_ones_can_be_created(
     core = client.CoreV1Api(k8s_api)
     names = {n.metadata.name for n in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
-    ns = core.create_namespace({"metadata": {"name": "team-a"}})
+    new_namespace(core, "team-a")
+    ns = core.read_namespace("team-a")
     assert ns.status.phase == "Active"
     assert ns.metadata.labels["kubernetes.io/metadata.name"] == "team-a"
     core.create_namespaced_pod("team-a", pod("p"))

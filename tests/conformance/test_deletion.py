@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes import client
 
-from tests.conformance.helpers import Custom, cocoonset, gone, pod, wait_for
+from tests.conformance.helpers import Custom, cocoonset, gone, new_namespace, pod, wait_for
+
+# kube-controller-manager runs these; the real fixture does not start one (the cluster
+# simulator plays scheduler and kubelet only), so these stay on the embedded API.
+NEEDS_GC = pytest.mark.embedded_only("the garbage collector runs in kube-controller-manager")
+NEEDS_NAMESPACE_CONTROLLER = pytest.mark.embedded_only(
+    "the namespace controller runs in kube-controller-manager"
+)
 
 
 def test_finalizer_holds_object_with_deletion_timestamp_until_removed(
@@ -74,20 +82,35 @@ def test_second_delete_with_grace_zero_finishes_a_terminating_pod(
     assert gone(lambda: core.read_namespaced_pod("p", "default"))
 
 
-def test_terminating_pod_goes_when_its_grace_period_ends(k8s_api: client.ApiClient) -> None:
-    # No kubelet here: the emulator plays its part and removes the pod after the grace period.
+def test_terminating_pod_outlives_its_grace_period_until_the_kubelet_deletes_it(
+    k8s_api: client.ApiClient,
+) -> None:
+    # The API server never ends a pod's grace by itself: the kubelet on the node stops
+    # the containers and sends the final delete (grace 0). Without one the pod stays.
+    import time
+
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p", node="n1", terminationGracePeriodSeconds=1))
     core.delete_namespaced_pod("p", "default")
-    assert not gone(lambda: core.read_namespaced_pod("p", "default"))
-    wait_for(lambda: gone(lambda: core.read_namespaced_pod("p", "default")), timeout=5)
+    time.sleep(2.5)
+    held = core.read_namespaced_pod("p", "default")
+    assert held.metadata.deletion_timestamp is not None
+    assert held.metadata.deletion_grace_period_seconds == 1
+    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)  # the kubelet's part
+    assert gone(lambda: core.read_namespaced_pod("p", "default"))
 
 
-def test_terminal_status_write_finishes_a_terminating_pod(k8s_api: client.ApiClient) -> None:
+def test_terminal_status_write_leaves_a_terminating_pod_in_place(
+    k8s_api: client.ApiClient,
+) -> None:
     core = client.CoreV1Api(k8s_api)
     core.create_namespaced_pod("default", pod("p", node="n1"))
     core.delete_namespaced_pod("p", "default")
     core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Succeeded"}})
+    held = core.read_namespaced_pod("p", "default")
+    assert held.status.phase == "Succeeded"
+    assert held.metadata.deletion_timestamp is not None
+    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
     assert gone(lambda: core.read_namespaced_pod("p", "default"))
 
 
@@ -105,6 +128,7 @@ def _owned_pod(name: str, owner: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+@NEEDS_GC
 def test_garbage_collector_deletes_pods_owned_by_a_deleted_cocoonset(
     k8s_api: client.ApiClient,
 ) -> None:
@@ -118,6 +142,7 @@ def test_garbage_collector_deletes_pods_owned_by_a_deleted_cocoonset(
     assert core.read_namespaced_pod("unowned", "default").metadata.name == "unowned"
 
 
+@NEEDS_GC
 def test_orphan_propagation_keeps_dependents_and_strips_owner_reference(
     k8s_api: client.ApiClient,
 ) -> None:
@@ -131,6 +156,7 @@ def test_orphan_propagation_keeps_dependents_and_strips_owner_reference(
     assert not p.metadata.owner_references
 
 
+@NEEDS_GC
 def test_foreground_propagation_deletes_dependents_before_the_owner(
     k8s_api: client.ApiClient,
 ) -> None:
@@ -150,6 +176,7 @@ def test_foreground_propagation_deletes_dependents_before_the_owner(
     wait_for(lambda: gone(lambda: custom.get("x")))
 
 
+@NEEDS_GC
 def test_dependent_whose_owner_never_existed_is_collected(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
     fake_owner = {
@@ -161,11 +188,12 @@ def test_dependent_whose_owner_never_existed_is_collected(k8s_api: client.ApiCli
     wait_for(lambda: gone(lambda: core.read_namespaced_pod("orphan", "default")))
 
 
+@NEEDS_NAMESPACE_CONTROLLER
 def test_deleted_namespace_terminates_then_goes_with_its_contents(
     k8s_api: client.ApiClient,
 ) -> None:
     core = client.CoreV1Api(k8s_api)
-    core.create_namespace({"metadata": {"name": "doomed"}})
+    new_namespace(core, "doomed")
     core.create_namespaced_pod("doomed", pod("p"))
     Custom(k8s_api, "doomed").create(cocoonset("x"))
     core.delete_namespace("doomed")
@@ -175,7 +203,7 @@ def test_deleted_namespace_terminates_then_goes_with_its_contents(
 
 def test_create_in_terminating_namespace_is_403_forbidden(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
-    core.create_namespace({"metadata": {"name": "doomed"}})
+    new_namespace(core, "doomed")
     held = pod("held")
     held["metadata"]["finalizers"] = ["test.io/hold"]
     core.create_namespaced_pod("doomed", held)
@@ -188,8 +216,6 @@ def test_create_in_terminating_namespace_is_403_forbidden(k8s_api: client.ApiCli
         assert "because it is being terminated" in exc.body
     else:
         raise AssertionError("creating in a terminating namespace must fail")
-    core.patch_namespaced_pod("held", "doomed", {"metadata": {"finalizers": None}})
-    wait_for(lambda: gone(lambda: core.read_namespace("doomed")))
 
 
 def test_delete_collection_with_label_selector(k8s_api: client.ApiClient) -> None:

@@ -6,9 +6,12 @@ import json
 import urllib.request
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.conformance.helpers import Custom, cocoonset, pod
+
+pytestmark = pytest.mark.embedded_only("the request log and reset are emulator test hooks")
 
 
 def test_request_log_records_method_path_query_status_and_duration(

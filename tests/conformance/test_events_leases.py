@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -10,7 +12,10 @@ from tests.conformance.helpers import expect_error
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+    # Non-zero microseconds: the official client re-serialises an eventTime string through
+    # datetime.isoformat(), which drops a zero fraction, and a MicroTime without its six
+    # digits is a 400 on a real server.
+    return dt.datetime.now(dt.UTC).replace(microsecond=123456)
 
 
 def test_core_event_is_visible_through_events_k8s_io_with_renamed_fields(
@@ -21,7 +26,7 @@ def test_core_event_is_visible_through_events_k8s_io_with_renamed_fields(
         "default",
         {
             "metadata": {"name": "x.1"},
-            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "eventTime": _now().isoformat(),
             "involvedObject": {"kind": "CocoonSet", "name": "x", "namespace": "default"},
             "reason": "Hibernated",
             "message": "snapshot pushed",
@@ -46,7 +51,7 @@ def test_events_v1_event_is_visible_through_core_api(k8s_api: client.ApiClient) 
         "default",
         {
             "metadata": {"name": "y.1"},
-            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "eventTime": _now().isoformat(),
             "reportingController": "cocoonstack.io/hibernation",
             "reportingInstance": "fn-1",
             "action": "Release",
@@ -71,7 +76,7 @@ def test_events_v1_requires_event_time_and_reporting_fields(k8s_api: client.ApiC
         "default",
         {
             "metadata": {"name": "bad"},
-            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "eventTime": _now().isoformat(),
             "reason": "R",
             "type": "Normal",
             "regarding": {"kind": "Pod", "name": "p"},
@@ -118,6 +123,52 @@ def test_core_event_involved_object_namespace_must_match_422(k8s_api: client.Api
     )
 
 
+def test_event_time_without_microseconds_is_400(kube: Any, kubeconfig: Path) -> None:
+    # Sent as raw JSON (the official client would reformat it).
+    import json
+    import urllib.request
+
+    import yaml
+
+    cfg = yaml.safe_load(kubeconfig.read_text())
+    server = cfg["clusters"][0]["cluster"]
+    ctx = None
+    if server.get("certificate-authority-data"):
+        import base64
+        import ssl
+
+        ctx = ssl.create_default_context(
+            cadata=base64.b64decode(server["certificate-authority-data"]).decode()
+        )
+    body = {
+        "metadata": {"name": "t.1"},
+        "eventTime": "2026-01-02T03:04:05Z",
+        "reportingController": "c/h",
+        "reportingInstance": "fn",
+        "action": "A",
+        "reason": "R",
+        "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+    }
+    req = urllib.request.Request(
+        server["server"] + "/apis/events.k8s.io/v1/namespaces/default/events",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {cfg['users'][0]['user']['token']}",
+        },
+    )
+    try:
+        urllib.request.urlopen(req, context=ctx)
+    except urllib.error.HTTPError as e:
+        st = json.loads(e.read())
+        assert e.code == 400 and st["reason"] == "BadRequest"
+        assert 'parsing time "2026-01-02T03:04:05Z"' in st["message"]
+    else:
+        raise AssertionError("an eventTime without microseconds must be refused")
+
+
 def test_core_event_with_event_time_must_name_its_reporter(k8s_api: client.ApiClient) -> None:
     st = expect_error(
         422,
@@ -125,7 +176,7 @@ def test_core_event_with_event_time_must_name_its_reporter(k8s_api: client.ApiCl
         "default",
         {
             "metadata": {"name": "x.3"},
-            "eventTime": _now().isoformat().replace("+00:00", ".000000Z"),
+            "eventTime": _now().isoformat(),
             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
             "reason": "R",
         },

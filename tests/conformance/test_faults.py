@@ -12,6 +12,8 @@ from kubernetes import client
 
 from tests.conformance.helpers import Custom, cocoonset, expect_error, pod
 
+pytestmark = pytest.mark.embedded_only("fault injection is an emulator test hook")
+
 
 def test_fault_answers_a_proper_status_for_n_matching_requests(
     kube: Any, k8s_api: client.ApiClient

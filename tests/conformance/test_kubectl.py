@@ -74,9 +74,44 @@ def test_kubectl_get_apply_and_label_selection(
         "tier": "a",
     }
     assert (
-        _kubectl(kubeconfig, cache, "get", "cs", "demo", "-o", "jsonpath={.spec.agent.replicas}")
+        _kubectl(
+            kubeconfig, cache, "get", "cocoonset", "demo", "-o", "jsonpath={.spec.agent.replicas}"
+        )
         == "0"
     )
+
+
+def test_kubectl_short_name_cs_is_componentstatuses_not_cocoonsets(
+    kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
+) -> None:
+    # The CocoonSet CRD declares the short name `cs` (as upstream's does), but the core
+    # group's deprecated ComponentStatus owns it: kubectl picks the core one.
+    Custom(k8s_api).create(
+        {
+            "apiVersion": "cocoonset.cocoonstack.io/v1",
+            "kind": "CocoonSet",
+            "metadata": {"name": "demo"},
+            "spec": {"agent": {"image": "registry.local/agent:1"}},
+        }
+    )
+    result = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "get",
+            "cs",
+            "demo",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "NotFound" in result.stderr and "componentstatus" in result.stderr
 
 
 def test_kubectl_create_generators_post_protobuf_bodies(
@@ -108,6 +143,7 @@ def test_kubectl_create_generators_post_protobuf_bodies(
     assert core.read_namespaced_secret("tok", "team-b").data == {"t": "YWJj"}
 
 
+@pytest.mark.embedded_only("waits on the emulator's request log to know kubectl's watch is open")
 def test_kubectl_get_watch_prints_rows_as_objects_change(
     kube: Any, kubeconfig: Path, k8s_api: client.ApiClient, tmp_path: Path
 ) -> None:

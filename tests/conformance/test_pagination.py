@@ -126,4 +126,6 @@ def test_list_at_exact_future_resource_version_is_504_too_large(k8s_api: client.
         resource_version_match="Exact",
     )
     assert st["reason"] == "Timeout"
-    assert st["message"].startswith(f"Too large resource version: {current + 1000}, current: ")
+    assert st["message"].startswith(
+        f"Timeout: Too large resource version: {current + 1000}, current: "
+    )

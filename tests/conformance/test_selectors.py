@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from tests.conformance.helpers import expect_error, pod
+from tests.conformance.helpers import expect_error, new_namespace, pod
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_malformed_label_selector_is_400(labelled: client.CoreV1Api) -> None:
 
 def test_list_across_all_namespaces_with_selector(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
-    core.create_namespace({"metadata": {"name": "other"}})
+    new_namespace(core, "other")
     core.create_namespaced_pod("other", pod("x", labels={"app": "web"}))
     core.create_namespaced_pod("default", pod("y", labels={"app": "web"}))
     got = [

@@ -12,7 +12,16 @@ import pytest
 from kubernetes import client, watch
 
 from devstack.kubeapi import EmbeddedKube
-from tests.conformance.helpers import GROUP, PLURAL, VERSION, Custom, api_client_for, cocoonset, pod
+from tests.conformance.helpers import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    Custom,
+    api_client_for,
+    cocoonset,
+    new_namespace,
+    pod,
+)
 
 
 def _collect(
@@ -36,8 +45,11 @@ def test_watch_from_resource_version_replays_added_modified_deleted(
     core.create_namespaced_pod("default", pod("p"))
     core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "b"}}})
     core.delete_namespaced_pod("p", "default")
-    events = _collect(core.list_namespaced_pod, "default", count=3, resource_version=rv)
-    assert [t for t, _ in events] == ["ADDED", "MODIFIED", "DELETED"]
+    events = _collect(core.list_namespaced_pod, "default", count=4, resource_version=rv)
+    # Pods always delete gracefully: even at once (unscheduled), the deletion stamp is
+    # written first, so watchers see MODIFIED before DELETED.
+    assert [t for t, _ in events] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]
+    assert events[2][1].metadata.deletion_timestamp is not None
     rvs = [int(o.metadata.resource_version) for _, o in events]
     assert rvs == sorted(rvs) and rvs[0] > int(rv)
     assert events[1][1].metadata.labels == {"a": "b"}
@@ -103,7 +115,7 @@ def test_watch_with_label_selector_sees_objects_enter_and_leave_the_selection(
 
 def test_watch_is_scoped_to_its_namespace(k8s_api: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s_api)
-    core.create_namespace({"metadata": {"name": "other"}})
+    new_namespace(core, "other")
     rv = core.list_namespaced_pod("default").metadata.resource_version
     core.create_namespaced_pod("other", pod("elsewhere"))
     core.create_namespaced_pod("default", pod("here"))

@@ -160,6 +160,13 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "delete_namespaced_pod": ("", "pods", "delete"),
     "create_namespaced_event": ("", "events", "create"),
 }
+# Rights a call needs beyond its own verb. The restored main pod's controller
+# ownerReference sets blockOwnerDeletion, and OwnerReferencesPermissionEnforcement
+# (on in GKE) then requires `update` on the owner's finalizers subresource
+# (tests/e2e/test_real_cluster.py proves it against a real kube-apiserver).
+IMPLIED: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {
+    ("", "pods", "create"): {(c.GROUP, f"{c.PLURAL}/finalizers", "update")},
+}
 READ_VERBS = {"get", "list"}
 READER = "cocoon-hibernation"  # cluster-wide reads (the sweep lists every namespace)
 WRITER = "cocoon-hibernation-writer"  # bound per namespace only
@@ -171,7 +178,8 @@ def _code_needs() -> set[tuple[str, str, str]]:
     assert calls, "no kubernetes client call found in shared/clients/kube.py"
     unknown = calls - set(CLIENT_CALLS)
     assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
-    return {CLIENT_CALLS[name] for name in calls}
+    needs = {CLIENT_CALLS[name] for name in calls}
+    return needs.union(*(IMPLIED.get(n, set()) for n in needs))
 
 
 def test_function_roles_grant_exactly_what_the_code_uses() -> None:

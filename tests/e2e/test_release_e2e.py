@@ -102,6 +102,7 @@ def test_pods_survive_until_the_snapshot_is_registry_verified(
     assert world.get_set(NS, SET)["status"]["phase"] == "Suspended"
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_stale_lifecycle_generation_does_not_release(world: World, function_app: Any) -> None:
     cs = suspended_set(world)
     assert cs["metadata"]["generation"] == 2
@@ -134,6 +135,7 @@ def test_a_verified_pod_is_deleted_and_hint_and_names_are_stashed(
     assert [c["labels"] for c in counted] == [{"namespace": NS, "cocoonset": SET}]
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_the_stash_lands_before_the_first_delete(world: World, function_app: Any) -> None:
     cs = suspended_set(world)
     hibernated_main(world, cs)
@@ -184,6 +186,7 @@ def test_no_pods_at_all_settles_suspended(world: World, function_app: Any) -> No
     assert world.get_set(NS, SET)["status"]["phase"] == "Suspended"
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_the_keep_snapshot_flag_is_in_the_api_before_the_delete(
     world: World, function_app: Any
 ) -> None:
@@ -200,6 +203,7 @@ def test_the_keep_snapshot_flag_is_in_the_api_before_the_delete(
     assert flag < delete
 
 
+@pytest.mark.embedded_only("injects faults through the emulator's test hooks")
 def test_a_failing_flag_patch_still_frees_the_seat(world: World, function_app: Any) -> None:
     cs = suspended_set(world)
     hibernated_main(world, cs)
@@ -265,6 +269,7 @@ def test_the_release_never_deletes_a_registry_tag(world: World, function_app: An
     assert world.snapshot_present(VM0)
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_fifty_concurrent_duplicate_push_events_delete_the_pod_exactly_once(
     world: World, function_app: Any
 ) -> None:
@@ -302,6 +307,7 @@ def test_fifty_concurrent_duplicate_push_events_delete_the_pod_exactly_once(
     assert world.snapshot_present(VM0)
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 @pytest.mark.parametrize(
     ("already_flagged", "refused"),
     [(False, "PATCH"), (True, "DELETE")],
@@ -339,6 +345,7 @@ def test_a_pod_recreated_under_the_same_name_is_never_deleted(
     assert ("DELETE", 200) not in on_pod
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 @pytest.mark.parametrize(
     "data",
     [
@@ -379,6 +386,7 @@ def test_a_malformed_event_is_acknowledged(world: World, function_app: Any) -> N
     assert release.post("/", headers=headers, data=body).status_code == 200
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_an_ambiguous_vm_name_reconciles_every_set_that_exists(
     world: World, function_app: Any
 ) -> None:
@@ -414,6 +422,7 @@ def test_an_ambiguous_vm_name_reconciles_every_set_that_exists(
     assert [r["status"] for r in lookups] == [404]
 
 
+@pytest.mark.embedded_only("injects faults through the emulator's test hooks")
 def test_a_permanent_error_in_one_candidate_neither_skips_the_rest_nor_hides_a_retry(
     world: World, function_app: Any
 ) -> None:
@@ -448,6 +457,7 @@ def test_a_permanent_error_in_one_candidate_neither_skips_the_rest_nor_hides_a_r
     assert world.get_set("a-b-c", "d")["status"]["phase"] == "Suspended"  # not skipped
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_namespace_outside_the_allowlist_is_never_touched(
     world: World, function_app: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

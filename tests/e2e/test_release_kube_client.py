@@ -40,6 +40,7 @@ def client(world: World) -> KubeClient:
     return c
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_sets_and_pods_page_with_continue(world: World, client: KubeClient) -> None:
     for i in range(5):
         world.create_set(set_manifest(name=f"s{i}", phase=None))
@@ -124,6 +125,7 @@ def test_keyed_events_are_created_once(world: World, client: KubeClient) -> None
     assert e.reporting_component == k.EVENT_COMPONENT
 
 
+@pytest.mark.embedded_only("injects faults through the emulator's test hooks")
 @pytest.mark.parametrize(
     "fault",
     [

@@ -143,6 +143,7 @@ def test_an_idle_release_set_is_suspended_and_its_seat_freed_by_the_next_sweep(
     assert not suspended(world, "busy")
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_retain_set_is_suspended_but_not_released(world: World) -> None:
     cs = world.create_set(
         set_manifest(suspend=None, policy="retain", phase="Running", annotations=idle_ann())
@@ -352,6 +353,7 @@ def test_a_labelled_pod_the_set_does_not_control_is_not_a_pod_left(world: World)
     assert left.metadata.annotations.get(k.ANN_HIBERNATE) is None  # never flagged
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_released_sets_cost_one_pod_list_per_page_not_one_per_set(world: World) -> None:
     for i in range(30):
         world.create_set(set_manifest(f"released-{i}", phase="Suspended"))
@@ -399,6 +401,7 @@ def test_wake_timed_out_is_emitted_once_across_two_sweeps_and_the_wake_kept(
 # --- dry run, robustness ----------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_dry_run_reports_every_action_and_only_reads(world: World) -> None:
     running_set(world, "idle", **idle_ann())
     world.create_set(set_manifest("stuck", phase="Suspending"))
@@ -431,6 +434,7 @@ def test_a_dry_run_reports_every_action_and_only_reads(world: World) -> None:
     assert not suspended(world, "idle")
 
 
+@pytest.mark.embedded_only("injects faults through the emulator's test hooks")
 def test_a_transient_error_on_one_set_fails_the_run_after_the_others_are_done(
     world: World,
 ) -> None:
@@ -460,6 +464,7 @@ def sweep_event(dry_run: bool) -> CloudEvent:
     )
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_the_sweep_target_runs_a_sweep_from_a_cloudevent(world: World, function_app: Any) -> None:
     world.create_set(set_manifest(phase="Suspending"))
     client = function_app("sweep")
@@ -494,6 +499,7 @@ def test_scheduler_ticks_run_the_sweep(
     assert phase(world) == ("Suspended" if writes else "Suspending")
 
 
+@pytest.mark.embedded_only("injects faults through the emulator's test hooks")
 def test_the_sweep_target_answers_500_when_work_was_left_undone(
     world: World, function_app: Any
 ) -> None:
@@ -508,6 +514,7 @@ def test_the_sweep_target_answers_500_when_work_was_left_undone(
 # --- the command line ------------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_the_cli_dry_run_prints_a_table_of_would_be_actions_and_writes_nothing(
     world: World,
 ) -> None:
@@ -527,6 +534,7 @@ def test_the_cli_dry_run_prints_a_table_of_would_be_actions_and_writes_nothing(
     assert {r["method"] for r in world.api_requests()} == {"GET"}
 
 
+@pytest.mark.embedded_only("injects faults through the emulator's test hooks")
 def test_the_cli_exits_1_with_the_table_when_work_was_left_undone(world: World) -> None:
     from click.testing import CliRunner
 

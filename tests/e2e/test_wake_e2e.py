@@ -113,6 +113,7 @@ def _closed_port() -> int:
 # --- starting a wake --------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_wake_recreates_the_main_pod_with_restore_intent_and_a_preferred_affinity(
     world: World, function_app: Any
 ) -> None:
@@ -209,6 +210,7 @@ def test_a_stale_main_is_waited_out_then_restored(world: World) -> None:
     assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_an_old_main_still_terminating_is_waited_out_then_restored(
     world: World, function_app: Any
 ) -> None:
@@ -237,6 +239,7 @@ def test_an_old_main_still_terminating_is_waited_out_then_restored(
     assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_main_pod_name_taken_by_a_foreign_pod_ends_the_run(world: World) -> None:
     cs = released_set(world, suspend=False, phase="Waking")
     taken: list[str] = []
@@ -284,6 +287,7 @@ def test_a_truly_alive_hibernated_main_is_left_to_the_in_place_wake(
     assert cs_now["metadata"]["annotations"][k.ANN_DELETE_VM_NAMES] == VM0
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_suspended_retain_placeholder_is_left_alone(world: World, function_app: Any) -> None:
     cs = released_set(world, suspend=False, hint=None, policy="retain")
     world.create_pod(pod_manifest(hibernate=True, state="hibernated"), owner=cs)
@@ -387,6 +391,7 @@ def test_a_stale_phase_while_restoring_re_enters_waiting(world: World, function_
     assert len(world.pods(NS, SET)) == 1
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_a_completed_wake_disengages(world: World, function_app: Any) -> None:
     released_set(world)
     wake = function_app("wake")
@@ -484,6 +489,7 @@ def test_a_wake_request_restores_a_set_edited_to_retain_while_released(
     assert main_pod(world).metadata.annotations[k.ANN_RESTORE] == k.TRUE
 
 
+@pytest.mark.embedded_only("asserts on the emulator's request log")
 def test_twenty_concurrent_wake_requests_create_one_pod(
     world: World, function_app: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

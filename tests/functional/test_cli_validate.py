@@ -40,7 +40,7 @@ INVALID_EXAMPLES = {
     ],
     "snapshot-class-too-long": [
         "default/snapshot-class-too-long: spec.snapshotCompatibilityClass: "
-        "Too long: may not be longer than 63"
+        "Too long: may not be more than 63 bytes"
     ],
     "bad-toolbox-name": [
         'default/bad-toolbox-name: spec.toolboxes[0].name: Invalid value: "Web_Browser": '

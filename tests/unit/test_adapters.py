@@ -635,3 +635,14 @@ def test_pubsub_push_route_takes_wake_requests_and_ticks_only(
     parsed = parse_pubsub_push(_push(data, attributes), settings(), accept=ACCEPT_PUBSUB_PUSH)
     assert parsed.triggers == triggers
     assert reasons(parsed) == dropped
+
+
+def test_audit_eventlist_as_a_real_kube_apiserver_sends_it() -> None:
+    # Recorded from kube-apiserver v1.34 with infra/k8s/audit/policy.yaml (Metadata level:
+    # no objects in the events) by tests/e2e/test_real_cluster.py: a set patch, its status
+    # patch, then vk-cocoon's pod status and pod patches.
+    parsed = parse_audit_eventlist(event_bytes("audit_eventlist_real_kube_apiserver"), settings())
+    assert parsed.triggers == [SetChanged(AGENT, "cocoonsets.patch", Source.K8S_AUDIT)]
+    # The same set three more times (status, and its pod by the `<set>-<slot>` name).
+    assert reasons(parsed) == [DropReason.DUPLICATE] * 3
+    assert parsed.triggers[0].event_id == "d4a44fda-b09c-4daa-99ad-bea195e9a977"

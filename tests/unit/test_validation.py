@@ -96,7 +96,7 @@ INVALID = [
     ),
     pytest.param(
         cocoonset(snapshotCompatibilityClass="a" * 64),
-        ["spec.snapshotCompatibilityClass: Too long: may not be longer than 63"],
+        ["spec.snapshotCompatibilityClass: Too long: may not be more than 63 bytes"],
         id="class-too-long",
     ),
     pytest.param(
