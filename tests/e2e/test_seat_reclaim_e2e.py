@@ -1,0 +1,181 @@
+"""Seat reclaim end to end: the embedded Kubernetes API, a real Distribution registry,
+the cluster simulator (scheduler, operator, vk-cocoon) and the project's own reconciler.
+
+Five released sets are woken at once into a pool whose five seats are all held
+by idle sets that opted in with `reclaimable-after`. The test plays only the
+event delivery: it reconciles every set concurrently, round after round, as the
+audit-log events would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from devstack.kubehttp import KubeHTTP
+from devstack.simulator import NodeSpec, Simulator
+from shared import constants as k
+from shared.names import SetRef
+from shared.reconcile import reconcile_set, request_wake
+from shared.seats import keys
+from tests.fixtures.cocoon_objects import NS, set_manifest
+from tests.fixtures.reconcile_world import World
+
+pytestmark = pytest.mark.e2e
+
+# The functions' clock runs ahead of the API server's (whose creation timestamps
+# are its real now), so the idle sets have been idle for hours.
+SKEW = timedelta(hours=3)
+WAKERS = [f"waker-{i}" for i in range(5)]
+IDLE = [f"idle-{i}" for i in range(5)]
+
+
+@pytest.fixture
+def sim(world: World) -> Iterator[Simulator]:
+    s = Simulator(
+        api=KubeHTTP(world.kube.url),
+        registry_url=world.registry.url,
+        registry_prefix=world.prefix,
+        nodes=[NodeSpec("node-1", seats=3), NodeSpec("node-2", seats=2)],
+    )
+    s.register_nodes()
+    yield s
+    s.api.close()
+
+
+def clients(world: World, n: int) -> list[Any]:
+    from shared.clients.kube import KubeClient
+
+    # One client per concurrent invocation, as separate function instances would have.
+    return [KubeClient.from_kubeconfig(str(world.kubeconfig)) for _ in range(n)]
+
+
+def phase(world: World, name: str) -> str | None:
+    out: str | None = world.get_set(NS, name).get("status", {}).get("phase")
+    return out
+
+
+def drive(
+    world: World,
+    sim: Simulator,
+    names: list[str],
+    until: Callable[[], bool],
+    *,
+    settings: Any,
+    rounds: int = 80,
+) -> None:
+    """Simulator tick, then every set reconciled concurrently (the events), until `until`."""
+    kubes = clients(world, len(names))
+    with ThreadPoolExecutor(len(names)) as pool:
+        for _ in range(rounds):
+            sim.step()
+            if until():
+                return
+            list(
+                pool.map(
+                    lambda pair: reconcile_set(
+                        SetRef(NS, pair[0]),
+                        kube=pair[1],
+                        registry=world.snapshots,
+                        settings=settings,
+                        publisher=None,
+                        now=datetime.now(UTC) + SKEW,
+                    ),
+                    zip(names, kubes, strict=True),
+                )
+            )
+            time.sleep(0.01)
+    raise AssertionError(f"not converged: {[(n, phase(world, n)) for n in names]}")
+
+
+def test_five_concurrent_wakes_each_take_one_idle_seat_and_land(
+    world: World, sim: Simulator
+) -> None:
+    settings = replace(world.settings, seat_reclaim_grace=timedelta(milliseconds=1))
+    everyone = WAKERS + IDLE
+
+    # The wakers ran, then were released (a full cycle through the real flow).
+    for name in WAKERS:
+        world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
+    drive(
+        world,
+        sim,
+        WAKERS,
+        lambda: all(phase(world, n) == "Running" for n in WAKERS),
+        settings=settings,
+    )
+    for name in WAKERS:
+        world.patch_set(NS, name, {"spec": {"suspend": True}})
+    drive(
+        world,
+        sim,
+        WAKERS,
+        lambda: all(phase(world, n) == "Suspended" for n in WAKERS),
+        settings=settings,
+    )
+
+    # Five idle sets take every seat of the pool.
+    for name in IDLE:
+        world.create_set(
+            set_manifest(
+                name, suspend=None, phase=None, annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"}
+            )
+        )
+    drive(
+        world, sim, IDLE, lambda: all(phase(world, n) == "Running" for n in IDLE), settings=settings
+    )
+    generations = {n: world.get_set(NS, n)["metadata"]["generation"] for n in IDLE}
+
+    # Five concurrent wake requests into the full pool.
+    kubes = clients(world, len(WAKERS))
+    with ThreadPoolExecutor(len(WAKERS)) as pool:
+        list(
+            pool.map(
+                lambda pair: request_wake(
+                    SetRef(NS, pair[0]),
+                    kube=pair[1],
+                    registry=world.snapshots,
+                    settings=settings,
+                    publisher=None,
+                    now=datetime.now(UTC) + SKEW,
+                ),
+                zip(WAKERS, kubes, strict=True),
+            )
+        )
+
+    def all_woken() -> bool:
+        return all(
+            phase(world, n) == "Running"
+            and k.ANN_HIBERNATED_ON_NODE not in world.get_set(NS, n)["metadata"]["annotations"]
+            for n in WAKERS
+        )
+
+    drive(world, sim, everyone, all_woken, settings=settings, rounds=150)
+
+    # Every wake landed on a node of the pool.
+    for name in WAKERS:
+        [main] = [p for p in world.pods(NS, name) if p.metadata.deletion_timestamp is None]
+        assert main.spec.node_name in ("node-1", "node-2")
+    # Every idle set gave its seat exactly once, each to a different wake.
+    takers = {}
+    for name in IDLE:
+        cs = world.get_set(NS, name)
+        assert cs["spec"]["suspend"] is True
+        assert cs["metadata"]["generation"] == generations[name] + 1, "suspended more than once"
+        takers[name] = cs["metadata"]["annotations"][keys.ANN_RECLAIMED_BY]
+    assert sorted(takers.values()) == sorted(f"{NS}/{w}" for w in WAKERS)
+    reclaimed = [e for e in world.events(NS) if e.reason == keys.REASON_SEAT_RECLAIMED]
+    by_set: dict[str, list[str]] = {}
+    for e in reclaimed:
+        by_set.setdefault(e.involved_object.name, []).append(e.message)
+    assert sorted(by_set) == sorted(everyone)
+    for victim, waker in takers.items():
+        [on_victim] = by_set[victim]
+        [on_waker] = by_set[waker.split("/", 1)[1]]
+        assert waker in on_victim and f"{NS}/{victim}" in on_waker
