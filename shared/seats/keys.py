@@ -24,8 +24,8 @@ ANN_SEAT_WAIT: Final = "cocoonset.cocoonstack.io/seat-wait"
 ANN_RECLAIMED_BY: Final = "cocoonset.cocoonstack.io/seat-reclaimed-by"
 # On a scheduled set: the last schedule tick applied, `sleep@<RFC3339>` / `wake@<RFC3339>`.
 ANN_SCHEDULE_APPLIED: Final = "cocoonset.cocoonstack.io/schedule-applied"
-# On a scheduled set: the bad schedule value(s) already warned about (warn once).
-ANN_SCHEDULE_ERROR: Final = "cocoonset.cocoonstack.io/schedule-error"
+# The bad seat-economy annotation value(s) already warned about (warn once per value).
+ANN_SEAT_CONFIG_ERROR: Final = "cocoonset.cocoonstack.io/seat-config-error"
 
 REASON_SEAT_RECLAIMED: Final = "SeatReclaimed"
 REASON_SCHEDULE_SUSPENDED: Final = "ScheduleSuspended"
