@@ -275,9 +275,8 @@ class SeatSweep:
             warning=False,
             key=decision.record,
         )
-        if cs.is_release or cs.hint:
-            # Start the seat release, or the restore, now rather than on the next event.
-            self.sweeper._reconcile(SetRef(cs.namespace, cs.name), f"after schedule {verb}")
+        # No reconcile here: the page carries the updated set, so the sweep's safety
+        # net starts the release (or the restore) in this same run, exactly once.
 
     # --- writes -------------------------------------------------------------------------
 
