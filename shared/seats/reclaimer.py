@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import CocoonError, Conflict, NotFound
@@ -33,6 +34,7 @@ from shared.models import CocoonSet
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
 from shared.seats import keys
+from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
 from shared.seats.reclaim import (
     NOT_READ,
     Candidate,
@@ -45,6 +47,7 @@ from shared.seats.reclaim import (
     recorded_victim,
     set_key,
 )
+from shared.seats.sweep_hook import PodMetricsLister
 from shared.sweep.plan import format_duration
 
 # Candidates tried per search: each lost CAS means another wake (or the user)
@@ -135,6 +138,9 @@ def reclaim_for(
         return ReclaimResult("none", "no reclaimable set fits")
     current = waker
     for cand in candidates[:MAX_TRIES]:
+        if (why := _cpu_says_keep(kube, cand, now)) is not None:
+            log.info("seat reclaim: candidate skipped", victim=str(cand.ref), reason=why)
+            continue
         claim = replace(step.wait, victim=set_key(cand.cs), at=now, freed=None)
         try:
             current = _write_wait(kube, current, claim)
@@ -158,6 +164,34 @@ def reclaim_for(
                 )
         return ReclaimResult("reclaimed", f"suspended {cand.ref}", victim=cand.ref)
     return ReclaimResult("conflict", "every candidate changed meanwhile")
+
+
+def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
+    """For a set measured by CPU (`idle-cpu-below`): busy now, or no data = keep it.
+
+    The sweep refreshes `last-activity` only every tenth of a timeout, so the stamp
+    alone could be minutes stale; one PodMetrics LIST of this one pod settles it.
+    """
+    if keys.ANN_IDLE_CPU_BELOW not in cand.cs.metadata.annotations:
+        return None
+    if not isinstance(kube, PodMetricsLister):
+        return "PodMetrics unavailable"
+    selector = f"{k.LABEL_SET_NAME}={cand.cs.name},{k.LABEL_ROLE}={k.ROLE_MAIN}"
+    try:
+        items = kube.list_pod_metrics(cand.cs.namespace, selector)
+    except CocoonError as err:
+        return f"PodMetrics unavailable ({type(err).__name__})"
+    usage = None
+    for item in items:
+        containers = item.get("containers")
+        if isinstance(containers, list):
+            usage = main_pod_usage(containers)
+    state = evaluate_activity(cand.cs, usage, now=now).state
+    if state is Activity.UNKNOWN:
+        return "no PodMetrics for its main pod: never suspended on missing data"
+    if state in (Activity.ACTIVE, Activity.REFRESH):
+        return "its VM is busy (CPU at or above idle-cpu-below)"
+    return None
 
 
 def _suspend_victim(kube: KubeApi, cand: Candidate, waker: CocoonSet) -> CocoonSet | None:

@@ -21,7 +21,8 @@ import pytest
 from devstack.kubehttp import KubeHTTP
 from devstack.simulator import NodeSpec, Simulator
 from shared import constants as k
-from shared.names import SetRef
+from shared.durations import format_rfc3339
+from shared.names import SetRef, vm_name
 from shared.reconcile import reconcile_set, request_wake
 from shared.seats import keys
 from tests.fixtures.cocoon_objects import NS, set_manifest
@@ -179,3 +180,101 @@ def test_five_concurrent_wakes_each_take_one_idle_seat_and_land(
         [on_victim] = by_set[victim]
         [on_waker] = by_set[waker.split("/", 1)[1]]
         assert waker in on_victim and f"{NS}/{victim}" in on_waker
+
+
+def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
+    world: World, sim: Simulator
+) -> None:
+    """Grace from the first unschedulable observation; a busy VM (by CPU) is kept even
+    though it is the longest idle by its stamps; the next in line gives its seat."""
+    sim.metrics_interval = 0.001
+    settings = world.settings  # the default grace: 30 s
+    world.create_set(set_manifest("waker", suspend=None, phase=None, annotations={}))
+    drive(world, sim, ["waker"], lambda: phase(world, "waker") == "Running", settings=settings)
+    world.patch_set(NS, "waker", {"spec": {"suspend": True}})
+    drive(world, sim, ["waker"], lambda: phase(world, "waker") == "Suspended", settings=settings)
+    # Fill the five seats: the busy one is the longest idle by its stamps.
+    for name in ("busy", "quiet", "pinned", "young", "other"):
+        world.create_set(
+            set_manifest(
+                name, suspend=None, phase=None, annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"}
+            )
+        )
+    sim_names = ["busy", "quiet", "pinned", "young", "other"]
+    for _ in range(80):
+        sim.step()
+        if all(phase(world, n) == "Running" for n in sim_names):
+            break
+    # Hours idle as the functions' clock sees it (under SKEW: creation is older still;
+    # "young" is under its reclaimable-after).
+    stamps = {"busy": 2.9, "quiet": 2.5, "pinned": 2.8, "young": 0.5, "other": 1.5}
+    for name, hours in stamps.items():
+        ann = {
+            k.ANN_LAST_ACTIVITY: format_rfc3339(datetime.now(UTC) + SKEW - timedelta(hours=hours))
+        }
+        if name == "busy":
+            ann[keys.ANN_IDLE_CPU_BELOW] = "50m"
+        world.patch_set(NS, name, {"metadata": {"annotations": ann}})
+    world.patch_set(NS, "pinned", {"spec": {"nodeName": "node-2"}})
+    sim.cpu_load[vm_name(NS, "busy", 0)] = "400m"
+    sim.step()
+
+    t0 = datetime.now(UTC) + SKEW
+    kube = clients(world, 1)[0]
+    request_wake(
+        SetRef(NS, "waker"),
+        kube=kube,
+        registry=world.snapshots,
+        settings=settings,
+        publisher=None,
+        now=t0,
+    )
+    for _ in range(20):
+        sim.step()
+        if world.pods(NS, "waker") and world.pods(NS, "waker")[0].status.conditions:
+            break
+    # Unschedulable, first observation: the clock starts, nobody is suspended.
+    reconcile_set(
+        SetRef(NS, "waker"),
+        kube=kube,
+        registry=world.snapshots,
+        settings=settings,
+        publisher=None,
+        now=t0,
+    )
+    wait = world.get_set(NS, "waker")["metadata"]["annotations"][keys.ANN_SEAT_WAIT]
+    assert '"since"' in wait and '"victim"' not in wait
+    out = reconcile_set(
+        SetRef(NS, "waker"),
+        kube=kube,
+        registry=world.snapshots,
+        settings=settings,
+        publisher=None,
+        now=t0 + timedelta(seconds=29),
+    )
+    assert "grace" in out.reason
+    assert not any(world.get_set(NS, n)["spec"].get("suspend") for n in sim_names)
+
+    out = reconcile_set(
+        SetRef(NS, "waker"),
+        kube=kube,
+        registry=world.snapshots,
+        settings=settings,
+        publisher=None,
+        now=t0 + timedelta(seconds=31),
+    )
+
+    # busy (CPU) and pinned (another node) are kept; quiet is next by idle time.
+    suspended = [n for n in sim_names if world.get_set(NS, n)["spec"].get("suspend")]
+    assert suspended == ["quiet"], out.reason
+    # One reclaim per wake: more reconciles while it releases take nothing else.
+    for s in range(32, 40):
+        reconcile_set(
+            SetRef(NS, "waker"),
+            kube=kube,
+            registry=world.snapshots,
+            settings=settings,
+            publisher=None,
+            now=t0 + timedelta(seconds=s),
+        )
+    assert [n for n in sim_names if world.get_set(NS, n)["spec"].get("suspend")] == ["quiet"]
