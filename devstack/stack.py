@@ -48,7 +48,7 @@ from devstack.registry import DistributionServer, RegistryBinaryMissing, Registr
 from devstack.simulator import NodeSpec, SimEvent, Simulator
 from shared import constants as k
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("release", "wake", "sweep", "ingest")
 
 
@@ -97,6 +97,9 @@ class StackConfig:
     registry_prefix: str = "snapshots"
     log_format: str = "json"
     wake_deadline: str = "10m"
+    # A waiting wake reclaims an idle seat after this (production default 30s; the
+    # local stack's scheduler never is merely slow, and a demo should not wait).
+    seat_reclaim_grace: str = "2s"
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -177,6 +180,7 @@ class Stack:
             "COCOON_INGEST_TOKEN": self.token,
             "COCOON_LOG_FORMAT": self.config.log_format,
             "COCOON_WAKE_DEADLINE": self.config.wake_deadline,
+            "COCOON_SEAT_RECLAIM_GRACE": self.config.seat_reclaim_grace,
             **self.config.extra_env,
         }
 
