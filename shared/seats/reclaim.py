@@ -22,9 +22,9 @@ Invariants (the reasons are in the README, "Seat reclaim"):
   compare-and-swap on the version the search listed, and a suspended set is
   never a candidate again;
 - a claim whose victim write never landed (lost CAS, crash) is given up after
-  one grace period, and a seat that was freed but taken by someone else
-  allows a new reclaim only one grace period after the release was seen
-  complete.
+  one grace period (the set is then judged afresh, like every other), and a
+  seat that was freed but taken by someone else allows a new reclaim only one
+  grace period after the release was seen complete.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Search:
     """Past the grace with no reclaim in flight: list candidates and claim one."""
 
     wait: SeatWait
-    exclude: frozenset[str]  # a victim a lost claim named: not tried again for this wake
+    exclude: frozenset[str]  # sets not to try (none today: a lost claim is re-judged afresh)
 
 
 WaitStep = Stamp | Hold | MarkFreed | Search
@@ -174,7 +174,9 @@ def decide_wait(
         claimed = wait.at or wait.since
         if now - claimed < grace:
             return Hold(f"claim on {wait.victim} in flight")
-        return Search(replace(wait, victim=None, at=None, freed=None), frozenset({wait.victim}))
+        # The same set may be chosen again: if another wake took it, it is no longer a
+        # candidate; if it changed (activity, a status write), it is judged afresh.
+        return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
     released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
     if not released:
         assert victim is not None

@@ -46,6 +46,7 @@ from shared.seats.reclaim import (
     decide_wait,
     recorded_victim,
     set_key,
+    why_not,
 )
 from shared.seats.sweep_hook import PodMetricsLister
 from shared.sweep.plan import format_duration
@@ -147,7 +148,7 @@ def reclaim_for(
         except Conflict:
             # Another invocation for this wake is claiming (or the set moved on).
             return ReclaimResult("conflict", "another invocation is reclaiming for this wake")
-        victim = _suspend_victim(kube, cand, current)
+        victim = _suspend_victim(kube, cand, current, now)
         if victim is None:
             continue
         _report(kube, current, victim, cand, pod_uid, now=now, publisher=publisher)
@@ -194,21 +195,32 @@ def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
     return None
 
 
-def _suspend_victim(kube: KubeApi, cand: Candidate, waker: CocoonSet) -> CocoonSet | None:
-    try:
-        return kube.patch_set(
-            cand.ref,
-            {
-                "metadata": {"annotations": {keys.ANN_RECLAIMED_BY: set_key(waker)}},
-                "spec": {"suspend": True},
-            },
-            # The version the search judged idle: activity since, or another
-            # wake's claim, makes this a 409 and the candidate is skipped.
-            resource_version=cand.cs.metadata.resource_version,
-        )
-    except (Conflict, NotFound):
-        log.info("seat reclaim: candidate changed meanwhile", victim=str(cand.ref))
-        return None
+def _suspend_victim(
+    kube: KubeApi, cand: Candidate, waker: CocoonSet, now: datetime
+) -> CocoonSet | None:
+    patch = {
+        "metadata": {"annotations": {keys.ANN_RECLAIMED_BY: set_key(waker)}},
+        "spec": {"suspend": True},
+    }
+    cs = cand.cs
+    for attempt in (1, 2):
+        try:
+            # The version the search judged idle: any write since (activity, another
+            # wake's claim, the operator's status) makes this a 409.
+            return kube.patch_set(cand.ref, patch, resource_version=cs.metadata.resource_version)
+        except NotFound:
+            break
+        except Conflict:
+            if attempt == 2:
+                break
+            # Re-read and re-judge once (SPEC §9): a status write by the operator must
+            # not cost the claim; a set another wake took, or one now active, is refused.
+            fresh = kube.get_set(cand.ref)
+            if fresh is None or not isinstance(why_not(fresh, waker, now=now), Candidate):
+                break
+            cs = fresh
+    log.info("seat reclaim: candidate changed meanwhile", victim=str(cand.ref))
+    return None
 
 
 def _report(

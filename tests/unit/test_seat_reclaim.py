@@ -117,17 +117,18 @@ def test_a_claim_whose_victim_write_has_not_landed_holds_for_one_grace() -> None
     assert isinstance(step, Hold) and "in flight" in step.reason
 
 
-def test_a_claim_that_never_landed_is_given_up_and_its_victim_not_retried() -> None:
+def test_a_claim_that_never_landed_is_given_up_after_one_grace() -> None:
     step = decide_wait(waker(claimed(at_s=40)), POD, now=NOW, grace=GRACE, victim=victim())
     assert isinstance(step, Search)
-    assert step.exclude == frozenset({f"{NS}/idle"})
-    assert step.wait.victim is None
+    # Judged afresh: an operator's status write must not cost a wake its only candidate.
+    assert step.exclude == frozenset()
+    assert step.wait.victim is None and step.wait.since == claimed().since
 
 
 def test_a_victim_suspended_for_another_wake_is_not_ours() -> None:
     other = suspended_by("x", by=f"{NS}/someone-else")
     step = decide_wait(waker(claimed(at_s=40)), POD, now=NOW, grace=GRACE, victim=other)
-    assert isinstance(step, Search) and step.exclude == frozenset({f"{NS}/idle"})
+    assert isinstance(step, Search) and step.wait.victim is None
 
 
 @pytest.mark.parametrize("gone", [True, False])
