@@ -9,7 +9,8 @@ keeping the seat. Works against any kubeconfig; the registry column needs
 
 Then the seat view, per node pool: seats used of offered, the wakes waiting
 for a seat with their age (and the seat they reclaimed), and the sets that may
-give their seat (`reclaimable-after`) with their idle time. `--seats` prints
+give their seat (`reclaimable-after`) with their idle time. Seats used are
+the bound pods of the pool's sets (nodes are not read: no RBAC on nodes). `--seats` prints
 only that view (`-o json` then prints it as JSON).
 """
 
@@ -119,10 +120,10 @@ def _ago(seconds: int) -> str:
 
 def _render_seats(pools: Sequence[PoolSeats]) -> None:
     if not pools:
-        click.echo("no node pools with cocoon nodes")
+        click.echo("no CocoonSets, so no node pool to show")
         return
     for p in pools:
-        click.echo(f"pool {p.pool}: {p.used}/{p.total} seats used")
+        click.echo(f"pool {p.pool}: {p.used} seat(s) used")
         if p.waiting:
             click.echo("  waiting wakes (longest first):")
             for w in p.waiting:
@@ -166,7 +167,7 @@ def command(
             every = [s for page in client.list_sets(namespace) for s in page]
             # Every cocoon pod (the label's existence selector): seats in use.
             pods = [p for pg in client.list_pods_matching(namespace, k.LABEL_SET_NAME) for p in pg]
-            pools = seat_view(every, client.list_nodes(), pods, now=utcnow())
+            pools = seat_view(every, pods, now=utcnow())
             rows: list[StatusRow] = []
             if not seats_only:
                 probe = registry_probe(settings)

@@ -418,11 +418,6 @@ class KubeClient:
         items = body.get("items") or []
         return [i for i in items if isinstance(i, dict)]
 
-    def list_nodes(self) -> list[dict[str, Any]]:
-        """Raw Node items (labels and allocatable are read): the seat view of `status`."""
-        body = self._call("LIST nodes", self._core.list_node)
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
-
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         try:
             body = self._call(

@@ -1,17 +1,17 @@
 """The seat view of `cocoon-hibernation status`, as a pure function of what was listed.
 
-Per node pool: seats used and offered (pods bound to the pool's nodes against
-their allocatable `pods`), the wakes waiting for a seat with their age (from
-the first unschedulable observation, else the wake start), and the sets that
-may give their seat (`reclaimable-after`) with their idle time.
+Per node pool: seats used (bound, non-terminal pods of the pool's sets; nodes
+are not read, so the RBAC needs no node access), the wakes waiting for a seat
+with their age (from the first unschedulable observation, else the wake
+start), and the sets that may give their seat (`reclaimable-after`) with their
+idle time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
@@ -41,20 +41,12 @@ class Reclaimable:
 class PoolSeats:
     pool: str
     used: int = 0
-    total: int = 0
     waiting: list[Waiting] = field(default_factory=list)
     reclaimable: list[Reclaimable] = field(default_factory=list)
 
 
 def _pool_of(cs: CocoonSet) -> str:
     return cs.spec.node_pool or k.DEFAULT_POOL
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
 
 
 def _wait_start(cs: CocoonSet) -> datetime | None:
@@ -72,26 +64,19 @@ def _wait_start(cs: CocoonSet) -> datetime | None:
 
 def seat_view(
     sets: Iterable[CocoonSet],
-    nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Pod],
     *,
     now: datetime,
 ) -> list[PoolSeats]:
+    sets = list(sets)
     pools: dict[str, PoolSeats] = {}
-    node_pool: dict[str, str] = {}
-    for node in nodes:
-        meta = node.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        pool = str(labels.get(k.LABEL_POOL) or "")
-        if not pool:
-            continue  # not a cocoon node
-        node_pool[str(meta.get("name") or "")] = pool
-        entry = pools.setdefault(pool, PoolSeats(pool))
-        entry.total += _int(((node.get("status") or {}).get("allocatable") or {}).get("pods", 0))
+    pool_of_set = {(cs.namespace, cs.name): _pool_of(cs) for cs in sets}
     for pod in pods:
-        bound = node_pool.get(pod.spec.node_name or "")
-        if bound is not None and not pod.terminal and pod.status.phase != "Succeeded":
-            pools[bound].used += 1
+        key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
+        pool = pool_of_set.get(key)
+        # A bound pod holds its seat until it is gone (terminating included).
+        if pool is not None and pod.spec.node_name and not pod.terminal:
+            pools.setdefault(pool, PoolSeats(pool)).used += 1
     for cs in sets:
         entry = pools.setdefault(_pool_of(cs), PoolSeats(_pool_of(cs)))
         if cs.phase is CocoonSetPhase.WAKING:
