@@ -172,6 +172,7 @@ PLACEHOLDERS = {
     "COCOON_EVENTS_TOPIC": "projects/acme-prod/topics/cocoon-events",
     "COCOON_WAKE_DEADLINE": "10m",
     "COCOON_SWEEP_MAX_SUSPENDS": "50",
+    "COCOON_SEAT_RECLAIM_GRACE": "30s",
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
     "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
     "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
@@ -860,3 +861,32 @@ def test_default_wake_deadline_parses(module: TfDir) -> None:
     from shared.durations import parse_duration
 
     assert parse_duration(module.variables["wake_deadline"]["default"])
+
+
+@pytest.mark.parametrize(
+    "value", [*DEADLINES, pytest.param("off", id="off"), pytest.param("OFF", id="off-upper")]
+)
+def test_seat_reclaim_grace_validation_agrees_with_settings(module: TfDir, value: str) -> None:
+    """A grace `terraform plan` accepts must not fail every function's cold start."""
+    from shared.config import Settings
+    from shared.errors import ConfigError
+
+    try:
+        Settings.from_env({"COCOON_SEAT_RECLAIM_GRACE": value})
+    except ConfigError:
+        code_accepts = False
+    else:
+        code_accepts = True
+    condition = module.variables["seat_reclaim_grace"]["validation"][0]["condition"]
+    assert "var.seat_reclaim_grace==off||" in norm(condition)
+    patterns = hcl_regexes(condition)
+    assert len(patterns) == 2, condition
+    tf_accepts = value == "off" or all(
+        re.search(p.pattern.replace("$", r"\Z"), value) for p in patterns
+    )
+    if value != value.strip() or not value:
+        # The code strips blanks and reads empty as the default; Terraform refuses
+        # both, which is the safe direction (plan fails, nothing deploys).
+        assert code_accepts and not tf_accepts
+        return
+    assert tf_accepts is code_accepts

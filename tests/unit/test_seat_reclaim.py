@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from shared import constants as k
+from shared.config import Settings
 from shared.durations import format_rfc3339
+from shared.errors import ConfigError
 from shared.models import CocoonSet
 from shared.seats import keys
 from shared.seats.reclaim import (
@@ -245,3 +247,22 @@ def test_idle_is_measured_as_the_sweep_does_from_the_latest_stamp() -> None:
     cs = victim(idle_h=5, annotations={k.ANN_LAST_WAKE: ago(minutes=10)})
     res = why_not(cs, waker(), now=NOW)
     assert isinstance(res, str) and "idle 600s" in res
+
+
+# --- configuration ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "grace"),
+    [(None, timedelta(seconds=30)), ("45s", timedelta(seconds=45)), ("off", None)],
+)
+def test_the_grace_is_configurable_and_can_be_turned_off(
+    raw: str | None, grace: timedelta | None
+) -> None:
+    env = {} if raw is None else {"COCOON_SEAT_RECLAIM_GRACE": raw}
+    assert Settings.from_env(env).seat_reclaim_grace == grace
+
+
+def test_a_bad_grace_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="COCOON_SEAT_RECLAIM_GRACE"):
+        Settings.from_env({"COCOON_SEAT_RECLAIM_GRACE": "soon"})
