@@ -21,6 +21,7 @@ import pytest
 
 from shared import constants as c
 from shared.config import KubeAuth, RegistryAuth, Settings
+from shared.seats.keys import METRIC_SEAT_RECLAIMS
 from tests.conftest import REPO_ROOT
 from tests.deploy._hcl import (
     EXAMPLE_DIR,
@@ -626,7 +627,13 @@ def test_ingress_is_internal_by_default(module: TfDir) -> None:
 
 def test_log_metrics_are_the_operator_counters(module: TfDir) -> None:
     metrics = module.locals["log_metrics"]
-    assert set(metrics) == {c.METRIC_PODS_DELETED, c.METRIC_WAKE, c.METRIC_WAKE_UNSCHEDULABLE}
+    assert set(metrics) == {
+        c.METRIC_PODS_DELETED,
+        c.METRIC_WAKE,
+        c.METRIC_WAKE_UNSCHEDULABLE,
+        METRIC_SEAT_RECLAIMS,
+    }
+    assert set(metrics[METRIC_SEAT_RECLAIMS]["labels"]) == {"namespace", "pool"}
     assert set(metrics[c.METRIC_WAKE]["labels"]) == {"namespace", "cocoonset", "placement"}
     for name in (c.METRIC_PODS_DELETED, c.METRIC_WAKE_UNSCHEDULABLE):
         assert set(metrics[name]["labels"]) == {"namespace", "cocoonset"}
