@@ -4,7 +4,9 @@ Called by the reconciler when a wake reports no capacity (and so by the
 sweep's safety net, which reconciles every `Waking` set each run). Cost when
 nothing is due: zero requests (the grace is judged from the set as read), one
 GET of the recorded victim while a reclaim is in flight; one paged LIST of sets
-per allowed scope only when a search is due.
+per allowed scope only when a search is due, shared by the searches of one
+process for CANDIDATE_TTL_SECONDS (a sweep run searching for many waiting
+wakes lists once).
 
 Writes, in order, each a compare-and-swap:
 
@@ -20,6 +22,8 @@ CloudEvent emitted, and the victim's release started at once.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -61,6 +65,48 @@ class SetLister(Protocol):
     def list_sets(
         self, namespace: str | None, *, limit: int = 500
     ) -> Iterator[list[CocoonSet]]: ...
+
+
+# How long one search's list of reclaimable sets serves other searches in this
+# process. The sweep reconciles every waiting wake in one run: without this, each
+# would list every set. A stale entry is safe: the victim's suspend is a CAS on
+# the listed version, and a 409 re-reads and re-judges.
+CANDIDATE_TTL_SECONDS = 2.0
+
+
+class _CandidateCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str | None, ...], tuple[float, list[CocoonSet]]] = {}
+
+    def reclaimable(self, kube: SetLister, scopes: list[str | None]) -> list[CocoonSet]:
+        key = (*scopes,)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and time.monotonic() - hit[0] < CANDIDATE_TTL_SECONDS:
+                return hit[1]
+        sets: list[CocoonSet] = []
+        for scope in scopes:
+            for page in kube.list_sets(scope):
+                # Only what could qualify is kept: memory stays small however many sets.
+                sets.extend(
+                    cs for cs in page if keys.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
+                )
+        with self._lock:
+            self._entries[key] = (time.monotonic(), sets)
+        return sets
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_CACHE = _CandidateCache()
+
+
+def forget_candidates() -> None:
+    """Drop the cached candidate lists (tests; nothing in production needs it)."""
+    _CACHE.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +169,7 @@ def reclaim_for(
         return ReclaimResult("freed", f"{step.wait.victim}'s seat is free")
     if not isinstance(kube, SetLister):
         return ReclaimResult("none", "this client cannot list sets")
-    sets: list[CocoonSet] = []
-    for scope in _scopes(settings):
-        for page in kube.list_sets(scope):
-            # Only what could qualify is kept: memory stays small however many sets.
-            sets.extend(cs for cs in page if keys.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations)
+    sets = _CACHE.reclaimable(kube, _scopes(settings))
     candidates = choose_victim(waker, sets, now=now, exclude=step.exclude)
     if not candidates:
         log.info(
@@ -268,4 +310,4 @@ def grace_of(settings: Settings | None) -> timedelta | None:
     return None if settings is None else settings.seat_reclaim_grace
 
 
-__all__ = ["NOT_READ", "ReclaimResult", "SetLister", "grace_of", "reclaim_for"]
+__all__ = ["NOT_READ", "ReclaimResult", "SetLister", "forget_candidates", "grace_of", "reclaim_for"]

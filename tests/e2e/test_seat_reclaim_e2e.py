@@ -9,6 +9,7 @@ audit-log events would.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from shared.durations import format_rfc3339
 from shared.names import SetRef, vm_name
 from shared.reconcile import reconcile_set, request_wake
 from shared.seats import keys
+from shared.seats.reclaimer import forget_candidates
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
 
@@ -35,6 +37,15 @@ pytestmark = pytest.mark.e2e
 SKEW = timedelta(hours=3)
 WAKERS = [f"waker-{i}" for i in range(5)]
 IDLE = [f"idle-{i}" for i in range(5)]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_candidates() -> Iterator[None]:
+    # The reclaimer shares a search's list for two seconds within a process; each
+    # test is a new cluster.
+    forget_candidates()
+    yield
+    forget_candidates()
 
 
 @pytest.fixture
@@ -278,3 +289,36 @@ def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
             now=t0 + timedelta(seconds=s),
         )
     assert [n for n in sim_names if world.get_set(NS, n)["spec"].get("suspend")] == ["quiet"]
+
+
+def test_one_list_serves_the_searches_of_many_waiting_wakes(world: World) -> None:
+    """The sweep reconciles every waiting wake in one run; each search must not list
+    every set again. Real client, real API: the request log counts the LISTs."""
+    from shared.seats.reclaimer import reclaim_for
+
+    settings = replace(world.settings, seat_reclaim_grace=timedelta(seconds=30))
+    now = datetime.now(UTC) + SKEW
+    since = now - timedelta(minutes=5)
+    wakers = []
+    for i in range(4):
+        wait = json.dumps({"pod": f"pod-{i}", "since": format_rfc3339(since)})
+        wakers.append(
+            world.create_set(
+                set_manifest(
+                    f"w{i}", suspend=False, phase="Waking", annotations={keys.ANN_SEAT_WAIT: wait}
+                )
+            )
+        )
+    world.reset_log()
+    for i, body in enumerate(wakers):
+        cs = world.client.get_set(SetRef(NS, body["metadata"]["name"]))
+        res = reclaim_for(
+            cs, f"pod-{i}", kube=world.client, settings=settings, now=now, publisher=None
+        )
+        assert res.action == "none"
+    lists = [
+        r
+        for r in world.api_requests()
+        if r["method"] == "GET" and r["path"].endswith(f"/{k.PLURAL}")
+    ]
+    assert len(lists) == 1, lists
