@@ -42,6 +42,10 @@ from shared.names import SetRef
 from shared.seats import keys
 from shared.sweep.plan import measured_last_activity
 
+# Seats one wake may take in all (the first, plus retries when the freed seat went
+# to another pod): a cascade of suspends for one pod that never fits is refused.
+MAX_RECLAIMS_PER_WAKE = 3
+
 
 def set_key(cs: CocoonSet) -> str:
     return f"{cs.namespace}/{cs.name}"
@@ -59,6 +63,7 @@ class SeatWait:
     victim: str | None = None  # `<ns>/<name>` of the set whose seat was claimed
     at: datetime | None = None  # when the claim was recorded
     freed: datetime | None = None  # first observation of the victim's seat released
+    count: int = 0  # seats reclaimed for this wake so far
 
     def encode(self) -> str:
         out: dict[str, str] = {"pod": self.pod, "since": format_rfc3339(self.since)}
@@ -68,6 +73,8 @@ class SeatWait:
             out["at"] = format_rfc3339(self.at)
         if self.freed is not None:
             out["freed"] = format_rfc3339(self.freed)
+        if self.count:
+            out["count"] = str(self.count)
         return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -82,9 +89,10 @@ class SeatWait:
             victim = str(data["victim"]) if "victim" in data else None
             at = parse_rfc3339(str(data["at"])) if "at" in data else None
             freed = parse_rfc3339(str(data["freed"])) if "freed" in data else None
+            count = int(str(data.get("count", 0)))
         except (ValueError, KeyError, TypeError):
             return None
-        return cls(pod=pod, since=since, victim=victim, at=at, freed=freed)
+        return cls(pod=pod, since=since, victim=victim, at=at, freed=freed, count=count)
 
 
 # --- what to do for the waker ------------------------------------------------------------
@@ -187,6 +195,10 @@ def decide_wait(
     settled = now - wait.freed
     if settled < grace:
         return Hold(f"{wait.victim}'s seat was freed {_secs(settled)} ago: the scheduler's turn")
+    if wait.count >= MAX_RECLAIMS_PER_WAKE:
+        # Seats freed for it keep going elsewhere, or one seat is not enough for it
+        # (a bigger pod than the victims): stop taking idle users' seats for this wake.
+        return Hold(f"already reclaimed {wait.count} seat(s) for this wake")
     # The freed seat went to someone else: this wake may reclaim once more.
     return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
 

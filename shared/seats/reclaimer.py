@@ -184,7 +184,9 @@ def reclaim_for(
         if (why := _cpu_says_keep(kube, cand, now)) is not None:
             log.info("seat reclaim: candidate skipped", victim=str(cand.ref), reason=why)
             continue
-        claim = replace(step.wait, victim=set_key(cand.cs), at=now, freed=None)
+        claim = replace(
+            step.wait, victim=set_key(cand.cs), at=now, freed=None, count=step.wait.count + 1
+        )
         try:
             current = _write_wait(kube, current, claim)
         except Conflict:

@@ -266,3 +266,13 @@ def test_the_grace_is_configurable_and_can_be_turned_off(
 def test_a_bad_grace_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="COCOON_SEAT_RECLAIM_GRACE"):
         Settings.from_env({"COCOON_SEAT_RECLAIM_GRACE": "soon"})
+
+
+def test_a_wake_takes_at_most_three_seats_in_all() -> None:
+    v = suspended_by("waker", phase="Suspended")
+    for count, expect in ((1, Search), (2, Search), (3, Hold)):
+        wait = replace(claimed(freed_s=31), count=count)
+        step = decide_wait(waker(wait), POD, now=NOW, grace=GRACE, victim=v)
+        assert isinstance(step, expect), (count, step)
+    wait = replace(claimed(freed_s=31), count=3)
+    assert SeatWait.decode(wait.encode()) == wait
