@@ -232,6 +232,8 @@ def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
         if isinstance(containers, list):
             usage = main_pod_usage(containers)
     state = evaluate_activity(cand.cs, usage, now=now).state
+    if state is Activity.BAD_CONFIG:
+        return "idle-cpu-below does not parse: its activity cannot be measured"
     if state is Activity.UNKNOWN:
         return "no PodMetrics for its main pod: never suspended on missing data"
     if state in (Activity.ACTIVE, Activity.REFRESH):

@@ -194,7 +194,11 @@ class SeatSweep:
         from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
 
         state = evaluate_activity(cs, None, now=self.now).state
-        if state in (Activity.NOT_OPTED_IN, Activity.NOT_RUNNING, Activity.BAD_CONFIG):
+        if state is Activity.BAD_CONFIG:
+            # It asked to be measured by CPU and cannot be: no idle suspend on a guess.
+            self._unknown.add((cs.namespace, cs.name))
+            return cs
+        if state in (Activity.NOT_OPTED_IN, Activity.NOT_RUNNING):
             return cs
         ev = evaluate_activity(cs, self._usage(cs), now=self.now)
         ref = SetRef(cs.namespace, cs.name)

@@ -198,3 +198,15 @@ def test_a_bad_schedule_gets_one_invalid_annotation_warning(world: World, sim: S
     )
     third = sweep(world, now + timedelta(minutes=10))
     assert names(third, ActionKind.CONFIG_CLEARED) == ["typo"]
+
+
+def test_a_bad_cpu_threshold_blocks_idle_suspend_and_is_warned_once(
+    world: World, sim: Simulator
+) -> None:
+    running(world, sim, "typo", **{**CPU, keys.ANN_IDLE_CPU_BELOW: "50 m"})
+    now = datetime.now(UTC) + timedelta(hours=3)
+    first = sweep(world, now)
+    second = sweep(world, now + timedelta(minutes=1))
+    assert names(first, ActionKind.SUSPEND) == [] and names(second, ActionKind.SUSPEND) == []
+    assert names(first, ActionKind.CONFIG_WARNING) == ["typo"]
+    assert names(second, ActionKind.CONFIG_WARNING) == []
