@@ -72,6 +72,7 @@ from shared.reconcile.steps import (
     Step,
     Wait,
 )
+from shared.seats.keys import ANN_SEAT_WAIT
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
@@ -418,6 +419,8 @@ class _Run:
                         k.ANN_HIBERNATED_ON_NODE: None,
                         k.ANN_WAKE_STARTED: None,
                         k.ANN_LAST_WAKE: format_rfc3339(self.now),
+                        # The seat economy's wait record (shared.seats): the wait is over.
+                        ANN_SEAT_WAIT: None,
                     }
                 }
             },

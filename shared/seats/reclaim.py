@@ -294,3 +294,46 @@ def choose_victim(
             found.append(res)
     found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
     return found
+
+
+# --- fair order among waiting wakes ------------------------------------------------------
+
+
+def waiting_since(cs: CocoonSet) -> SeatWait | None:
+    """The wait record of a `Waking` set, or None (not waiting, or no record)."""
+    if cs.phase is not CocoonSetPhase.WAKING or cs.suspended:
+        return None
+    return SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+
+
+def older_waiter_first(
+    waker: CocoonSet,
+    wait: SeatWait,
+    cand: Candidate,
+    others: Iterable[CocoonSet],
+    *,
+    now: datetime,
+    grace: timedelta,
+) -> str | None:
+    """The set that should take `cand` before `waker` does, or None.
+
+    Among wakes that wait for the same seat, the one that has waited longest
+    reclaims first: another wake blocks this one when it waits since earlier
+    (ties by namespace/name), is past its grace, has no reclaim in flight, may
+    still reclaim, and `cand` fits it. Decided from the records alone (the same
+    list the search used), so deferring costs no request.
+    """
+    mine = (wait.since, waker.namespace, waker.name)
+    for other in others:
+        if set_key(other) == set_key(waker):
+            continue
+        theirs = waiting_since(other)
+        if theirs is None or theirs.victim is not None or theirs.count >= MAX_RECLAIMS_PER_WAKE:
+            continue
+        if now - theirs.since < grace:
+            continue
+        if (theirs.since, other.namespace, other.name) >= mine:
+            continue
+        if isinstance(why_not(cand.cs, other, now=now), Candidate):
+            return set_key(other)
+    return None

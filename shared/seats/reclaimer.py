@@ -48,6 +48,7 @@ from shared.seats.reclaim import (
     Stamp,
     choose_victim,
     decide_wait,
+    older_waiter_first,
     recorded_victim,
     set_key,
     why_not,
@@ -89,8 +90,13 @@ class _CandidateCache:
         for scope in scopes:
             for page in kube.list_sets(scope):
                 # Only what could qualify is kept: memory stays small however many sets.
+                # Only what a search reads is kept (candidates, and waiting wakes for
+                # the fair order): memory stays small however many sets there are.
                 sets.extend(
-                    cs for cs in page if keys.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
+                    cs
+                    for cs in page
+                    if keys.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
+                    or keys.ANN_SEAT_WAIT in cs.metadata.annotations
                 )
         with self._lock:
             self._entries[key] = (time.monotonic(), sets)
@@ -181,6 +187,10 @@ def reclaim_for(
         return ReclaimResult("none", "no reclaimable set fits")
     current = waker
     for cand in candidates[:MAX_TRIES]:
+        first = older_waiter_first(waker, step.wait, cand, sets, now=now, grace=grace)
+        if first is not None:
+            # Fair order: the longest waiting wake this seat fits reclaims it first.
+            return ReclaimResult("held", f"{first} has waited longer for a seat like {cand.ref}")
         if (why := _cpu_says_keep(kube, cand, now)) is not None:
             log.info("seat reclaim: candidate skipped", victim=str(cand.ref), reason=why)
             continue

@@ -23,6 +23,7 @@ from shared.seats.reclaim import (
     Stamp,
     choose_victim,
     decide_wait,
+    older_waiter_first,
     recorded_victim,
     why_not,
 )
@@ -276,3 +277,48 @@ def test_a_wake_takes_at_most_three_seats_in_all() -> None:
         assert isinstance(step, expect), (count, step)
     wait = replace(claimed(freed_s=31), count=3)
     assert SeatWait.decode(wait.encode()) == wait
+
+
+# --- fair order among waiting wakes ------------------------------------------------------
+
+
+def waiting(name: str, since_s: float, spec: dict[str, Any] | None = None, **kw: Any) -> CocoonSet:
+    wait = SeatWait(pod=f"pod-{name}", since=NOW - timedelta(seconds=since_s), **kw)
+    return waker(wait, name=name, uid=f"uid-{name}", spec=spec)
+
+
+def test_the_longest_waiting_wake_reclaims_first() -> None:
+    me = waiting("young", 60)
+    wait = SeatWait.decode(me.metadata.annotations[keys.ANN_SEAT_WAIT])
+    assert wait is not None
+    [cand] = choose_victim(me, [victim()], now=NOW)
+    others = [me, waiting("old", 300), waiting("newer", 40)]
+    assert older_waiter_first(me, wait, cand, others, now=NOW, grace=GRACE) == f"{NS}/old"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        waiting("old", 300, victim=f"{NS}/x", at=NOW),  # its reclaim is in flight
+        waiting("old", 300, count=3),  # took all it may
+        waiting("old", 300, spec={"nodePool": "gpu"}),  # the seat does not fit it
+        waiting("old", 20),  # waits for less time than me
+        make_set(name="old", suspend=False, phase="Running"),  # not waiting
+    ],
+)
+def test_an_older_wake_blocks_only_when_it_would_take_that_seat(other: CocoonSet) -> None:
+    me = waiting("me", 60)
+    wait = SeatWait.decode(me.metadata.annotations[keys.ANN_SEAT_WAIT])
+    assert wait is not None
+    [cand] = choose_victim(me, [victim()], now=NOW)
+    assert older_waiter_first(me, wait, cand, [me, other], now=NOW, grace=GRACE) is None
+
+
+def test_equal_waits_go_by_name() -> None:
+    a, b = waiting("a", 100), waiting("b", 100)
+    [cand] = choose_victim(a, [victim()], now=NOW)
+    wait_b = SeatWait.decode(b.metadata.annotations[keys.ANN_SEAT_WAIT])
+    wait_a = SeatWait.decode(a.metadata.annotations[keys.ANN_SEAT_WAIT])
+    assert wait_a is not None and wait_b is not None
+    assert older_waiter_first(b, wait_b, cand, [a, b], now=NOW, grace=GRACE) == f"{NS}/a"
+    assert older_waiter_first(a, wait_a, cand, [a, b], now=NOW, grace=GRACE) is None
