@@ -322,3 +322,76 @@ def test_one_list_serves_the_searches_of_many_waiting_wakes(world: World) -> Non
         if r["method"] == "GET" and r["path"].endswith(f"/{k.PLURAL}")
     ]
     assert len(lists) == 1, lists
+
+
+def test_the_longest_waiting_wake_gets_the_one_reclaimable_seat(
+    world: World, sim: Simulator
+) -> None:
+    """Two wakes wait in a full pool with one reclaimable seat. The younger wake is
+    reconciled first (as an event would have it) and defers; the older one claims."""
+    settings = world.settings  # the default grace: 30 s
+    for name in ("older", "younger"):
+        world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
+    drive(
+        world,
+        sim,
+        ["older", "younger"],
+        lambda: all(phase(world, n) == "Running" for n in ("older", "younger")),
+        settings=settings,
+    )
+    for name in ("older", "younger"):
+        world.patch_set(NS, name, {"spec": {"suspend": True}})
+    drive(
+        world,
+        sim,
+        ["older", "younger"],
+        lambda: all(phase(world, n) == "Suspended" for n in ("older", "younger")),
+        settings=settings,
+    )
+    # Five seats: one reclaimable idle set, four that are not reclaimable.
+    fillers = ["idle", "busy-1", "busy-2", "busy-3", "busy-4"]
+    for name in fillers:
+        ann = {keys.ANN_RECLAIMABLE_AFTER: "1h"} if name == "idle" else {}
+        world.create_set(set_manifest(name, suspend=None, phase=None, annotations=ann))
+    for _ in range(80):
+        sim.step()
+        if all(phase(world, n) == "Running" for n in fillers):
+            break
+
+    kube = clients(world, 1)[0]
+    t0 = datetime.now(UTC) + SKEW
+
+    def reconcile(name: str, at: datetime) -> str:
+        out = reconcile_set(
+            SetRef(NS, name),
+            kube=kube,
+            registry=world.snapshots,
+            settings=settings,
+            publisher=None,
+            now=at,
+        )
+        return out.reason
+
+    for name, at in (("older", t0), ("younger", t0 + timedelta(seconds=10))):
+        request_wake(
+            SetRef(NS, name),
+            kube=kube,
+            registry=world.snapshots,
+            settings=settings,
+            publisher=None,
+            now=at,
+        )
+        for _ in range(20):
+            sim.step()
+            if any(p.status.conditions for p in world.pods(NS, name)):
+                break
+        reconcile(name, at)  # the first unschedulable observation: the clock starts
+
+    later = t0 + timedelta(seconds=45)  # both past the grace
+    reason = reconcile("younger", later)
+    assert f"{NS}/older has waited longer" in reason
+    assert not world.get_set(NS, "idle")["spec"].get("suspend")
+    reconcile("older", later)
+    idle = world.get_set(NS, "idle")
+    assert idle["spec"]["suspend"] is True
+    assert idle["metadata"]["annotations"][keys.ANN_RECLAIMED_BY] == f"{NS}/older"
