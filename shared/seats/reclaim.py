@@ -45,6 +45,10 @@ from shared.sweep.plan import measured_last_activity
 # Seats one wake may take in all (the first, plus retries when the freed seat went
 # to another pod): a cascade of suspends for one pod that never fits is refused.
 MAX_RECLAIMS_PER_WAKE = 3
+# However short the grace is configured, a claim in flight is given this long to
+# land, and a freed seat this long to be bound: kube-scheduler retries an
+# unschedulable pod after at most 10 s of backoff.
+SETTLE_FLOOR = timedelta(seconds=10)
 
 
 def set_key(cs: CocoonSet) -> str:
@@ -180,7 +184,7 @@ def decide_wait(
         # writes) — or is landing right now in a concurrent invocation: wait one
         # grace before giving the claim up, so two invocations never take two seats.
         claimed = wait.at or wait.since
-        if now - claimed < grace:
+        if now - claimed < max(grace, SETTLE_FLOOR):
             return Hold(f"claim on {wait.victim} in flight")
         # The same set may be chosen again: if another wake took it, it is no longer a
         # candidate; if it changed (activity, a status write), it is judged afresh.
@@ -193,7 +197,7 @@ def decide_wait(
     if wait.freed is None:
         return MarkFreed(replace(wait, freed=now))
     settled = now - wait.freed
-    if settled < grace:
+    if settled < max(grace, SETTLE_FLOOR):
         return Hold(f"{wait.victim}'s seat was freed {_secs(settled)} ago: the scheduler's turn")
     if wait.count >= MAX_RECLAIMS_PER_WAKE:
         # Seats freed for it keep going elsewhere, or one seat is not enough for it

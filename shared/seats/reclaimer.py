@@ -102,6 +102,18 @@ class _CandidateCache:
             self._entries[key] = (time.monotonic(), sets)
         return sets
 
+    def replace(self, *updated: CocoonSet) -> None:
+        """What this process just wrote: the next search here sees it without a LIST
+        (the sweep reconciles waiting wakes one after another: the fair order then
+        needs no TTL to pass between one wake's claim and the next wake's turn)."""
+        keys_ = {set_key(cs): cs for cs in updated}
+        with self._lock:
+            for stamp, sets in self._entries.values():
+                for i, cs in enumerate(sets):
+                    if set_key(cs) in keys_:
+                        sets[i] = keys_[set_key(cs)]
+                del stamp
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -203,6 +215,7 @@ def reclaim_for(
             # Another invocation for this wake is claiming (or the set moved on).
             return ReclaimResult("conflict", "another invocation is reclaiming for this wake")
         victim = _suspend_victim(kube, cand, current, now)
+        _CACHE.replace(current, *([victim] if victim is not None else []))
         if victim is None:
             continue
         _report(kube, current, victim, cand, pod_uid, now=now, publisher=publisher)

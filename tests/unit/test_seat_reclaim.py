@@ -322,3 +322,15 @@ def test_equal_waits_go_by_name() -> None:
     assert wait_a is not None and wait_b is not None
     assert older_waiter_first(b, wait_b, cand, [a, b], now=NOW, grace=GRACE) == f"{NS}/a"
     assert older_waiter_first(a, wait_a, cand, [a, b], now=NOW, grace=GRACE) is None
+
+
+def test_a_short_grace_still_gives_a_claim_and_a_freed_seat_ten_seconds() -> None:
+    short = timedelta(seconds=1)
+    not_yet = victim()
+    held = decide_wait(waker(claimed(at_s=5)), POD, now=NOW, grace=short, victim=not_yet)
+    assert isinstance(held, Hold) and "in flight" in held.reason
+    v = suspended_by("waker", phase="Suspended")
+    held = decide_wait(waker(claimed(freed_s=5)), POD, now=NOW, grace=short, victim=v)
+    assert isinstance(held, Hold) and "scheduler" in held.reason
+    again = decide_wait(waker(claimed(freed_s=11)), POD, now=NOW, grace=short, victim=v)
+    assert isinstance(again, Search)
