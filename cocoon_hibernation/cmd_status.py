@@ -6,6 +6,12 @@ the set is `Suspended` while a main pod without the restore marker exists --
 the mark of an operator that predates `hibernatePolicy` recreating the pod and
 keeping the seat. Works against any kubeconfig; the registry column needs
 `COCOON_REGISTRY_BASE` (else it shows `?`).
+
+Then the seat view, per node pool: seats used of offered, the wakes waiting
+for a seat with their age (and the seat they reclaimed), and the sets that may
+give their seat (`reclaimable-after`) with their idle time. Seats used are
+the bound pods of the pool's sets (nodes are not read: no RBAC on nodes). `--seats` prints
+only that view (`-o json` then prints it as JSON).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -22,10 +29,13 @@ from rich.table import Table
 from cocoon_hibernation._common import fail, is_tty, kube_options, progress
 from cocoon_hibernation._kube import cli_settings, kube_client, registry_probe
 from shared import constants as k
+from shared.durations import utcnow
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef, vm_name
+from shared.seats.report import PoolSeats, seat_view
+from shared.sweep.plan import format_duration
 
 FLAG_STALE_OPERATOR = "main pod exists while Suspended without the restore marker"
 
@@ -105,6 +115,35 @@ def _render(rows: Sequence[StatusRow]) -> None:
         click.echo("  ".join([*cells, line[-1]]).rstrip())
 
 
+def _ago(seconds: int) -> str:
+    return format_duration(timedelta(seconds=seconds))
+
+
+def _render_seats(pools: Sequence[PoolSeats]) -> None:
+    if not pools:
+        click.echo("no CocoonSets, so no node pool to show")
+        return
+    for p in pools:
+        click.echo(f"pool {p.pool}: {p.used} seat(s) used")
+        if p.waiting:
+            click.echo("  waiting wakes (longest first):")
+            for w in p.waiting:
+                took = f", reclaimed the seat of {w.victim}" if w.victim else ""
+                click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{took}")
+        else:
+            click.echo("  no wake waiting")
+        if p.reclaimable:
+            click.echo("  reclaimable sets (longest idle first):")
+            for r in p.reclaimable:
+                mark = "can be reclaimed now" if r.eligible else "not yet"
+                click.echo(
+                    f"    {r.set}  idle {_ago(r.idle_seconds)} "
+                    f"(reclaimable after {_ago(r.reclaimable_after_seconds)}): {mark}"
+                )
+        else:
+            click.echo("  no reclaimable set")
+
+
 @click.command(name="status")
 @kube_options
 @click.option("-n", "--namespace", default=None, help="Only this namespace (default: all).")
@@ -116,20 +155,36 @@ def _render(rows: Sequence[StatusRow]) -> None:
     show_default=True,
     help="Output format.",
 )
-def command(*, kubeconfig: Path | None, namespace: str | None, output: str) -> None:
-    """Release-policy sets: phase, hint node, snapshot in the registry, stale-operator flag."""
+@click.option("--seats", "seats_only", is_flag=True, help="Only the seat view per node pool.")
+def command(
+    *, kubeconfig: Path | None, namespace: str | None, output: str, seats_only: bool
+) -> None:
+    """Release-policy sets (phase, hint node, snapshot, stale-operator flag), then per
+    node pool the seats used, the waiting wakes and the reclaimable sets."""
     try:
         settings = cli_settings(kubeconfig)
         with progress("reading CocoonSets"):
             client = kube_client(settings)
-            sets = [s for page in client.list_sets(namespace) for s in page if s.is_release]
-            probe = registry_probe(settings)
-            rows = [
-                status_row(cs, client.list_pods(SetRef(cs.namespace, cs.name)), probe)
-                for cs in sets
-            ]
+            every = [s for page in client.list_sets(namespace) for s in page]
+            # Every cocoon pod (the label's existence selector): seats in use.
+            pods = [p for pg in client.list_pods_matching(namespace, k.LABEL_SET_NAME) for p in pg]
+            pools = seat_view(every, pods, now=utcnow())
+            rows: list[StatusRow] = []
+            if not seats_only:
+                probe = registry_probe(settings)
+                rows = [
+                    status_row(cs, client.list_pods(SetRef(cs.namespace, cs.name)), probe)
+                    for cs in every
+                    if cs.is_release
+                ]
     except CocoonError as err:
         fail(str(err))
+    if seats_only:
+        if output == "json":
+            click.echo(json.dumps([asdict(p) for p in pools], indent=2))
+        else:
+            _render_seats(pools)
+        return
     if output == "json":
         click.echo(json.dumps([asdict(r) for r in rows], indent=2))
         return
@@ -137,3 +192,5 @@ def command(*, kubeconfig: Path | None, namespace: str | None, output: str) -> N
         click.echo("no release-policy CocoonSets" + (f" in {namespace}" if namespace else ""))
         return
     _render(rows)
+    click.echo("")
+    _render_seats(pools)

@@ -7,7 +7,10 @@ registry notifies ``ingest``, release deletes the pod, the seat frees and B
 lands on node-1. A is woken with a wake-request CloudEvent to ``wake`` while
 the pool is full: it sits ``Waking`` with ``WakeNoCapacity``. B is suspended,
 its seat frees, A restores (warm on node-1 when the node still has the
-snapshot, else cold) and the ``:hibernate`` tag is dropped.
+snapshot, else cold) and the ``:hibernate`` tag is dropped. Last, the seat
+economy: A is marked ``reclaimable-after`` and B is woken into the full pool;
+after the grace period B's wake reclaims idle A's seat (``SeatReclaimed`` on
+both), A releases and B restores.
 
 Each step acts, then waits for an observable condition with a timeout; the
 result records every step's time, every transition line, the request
@@ -31,8 +34,10 @@ from devstack.simulator import SimEvent
 from devstack.stack import TARGETS, Stack
 from shared import constants as k
 from shared.names import vm_name
+from shared.seats.keys import ANN_RECLAIMABLE_AFTER, REASON_SEAT_RECLAIMED
 
 NAMESPACE = "demo"
+RECLAIMABLE_AFTER = "1s"
 
 
 @dataclass
@@ -55,6 +60,7 @@ class DemoResult:
     api_requests: dict[str, int] = field(default_factory=dict)
     registry_requests: dict[str, int] = field(default_factory=dict)
     tag_present_at_end: bool | None = None
+    reclaim_node: str = ""
     total_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -281,6 +287,35 @@ class Scenario:
             self.result.tag_present_at_end = False
             self._say("a: :hibernate tag dropped from the registry")
 
+        def b_reclaims() -> None:
+            # A has been idle since its wake completed; it opts in to giving its seat.
+            self.api.merge_patch(
+                set_path(NAMESPACE, "a"),
+                {"metadata": {"annotations": {ANN_RECLAIMABLE_AFTER: RECLAIMABLE_AFTER}}},
+            )
+            self._say(f"a: marked reclaimable-after {RECLAIMABLE_AFTER}")
+            time.sleep(1.0)  # a's idle time passes reclaimable-after
+            for attempt in range(1, 6):
+                status = self.stack.request_wake(NAMESPACE, "b")
+                self._say(f"b: wake request CloudEvent delivered to wake (HTTP {status})")
+                if status < 300:
+                    break
+                time.sleep(0.2 * attempt)
+            else:
+                raise StepFailed(f"the wake target kept answering HTTP {status}")
+            view = self.wait(
+                "a's seat reclaimed (SeatReclaimed on both), a Suspended, b Running",
+                lambda v: (
+                    self.events_for(v, "a", REASON_SEAT_RECLAIMED)
+                    and self.events_for(v, "b", REASON_SEAT_RECLAIMED)
+                    and v.sets["a"].phase == "Suspended"
+                    and v.sets["b"].phase == "Running"
+                    and v.sets["b"].pod == "running"
+                    and v.sets["b"].hint == ""
+                ),
+            )
+            self.result.reclaim_node = view.sets["b"].node
+
         return [
             ("A (release) runs on node-1", a_runs),
             ("C (retain) fills node-2", c_fills),
@@ -290,6 +325,7 @@ class Scenario:
             ("A is woken into a full pool: Waking, WakeNoCapacity", a_queues),
             ("B suspends and A restores into the freed seat", a_restores),
             ("the wake completes: A's :hibernate tag is dropped", tag_dropped),
+            ("B is woken into the full pool: idle A's seat is reclaimed, B restores", b_reclaims),
         ]
 
     def run(self) -> DemoResult:

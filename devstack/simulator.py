@@ -91,6 +91,13 @@ AUTO = "auto"
 MSG_RESTORED = "restored {how} on {node}"
 
 _NORMAL_FLOW_PHASES = {None, "", Phase.PENDING.value, Phase.RUNNING.value}
+# An idle VM still uses a little CPU (guest timers, the agent's heartbeat).
+IDLE_CPU = "2m"
+
+
+def metrics_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
+    return f"{base}/{name}" if name else base
 
 
 # --- the world as read ----------------------------------------------------------------
@@ -580,6 +587,14 @@ class Simulator:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _booted: int = 0
+    # vk-cocoon's VM statistics, as metrics-server would serve them (PodMetrics):
+    # CPU use per VM name (a quantity); a VM not listed idles at IDLE_CPU.
+    cpu_load: dict[str, str] = field(default_factory=dict)
+    # How often PodMetrics are refreshed (metrics-server's resolution is ~15 s; the
+    # local stack uses a shorter one so a demo need not wait). 0 = never.
+    metrics_interval: float = 1.0
+    _metrics_at: float = -1.0e9
+    _metrics_pods: set[tuple[str, str]] = field(default_factory=set)
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -645,7 +660,43 @@ class Simulator:
                 continue  # the world moved on: the next tick re-decides
             except ApiError as err:
                 self._record_error(str(err))
+        if self.metrics_interval and time.monotonic() - self._metrics_at >= self.metrics_interval:
+            self._metrics_at = time.monotonic()
+            self._feed_metrics(pods)
         return actions
+
+    def _feed_metrics(self, pods: Sequence[JSON]) -> None:
+        """vk-cocoon's stats -> PodMetrics: one per running VM pod, none for pods gone."""
+        live: set[tuple[str, str]] = set()
+        now = _now()
+        for p in pods:
+            vm = _ann(p).get(k.ANN_VM_NAME, "")
+            if _terminating(p) or not _node_of(p) or not _ann(p).get(k.ANN_VM_ID) or not vm:
+                continue
+            ns, name = _key(p)
+            live.add((ns, name))
+            body = {
+                "apiVersion": "metrics.k8s.io/v1beta1",
+                "kind": "PodMetrics",
+                # metrics-server copies the pod's labels, so label selectors work.
+                "metadata": {"name": name, "namespace": ns, "labels": dict(_labels(p))},
+                "timestamp": now,
+                "window": f"{max(int(self.metrics_interval), 1)}s",
+                "containers": [
+                    {
+                        "name": k.MAIN_CONTAINER,
+                        "usage": {"cpu": self.cpu_load.get(vm, IDLE_CPU), "memory": "512Mi"},
+                    }
+                ],
+            }
+            try:
+                self.api.request("PUT", metrics_path(ns, name), body=body)
+            except ApiError as err:
+                self._record_error(f"podmetrics {ns}/{name}: {err}")
+        for ns, name in self._metrics_pods - live:
+            with contextlib.suppress(ApiError):
+                self.api.delete(metrics_path(ns, name))
+        self._metrics_pods = live
 
     def _remember(self, pods: Sequence[JSON]) -> None:
         """Track pods across ticks: a pod that vanished frees its seat and maybe its cache."""

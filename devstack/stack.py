@@ -98,6 +98,9 @@ class StackConfig:
     registry_prefix: str = "snapshots"
     log_format: str = "json"
     wake_deadline: str = "10m"
+    # A waiting wake reclaims an idle seat after this (production default 30s; the
+    # local stack's scheduler never is merely slow, and a demo should not wait).
+    seat_reclaim_grace: str = "2s"
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -178,6 +181,7 @@ class Stack:
             "COCOON_INGEST_TOKEN": self.token,
             "COCOON_LOG_FORMAT": self.config.log_format,
             "COCOON_WAKE_DEADLINE": self.config.wake_deadline,
+            "COCOON_SEAT_RECLAIM_GRACE": self.config.seat_reclaim_grace,
             **self.config.extra_env,
         }
 

@@ -21,6 +21,7 @@ import prometheus_client
 
 from shared import constants as k
 from shared import log
+from shared.seats.keys import METRIC_SEAT_RECLAIMS
 
 # name -> (help, labels), as the operator's metrics package defines them.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -38,6 +39,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Number of released-seat wake pods observed Unschedulable (out of capacity); "
         "counted once per pod and scheduler message.",
         ("namespace", "cocoonset"),
+    ),
+    # Ours, not the operator's (it has no seat economy): idle seats taken for waiting wakes.
+    METRIC_SEAT_RECLAIMS: (
+        "Number of idle reclaimable seats suspended for a wake that found no capacity.",
+        ("namespace", "pool"),
     ),
 }
 

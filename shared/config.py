@@ -143,6 +143,8 @@ class Settings:
     events_topic: str | None = None
     wake_deadline: timedelta = timedelta(minutes=10)
     sweep_max_suspends: int = 50
+    # How long a wake must be unschedulable before it reclaims an idle seat; None = off.
+    seat_reclaim_grace: timedelta | None = timedelta(seconds=30)
     log_format: LogFormat = LogFormat.JSON
 
     def namespace_allowed(self, namespace: str) -> bool:
@@ -191,6 +193,13 @@ class Settings:
         max_raw = e.get("COCOON_SWEEP_MAX_SUSPENDS", "50").strip() or "50"
         if not max_raw.isdigit():
             raise ConfigError(f"COCOON_SWEEP_MAX_SUSPENDS={max_raw!r} is not a whole number")
+        grace_raw = (e.get("COCOON_SEAT_RECLAIM_GRACE", "30s") or "30s").strip()
+        grace: timedelta | None = None
+        if grace_raw != "off":
+            try:
+                grace = parse_duration(grace_raw)
+            except ValueError as err:
+                raise ConfigError(f"COCOON_SEAT_RECLAIM_GRACE: {err} (or `off`)") from None
         topic = e.get("COCOON_EVENTS_TOPIC") or None
         if topic and not (topic.startswith("projects/") and "/topics/" in topic):
             raise ConfigError(f"COCOON_EVENTS_TOPIC={topic!r} must be projects/P/topics/T")
@@ -224,5 +233,6 @@ class Settings:
             events_topic=topic,
             wake_deadline=deadline,
             sweep_max_suspends=int(max_raw),
+            seat_reclaim_grace=grace,
             log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
         )

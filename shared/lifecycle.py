@@ -9,6 +9,7 @@ Five kinds, each emitted at exactly the point where its Kubernetes Event is:
 | `woken`            | an owed wake report (the hint-clearing CAS landed)     | `WakeCompleted`  |
 | `wake-no-capacity` | `WakeNoCapacity` was newly emitted (not on a repeat)   | `WakeNoCapacity` |
 | `idle-suspended`   | the sweep's CAS patch `spec.suspend=true` landed       | `IdleSuspended`  |
+| `seat-reclaimed`   | a waiting wake's CAS suspend of an idle victim landed  | `SeatReclaimed`  |
 
 The builders here are pure (a set and a few facts in, an event value out);
 the wire form is the CloudEvents *structured* content mode of the Pub/Sub
@@ -76,6 +77,7 @@ class LifecycleKind(StrEnum):
     WOKEN = "woken"
     WAKE_NO_CAPACITY = "wake-no-capacity"
     IDLE_SUSPENDED = "idle-suspended"
+    SEAT_RECLAIMED = "seat-reclaimed"
 
     @property
     def ce_type(self) -> str:
@@ -289,6 +291,32 @@ def idle_suspended(
             "idleSeconds": int(idle_for.total_seconds()),
             "idleTimeoutSeconds": int(timeout.total_seconds()),
             "lastActivity": rfc3339_millis(last_activity),
+        },
+    )
+
+
+def seat_reclaimed(
+    victim: CocoonSet,
+    *,
+    waker: str,
+    pod_uid: str,
+    idle_for: timedelta,
+    pool: str,
+    now: datetime,
+    fallback_id: IdFactory = _random_id,
+) -> LifecycleEvent:
+    """About the victim (its seat is what moves); `waker` is `<ns>/<name>` of the wake."""
+    kind = LifecycleKind.SEAT_RECLAIMED
+    return _event(
+        kind,
+        victim,
+        id=_occurrence(kind, victim, victim.metadata.resource_version, fallback=fallback_id),
+        now=now,
+        details={
+            "reclaimedFor": waker,
+            "wakePodUid": pod_uid or None,
+            "idleSeconds": int(idle_for.total_seconds()),
+            "pool": pool,
         },
     )
 

@@ -255,6 +255,18 @@ def builtin_types() -> list[ResourceType]:
             namespaced=True,
             allow_create_on_update=True,
         ),
+        # metrics-server's PodMetrics (an aggregated API upstream, read-only there).
+        # Here the simulator's vk-cocoon writes them (create/update), standing in for
+        # the kubelet stats metrics-server scrapes; readers only ever list/get.
+        ResourceType(
+            "metrics.k8s.io",
+            ("v1beta1",),
+            "pods",
+            "pod",
+            "PodMetrics",
+            namespaced=True,
+            allow_create_on_update=True,
+        ),
         ResourceType(
             "apiextensions.k8s.io",
             ("v1",),

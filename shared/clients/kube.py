@@ -497,6 +497,24 @@ class KubeClient:
             if not token:
                 return
 
+    def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """metrics.k8s.io/v1beta1 PodMetrics items (one LIST; served by metrics-server).
+
+        Raw items: only `metadata.name` and `containers[].usage.cpu` are read. Without
+        metrics-server the group is not served: NotFound (404) or TransientError (503).
+        """
+        body = self._call(
+            f"LIST podmetrics {label_selector} in {namespace}",
+            self._custom.list_namespaced_custom_object,
+            "metrics.k8s.io",
+            "v1beta1",
+            namespace,
+            "pods",
+            label_selector=label_selector,
+        )
+        items = body.get("items") or []
+        return [i for i in items if isinstance(i, dict)]
+
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         try:
             body = self._read(

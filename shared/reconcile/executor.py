@@ -92,6 +92,7 @@ from shared.reconcile.steps import (
     Step,
     Wait,
 )
+from shared.seats.keys import ANN_SEAT_WAIT
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
@@ -149,6 +150,10 @@ class _Run:
     completed_wake: bool = False
     # A create of the main pod answered AlreadyExists (SPEC §5: "fine, wait").
     lost_create: bool = False
+    # Seat reclaim for a waiting wake (shared.seats): needs the settings (the grace,
+    # the namespaces to search); off for the victim's own release started from here.
+    settings: Settings | None = None
+    reclaim: bool = True
 
     # --- state ------------------------------------------------------------------
 
@@ -267,7 +272,7 @@ class _Run:
             raise ConfigError(step.reason)
         if isinstance(step, ReportNoCapacity):
             self.report_no_capacity(step)
-            return self.outcome("waiting", f"no capacity: {step.message}")
+            return self.outcome("waiting", f"no capacity: {step.message}{self.reclaim_seat(step)}")
         if isinstance(step, Done):
             return self.outcome("done", step.reason)
         if isinstance(step, Wait):
@@ -468,6 +473,8 @@ class _Run:
                         k.ANN_WAKE_REPORT_OWED: owed.wake_owed_value(
                             step.placement, pod_uid, cs.hint
                         ),
+                        # The seat economy's wait record (shared.seats): the wait is over.
+                        ANN_SEAT_WAIT: None,
                     }
                 }
             },
@@ -572,6 +579,41 @@ class _Run:
                 ),
             )
 
+    def reclaim_seat(self, step: ReportNoCapacity) -> str:
+        """Try to take an idle seat for this waiting wake (shared.seats); a note for the log."""
+        if not self.reclaim or self.settings is None or self.settings.seat_reclaim_grace is None:
+            return ""
+        from shared.seats.reclaimer import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
+
+        def start_release(ref: SetRef) -> Outcome:
+            # The victim's release, now rather than on its next event (as the sweep does).
+            return _Run(
+                ref=ref,
+                kube=self.kube,
+                registry=self.registry,
+                now=self.now,
+                publisher=self.publisher,
+                settings=self.settings,
+                reclaim=False,
+            ).run()
+
+        try:
+            res = reclaim_for(
+                self.set,
+                step.pod_uid,
+                kube=self.kube,
+                settings=self.settings,
+                now=self.now,
+                publisher=self.publisher,
+                start_release=start_release,
+            )
+        except CocoonError as e:
+            # The wait is durable (phase Waking): the next event or sweep tries again.
+            log.warning("seat reclaim failed", set=str(self.ref), error=str(e))
+            return "; seat reclaim failed"
+        log.info("seat reclaim", set=str(self.ref), action=res.action, detail=res.detail)
+        return f"; seat reclaim: {res.action} ({res.detail})"
+
 
 def _now(now: datetime | None) -> datetime:
     return now if now is not None else datetime.now(UTC)
@@ -602,6 +644,7 @@ def reconcile_set(
         now=_now(now),
         hook=hook,
         publisher=resolve_publisher(publisher, settings),
+        settings=settings,
     ).run()
 
 
@@ -641,5 +684,6 @@ def request_wake(
         now=_now(now),
         hook=hook,
         publisher=resolve_publisher(publisher, settings),
+        settings=settings,
     ).run(cs)
     return replace(out, steps=steps + out.steps)

@@ -83,6 +83,11 @@ class ActionKind(StrEnum):
     WAKE_TIMED_OUT = "wake-timed-out"
     CONFIG_WARNING = "config-warning"
     CONFIG_CLEARED = "config-cleared"
+    # The seat economy (shared.seats.sweep_hook).
+    SCHEDULE_SUSPEND = "schedule-suspend"
+    SCHEDULE_WAKE = "schedule-wake"
+    SCHEDULE_RECORD = "schedule-record"
+    ACTIVITY = "activity"
 
 
 class Result(StrEnum):
@@ -183,6 +188,10 @@ class Sweeper:
         self.dry_run = dry_run
         self.summary = SweepSummary(dry_run=dry_run)
         self.queue = IdleQueue(settings.sweep_max_suspends)
+        from shared.seats.sweep_hook import SeatSweep  # noqa: PLC0415 - import cycle
+
+        # Sleep windows, CPU activity and seat-annotation warnings, per page.
+        self.seats = SeatSweep(self)
 
     # --- the run -------------------------------------------------------------------
 
@@ -203,13 +212,14 @@ class Sweeper:
 
     def _page(self, page: list[CocoonSet]) -> None:
         self.summary.sets += len(page)
+        page = self.seats.prepare_page(page)
         pod_checks: list[tuple[CocoonSet, SafetyNeed]] = []
         for cs in page:
             plan = plan_set(cs, now=self.now)
             if plan.config is not None:
                 self._config(cs, plan.config, plan.idle.fingerprint)
             cand = idle_candidate(plan)
-            if cand is not None:
+            if cand is not None and self.seats.idle_allowed(cand.ref):
                 self.summary.idle_candidates += 1
                 self.queue.offer(cand)
             if plan.safety is None:

@@ -189,6 +189,27 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     return IdleEval(state, timeout=timeout, last_activity=last, idle_for=idle_for)
 
 
+def measured_last_activity(cs: CocoonSet) -> datetime | None:
+    """The sweep's idle clock on its own: the latest of `last-activity`, the last wake
+    completion and the creation. None when a stamp does not parse or nothing is there
+    (callers that act on idleness, like the seat reclaim, then leave the set alone)."""
+    ann = cs.metadata.annotations
+    stamps: list[datetime] = []
+    for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE):
+        raw = ann.get(key)
+        if raw is None:
+            continue
+        try:
+            stamps.append(parse_rfc3339(raw))
+        except ValueError:
+            return None
+    created = cs.metadata.creation_timestamp
+    if created:
+        with contextlib.suppress(ValueError):
+            stamps.append(parse_rfc3339(created))
+    return max(stamps) if stamps else None
+
+
 def config_action(cs: CocoonSet, idle: IdleEval) -> ConfigAction | None:
     recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
     if idle.state is IdleState.BAD_CONFIG:

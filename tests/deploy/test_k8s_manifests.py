@@ -179,6 +179,9 @@ def _code_needs() -> set[tuple[str, str, str]]:
     unknown = calls - set(CLIENT_CALLS)
     assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
     needs = {CLIENT_CALLS[name] for name in calls}
+    # The one custom-object call outside the CocoonSet group: PodMetrics (list only).
+    if '"metrics.k8s.io"' in source:
+        needs.add(("metrics.k8s.io", "pods", "list"))
     return needs.union(*(IMPLIED.get(n, set()) for n in needs))
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from shared import constants as c
 from shared.config import KubeAuth, RegistryAuth, Settings
+from shared.seats.keys import METRIC_SEAT_RECLAIMS
 from tests.conftest import REPO_ROOT
 from tests.deploy._hcl import (
     EXAMPLE_DIR,
@@ -182,6 +183,7 @@ PLACEHOLDERS = {
     "COCOON_EVENTS_TOPIC": "projects/acme-prod/topics/cocoon-events",
     "COCOON_WAKE_DEADLINE": "10m",
     "COCOON_SWEEP_MAX_SUSPENDS": "50",
+    "COCOON_SEAT_RECLAIM_GRACE": "30s",
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
     "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
     "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
@@ -738,7 +740,13 @@ def test_ingress_is_internal_by_default(module: TfDir) -> None:
 
 def test_log_metrics_are_the_operator_counters(module: TfDir) -> None:
     metrics = module.locals["log_metrics"]
-    assert set(metrics) == {c.METRIC_PODS_DELETED, c.METRIC_WAKE, c.METRIC_WAKE_UNSCHEDULABLE}
+    assert set(metrics) == {
+        c.METRIC_PODS_DELETED,
+        c.METRIC_WAKE,
+        c.METRIC_WAKE_UNSCHEDULABLE,
+        METRIC_SEAT_RECLAIMS,
+    }
+    assert set(metrics[METRIC_SEAT_RECLAIMS]["labels"]) == {"namespace", "pool"}
     assert set(metrics[c.METRIC_WAKE]["labels"]) == {"namespace", "cocoonset", "placement"}
     for name in (c.METRIC_PODS_DELETED, c.METRIC_WAKE_UNSCHEDULABLE):
         assert set(metrics[name]["labels"]) == {"namespace", "cocoonset"}
@@ -1246,3 +1254,32 @@ def test_state_backend_is_declared_not_commented(example: TfDir) -> None:
     assert backends and "gcs" in backends[0], backends
     secrets = (MODULE_DIR / "secrets.tf").read_text(encoding="utf-8")
     assert "backend-config=bucket" in secrets
+
+
+@pytest.mark.parametrize(
+    "value", [*DEADLINES, pytest.param("off", id="off"), pytest.param("OFF", id="off-upper")]
+)
+def test_seat_reclaim_grace_validation_agrees_with_settings(module: TfDir, value: str) -> None:
+    """A grace `terraform plan` accepts must not fail every function's cold start."""
+    from shared.config import Settings
+    from shared.errors import ConfigError
+
+    try:
+        Settings.from_env({"COCOON_SEAT_RECLAIM_GRACE": value})
+    except ConfigError:
+        code_accepts = False
+    else:
+        code_accepts = True
+    condition = module.variables["seat_reclaim_grace"]["validation"][0]["condition"]
+    assert "var.seat_reclaim_grace==off||" in norm(condition)
+    patterns = hcl_regexes(condition)
+    assert len(patterns) == 2, condition
+    tf_accepts = value == "off" or all(
+        re.search(p.pattern.replace("$", r"\Z"), value) for p in patterns
+    )
+    if value != value.strip() or not value:
+        # The code strips blanks and reads empty as the default; Terraform refuses
+        # both, which is the safe direction (plan fails, nothing deploys).
+        assert code_accepts and not tf_accepts
+        return
+    assert tf_accepts is code_accepts

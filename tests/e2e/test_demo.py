@@ -51,7 +51,7 @@ def test_demo_runs_every_step_and_ends_clean(tmp_path: Path) -> None:
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr[-3000:]}"
     assert report["ok"] is True
-    assert [s["ok"] for s in report["steps"]] == [True] * 8
+    assert [s["ok"] for s in report["steps"]] == [True] * 9
     lines = [text for _at, text in report["transitions"]]
 
     def happened(fragment: str) -> bool:
@@ -119,6 +119,21 @@ def test_demo_runs_every_step_and_ends_clean(tmp_path: Path) -> None:
     assert report["api_requests"]["functions"] > 0
     assert "summary" in out
 
+    # The seat economy: B's wake into the full pool reclaimed idle A's seat, once.
+    assert happened("event Normal SeatReclaimed")
+    at = 0
+    for frag in (
+        "b: phase Suspended -> Waking",
+        "a: phase Running -> Suspending",
+        "a: phase Suspending -> Suspended",
+        "b: phase Waking -> Running",
+    ):
+        # Each after the one before it (A suspended earlier in the story too).
+        found = [i for i, line in enumerate(lines) if i >= at and frag in line]
+        assert found, (frag, lines[at:])
+        at = found[0]
+    assert report["reclaim_node"] == "node-1"
+
 
 def test_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
     proc = subprocess.Popen(
@@ -138,9 +153,9 @@ def test_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
             if not line:
                 break
             seen.append(line)
-            if "step 2/8" in line:
+            if "step 2/9" in line:
                 break
-        assert any("step 2/8" in line for line in seen), "".join(seen)
+        assert any("step 2/9" in line for line in seen), "".join(seen)
         tree = descendants(proc.pid)
         # kube, release, wake, sweep, ingest (+ gunicorn workers) and the registry.
         assert len(tree) >= 6, tree

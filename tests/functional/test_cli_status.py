@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from shared import constants as k
 from shared import log
 from shared.clients.registry import reset_clients
 from shared.config import LogFormat
+from shared.seats.keys import ANN_RECLAIMABLE_AFTER, ANN_SEAT_WAIT
 
 NS = "team"
 PREFIX = "snapshots"
@@ -159,3 +161,30 @@ def test_a_bad_kubeconfig_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output.strip().startswith("error:")
     assert result.output.strip().count("\n") == 0
+
+
+def test_the_seat_view_per_pool(world: dict[str, str], kube: Any) -> None:
+    api = KubeHTTP(kube.url)
+    since = (datetime.now(UTC) - timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    wait = json.dumps({"pod": "uid-1", "since": since, "victim": f"{NS}/running"})
+    api.merge_patch(set_path(NS, "waking"), {"metadata": {"annotations": {ANN_SEAT_WAIT: wait}}})
+    api.merge_patch(
+        set_path(NS, "running"), {"metadata": {"annotations": {ANN_RECLAIMABLE_AFTER: "1h"}}}
+    )
+
+    result = CliRunner().invoke(command, ["--seats", "-o", "json"], env=world)
+    assert result.exit_code == 0, result.output
+    [pool] = json.loads(result.output)
+    # running-0 and stale-0 on node-1, waking-0 on node-2.
+    assert (pool["pool"], pool["used"]) == ("default", 3)
+    [waiting] = pool["waiting"]
+    assert waiting["set"] == f"{NS}/waking" and 175 <= waiting["age_seconds"] <= 240
+    assert waiting["victim"] == f"{NS}/running"
+    [rec] = pool["reclaimable"]
+    assert rec["set"] == f"{NS}/running" and rec["eligible"] is False
+    assert rec["reclaimable_after_seconds"] == 3600
+
+    table = CliRunner().invoke(command, ["--namespace", NS], env=world)
+    assert "pool default: 3 seat(s) used" in table.output
+    assert f"{NS}/waking  waiting 3m" in table.output
+    assert f"{NS}/running  idle " in table.output and "reclaimable after 1h" in table.output

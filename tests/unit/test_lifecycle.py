@@ -61,6 +61,16 @@ def build(kind: LifecycleKind, **set_kw: Any) -> LifecycleEvent:
             now=NOW,
             fallback_id=never,
         )
+    if kind is LifecycleKind.SEAT_RECLAIMED:
+        return lifecycle.seat_reclaimed(
+            cs,
+            waker=f"{NS}/waker",
+            pod_uid="pod-uid-3",
+            idle_for=timedelta(hours=2),
+            pool="default",
+            now=NOW,
+            fallback_id=never,
+        )
     return lifecycle.idle_suspended(
         cs,
         idle_for=timedelta(hours=2, minutes=5),
@@ -84,6 +94,12 @@ DETAILS = {
         "idleSeconds": 7500,
         "idleTimeoutSeconds": 1800,
         "lastActivity": "2026-03-01T07:10:02.118Z",
+    },
+    LifecycleKind.SEAT_RECLAIMED: {
+        "reclaimedFor": f"{NS}/waker",
+        "wakePodUid": "pod-uid-3",
+        "idleSeconds": 7200,
+        "pool": "default",
     },
 }
 

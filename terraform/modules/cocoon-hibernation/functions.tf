@@ -22,6 +22,7 @@ locals {
     COCOON_EVENTS_TOPIC       = var.publish_lifecycle_events ? google_pubsub_topic.events[0].id : ""
     COCOON_WAKE_DEADLINE      = var.wake_deadline
     COCOON_SWEEP_MAX_SUSPENDS = tostring(var.sweep_max_suspends)
+    COCOON_SEAT_RECLAIM_GRACE = var.seat_reclaim_grace
     COCOON_LOG_FORMAT         = "json"
   }
 

@@ -18,6 +18,12 @@ locals {
       description = "Wake attempts whose main pod was Unschedulable (no seat free)."
       labels      = ["namespace", "cocoonset"]
     }
+    # The seat economy's own counter (not the reference operator's): idle seats
+    # taken for waiting wakes, by the victim's namespace and the seat's pool.
+    cocoon_hibernation_seat_reclaims_total = {
+      description = "Idle reclaimable seats taken for a waiting wake (victim namespace, pool)."
+      labels      = ["namespace", "pool"]
+    }
   }
 
   services_regex = "^${var.name_prefix}-(release|wake|sweep|ingest)$"

@@ -263,6 +263,18 @@ variable "wake_deadline" {
   }
 }
 
+variable "seat_reclaim_grace" {
+  description = "COCOON_SEAT_RECLAIM_GRACE: how long a wake must be unschedulable before it reclaims an idle reclaimable seat (e.g. 30s), or off."
+  type        = string
+  default     = "30s"
+
+  # What shared/config.py accepts: `off`, or a duration as for wake_deadline.
+  validation {
+    condition     = var.seat_reclaim_grace == "off" || (can(regex("^([0-9]+(ms|s|m|h|d))+$", var.seat_reclaim_grace)) && can(regex("[1-9]", var.seat_reclaim_grace)))
+    error_message = "seat_reclaim_grace must be off or a positive duration of whole numbers with units ms, s, m, h or d, like 30s or 2m."
+  }
+}
+
 variable "sweep_max_suspends" {
   description = "COCOON_SWEEP_MAX_SUSPENDS: idle suspends per sweep run (keeps one run from stampeding the registry)."
   type        = number

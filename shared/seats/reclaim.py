@@ -1,0 +1,343 @@
+"""Reclaiming an idle seat for a waiting wake, as pure decisions (like `decide()`).
+
+A wake whose restored main pod is unschedulable (the pool is full) may take
+the seat of the longest-idle set that opted in with `reclaimable-after`. Two
+functions, both pure (no clock, no I/O; the caller passes `now`):
+
+* :func:`decide_wait` looks at the waker alone (its durable `seat-wait`
+  record and, when the record names one, the victim as re-read) and says
+  whether to stamp the first unschedulable observation, hold, record that the
+  victim's seat was freed, or search for a victim;
+* :func:`choose_victim` ranks the candidates a list returned and picks one.
+
+Invariants (the reasons are in the README, "Seat reclaim"):
+
+- the grace period runs from the first unschedulable observation *of this
+  main pod* (its uid is in the record), so a slow scheduler causes no churn
+  and a new wake never inherits an old wake's clock;
+- at most one reclaim in flight per waiting wake: the waker's record names
+  its victim, written by compare-and-swap before the victim is touched; a
+  second invocation for the same wake sees the record and holds;
+- two wakes never take the same victim: the victim's suspend is a
+  compare-and-swap on the version the search listed, and a suspended set is
+  never a candidate again;
+- a claim whose victim write never landed (lost CAS, crash) is given up after
+  one grace period (the set is then judged afresh, like every other), and a
+  seat that was freed but taken by someone else allows a new reclaim only one
+  grace period after the release was seen complete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from shared import constants as k
+from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
+from shared.enums import CocoonSetPhase
+from shared.models import CocoonSet
+from shared.names import SetRef
+from shared.seats import keys
+from shared.sweep.plan import measured_last_activity
+
+# Seats one wake may take in all (the first, plus retries when the freed seat went
+# to another pod): a cascade of suspends for one pod that never fits is refused.
+MAX_RECLAIMS_PER_WAKE = 3
+# However short the grace is configured, a claim in flight is given this long to
+# land, and a freed seat this long to be bound: kube-scheduler retries an
+# unschedulable pod after at most 10 s of backoff.
+SETTLE_FLOOR = timedelta(seconds=10)
+
+
+def set_key(cs: CocoonSet) -> str:
+    return f"{cs.namespace}/{cs.name}"
+
+
+# --- the waker's durable record --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SeatWait:
+    """What a waiting wake remembers (annotation `seat-wait`, compact JSON)."""
+
+    pod: str  # uid of the unschedulable restore pod: the wake's identity
+    since: datetime  # first observation of that pod unschedulable
+    victim: str | None = None  # `<ns>/<name>` of the set whose seat was claimed
+    at: datetime | None = None  # when the claim was recorded
+    freed: datetime | None = None  # first observation of the victim's seat released
+    count: int = 0  # seats reclaimed for this wake so far
+
+    def encode(self) -> str:
+        out: dict[str, str] = {"pod": self.pod, "since": format_rfc3339(self.since)}
+        if self.victim is not None:
+            out["victim"] = self.victim
+        if self.at is not None:
+            out["at"] = format_rfc3339(self.at)
+        if self.freed is not None:
+            out["freed"] = format_rfc3339(self.freed)
+        if self.count:
+            out["count"] = str(self.count)
+        return json.dumps(out, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def decode(cls, raw: str | None) -> SeatWait | None:
+        """None for an absent or unreadable record (it is ours: rewritten from scratch)."""
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            pod = str(data["pod"])
+            since = parse_rfc3339(str(data["since"]))
+            victim = str(data["victim"]) if "victim" in data else None
+            at = parse_rfc3339(str(data["at"])) if "at" in data else None
+            freed = parse_rfc3339(str(data["freed"])) if "freed" in data else None
+            count = int(str(data.get("count", 0)))
+        except (ValueError, KeyError, TypeError):
+            return None
+        return cls(pod=pod, since=since, victim=victim, at=at, freed=freed, count=count)
+
+
+# --- what to do for the waker ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """First unschedulable observation of this pod: record it (CAS); the grace starts."""
+
+    wait: SeatWait
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Nothing to do now (grace running, a reclaim in flight, a freed seat settling)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MarkFreed:
+    """The victim released its seat: record when that was first seen (CAS)."""
+
+    wait: SeatWait
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """Past the grace with no reclaim in flight: list candidates and claim one."""
+
+    wait: SeatWait
+    exclude: frozenset[str]  # sets not to try (none today: a lost claim is re-judged afresh)
+
+
+WaitStep = Stamp | Hold | MarkFreed | Search
+
+
+class NotRead:
+    """Sentinel: the caller has not re-read the recorded victim yet."""
+
+
+NOT_READ = NotRead()
+
+
+def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
+    """The victim the waker's record names for this pod (the caller re-reads it)."""
+    wait = SeatWait.decode(waker.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    if wait is None or wait.pod != pod_uid or wait.victim is None or "/" not in wait.victim:
+        return None
+    ns, name = wait.victim.split("/", 1)
+    return SetRef(ns, name)
+
+
+def _claim_landed(victim: CocoonSet, waker: CocoonSet) -> bool:
+    return victim.suspended and (
+        victim.metadata.annotations.get(keys.ANN_RECLAIMED_BY) == set_key(waker)
+    )
+
+
+def decide_wait(
+    waker: CocoonSet,
+    pod_uid: str,
+    *,
+    now: datetime,
+    grace: timedelta,
+    victim: CocoonSet | NotRead | None = NOT_READ,
+) -> WaitStep:
+    """The next reclaim step for a waker whose restore pod `pod_uid` is unschedulable.
+
+    `victim` is the recorded victim as re-read (None = it is gone); leave it
+    out when the record names none (see :func:`recorded_victim`).
+    """
+    wait = SeatWait.decode(waker.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    if wait is None or wait.pod != pod_uid:
+        return Stamp(SeatWait(pod=pod_uid, since=now))
+    waited = now - wait.since
+    if waited < grace:
+        return Hold(f"unschedulable for {_secs(waited)}, grace {_secs(grace)}")
+    if wait.victim is None:
+        return Search(wait, frozenset())
+    if isinstance(victim, NotRead):
+        raise ValueError("the record names a victim: re-read it and pass it as `victim`")
+    if victim is not None and not _claim_landed(victim, waker):
+        # Our victim write never landed (lost CAS, or a crash between the two
+        # writes) — or is landing right now in a concurrent invocation: wait one
+        # grace before giving the claim up, so two invocations never take two seats.
+        claimed = wait.at or wait.since
+        if now - claimed < max(grace, SETTLE_FLOOR):
+            return Hold(f"claim on {wait.victim} in flight")
+        # The same set may be chosen again: if another wake took it, it is no longer a
+        # candidate; if it changed (activity, a status write), it is judged afresh.
+        return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+    released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
+    if not released:
+        assert victim is not None
+        phase = victim.phase.value if victim.phase else "unset"
+        return Hold(f"reclaim in flight: {wait.victim} is releasing its seat (phase {phase})")
+    if wait.freed is None:
+        return MarkFreed(replace(wait, freed=now))
+    settled = now - wait.freed
+    if settled < max(grace, SETTLE_FLOOR):
+        return Hold(f"{wait.victim}'s seat was freed {_secs(settled)} ago: the scheduler's turn")
+    if wait.count >= MAX_RECLAIMS_PER_WAKE:
+        # Seats freed for it keep going elsewhere, or one seat is not enough for it
+        # (a bigger pod than the victims): stop taking idle users' seats for this wake.
+        return Hold(f"already reclaimed {wait.count} seat(s) for this wake")
+    # The freed seat went to someone else: this wake may reclaim once more.
+    return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+
+
+def _secs(value: timedelta) -> str:
+    return f"{int(value.total_seconds())}s"
+
+
+# --- the victim ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    cs: CocoonSet
+    idle_for: timedelta
+    reclaimable_after: timedelta
+
+    @property
+    def ref(self) -> SetRef:
+        return SetRef(self.cs.namespace, self.cs.name)
+
+    @property
+    def pool(self) -> str:
+        return self.cs.spec.node_pool or k.DEFAULT_POOL
+
+
+def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidate:
+    """Why `cs` cannot give its seat to `waker` (a reason), or the candidate it is."""
+    ann = cs.metadata.annotations
+    raw = ann.get(keys.ANN_RECLAIMABLE_AFTER)
+    if raw is None:
+        return "not reclaimable"
+    if set_key(cs) == set_key(waker):
+        return "the waker itself"
+    if not cs.is_release:
+        # A retain set keeps its seat while suspended: taking it frees nothing.
+        return "hibernatePolicy is not release"
+    if cs.metadata.deletion_timestamp is not None:
+        return "being deleted"
+    if cs.phase is not CocoonSetPhase.RUNNING or cs.suspended or cs.hint:
+        return "not Running (or suspending, or waking)"
+    try:
+        after = parse_duration(raw)
+    except ValueError:
+        return "reclaimable-after does not parse"
+    exempt_raw = ann.get(k.ANN_IDLE_EXEMPT_UNTIL)
+    if exempt_raw is not None:
+        try:
+            if now < parse_rfc3339(exempt_raw):
+                return "idle-exempt-until is in the future"
+        except ValueError:
+            return "idle-exempt-until does not parse"
+    if (cs.spec.node_pool or k.DEFAULT_POOL) != (waker.spec.node_pool or k.DEFAULT_POOL):
+        return "another node pool"
+    cls = waker.spec.snapshot_compatibility_class
+    if cls and cs.spec.snapshot_compatibility_class != cls:
+        return "another snapshot CPU class"
+    if cs.spec.node_name and cs.spec.node_name != waker.spec.node_name:
+        # Its own wake could only ever use that one node: taking its seat for a
+        # wake that could go anywhere makes the next wake of this set the hard one.
+        return "pinned to another node"
+    if waker.spec.node_name and cs.spec.node_name != waker.spec.node_name:
+        # A pinned waker can only use a seat on its node; without a pod list the
+        # only set whose node is known from the set itself is one pinned there.
+        return "not on the waker's pinned node"
+    last = measured_last_activity(cs)
+    if last is None:
+        return "no readable activity stamp"
+    idle_for = now - last
+    if idle_for < after:
+        return f"idle {_secs(idle_for)}, reclaimable after {_secs(after)}"
+    return Candidate(cs=cs, idle_for=idle_for, reclaimable_after=after)
+
+
+def choose_victim(
+    waker: CocoonSet,
+    sets: Iterable[CocoonSet],
+    *,
+    now: datetime,
+    exclude: frozenset[str] = frozenset(),
+) -> list[Candidate]:
+    """Every candidate for `waker`, best first: longest idle, then namespace/name.
+
+    The caller tries them in order: a lost compare-and-swap on the first (another
+    wake took it, or its user came back) moves on to the next.
+    """
+    found: list[Candidate] = []
+    for cs in sets:
+        if set_key(cs) in exclude:
+            continue
+        res = why_not(cs, waker, now=now)
+        if isinstance(res, Candidate):
+            found.append(res)
+    found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
+    return found
+
+
+# --- fair order among waiting wakes ------------------------------------------------------
+
+
+def waiting_since(cs: CocoonSet) -> SeatWait | None:
+    """The wait record of a `Waking` set, or None (not waiting, or no record)."""
+    if cs.phase is not CocoonSetPhase.WAKING or cs.suspended:
+        return None
+    return SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+
+
+def older_waiter_first(
+    waker: CocoonSet,
+    wait: SeatWait,
+    cand: Candidate,
+    others: Iterable[CocoonSet],
+    *,
+    now: datetime,
+    grace: timedelta,
+) -> str | None:
+    """The set that should take `cand` before `waker` does, or None.
+
+    Among wakes that wait for the same seat, the one that has waited longest
+    reclaims first: another wake blocks this one when it waits since earlier
+    (ties by namespace/name), is past its grace, has no reclaim in flight, may
+    still reclaim, and `cand` fits it. Decided from the records alone (the same
+    list the search used), so deferring costs no request.
+    """
+    mine = (wait.since, waker.namespace, waker.name)
+    for other in others:
+        if set_key(other) == set_key(waker):
+            continue
+        theirs = waiting_since(other)
+        if theirs is None or theirs.victim is not None or theirs.count >= MAX_RECLAIMS_PER_WAKE:
+            continue
+        if now - theirs.since < grace:
+            continue
+        if (theirs.since, other.namespace, other.name) >= mine:
+            continue
+        if isinstance(why_not(cand.cs, other, now=now), Candidate):
+            return set_key(other)
+    return None

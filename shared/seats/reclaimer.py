@@ -1,0 +1,340 @@
+"""Performing a seat reclaim for a waiting wake (the decisions are in `reclaim.py`).
+
+Called by the reconciler when a wake reports no capacity (and so by the
+sweep's safety net, which reconciles every `Waking` set each run). Cost when
+nothing is due: zero requests (the grace is judged from the set as read), one
+GET of the recorded victim while a reclaim is in flight; one paged LIST of sets
+per allowed scope only when a search is due, shared by the searches of one
+process for CANDIDATE_TTL_SECONDS (a sweep run searching for many waiting
+wakes lists once).
+
+Writes, in order, each a compare-and-swap:
+
+1. the waker's `seat-wait` record names the victim (a concurrent invocation
+   for the same wake loses here and stops: one reclaim per wake);
+2. the victim gets `spec.suspend=true` plus `seat-reclaimed-by` on the version
+   the list returned (a concurrent wake that chose the same victim loses here
+   and moves on to its next candidate: two wakes never share a victim).
+
+Only after (2) landed are the Events, the counter and the lifecycle
+CloudEvent emitted, and the victim's release started at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+from shared import constants as k
+from shared import lifecycle, log
+from shared.config import Settings
+from shared.errors import CocoonError, Conflict, NotFound
+from shared.lifecycle import LifecyclePublisher
+from shared.models import CocoonSet
+from shared.names import SetRef
+from shared.reconcile.ports import KubeApi
+from shared.seats import keys
+from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
+from shared.seats.reclaim import (
+    NOT_READ,
+    Candidate,
+    Hold,
+    MarkFreed,
+    SeatWait,
+    Stamp,
+    choose_victim,
+    decide_wait,
+    older_waiter_first,
+    recorded_victim,
+    set_key,
+    why_not,
+)
+from shared.seats.sweep_hook import PodMetricsLister
+from shared.sweep.plan import format_duration
+
+# Candidates tried per search: each lost CAS means another wake (or the user)
+# got there first; past this, the next run searches again from fresh state.
+MAX_TRIES = 5
+
+
+@runtime_checkable
+class SetLister(Protocol):
+    def list_sets(
+        self, namespace: str | None, *, limit: int = 500
+    ) -> Iterator[list[CocoonSet]]: ...
+
+
+# How long one search's list of reclaimable sets serves other searches in this
+# process. The sweep reconciles every waiting wake in one run: without this, each
+# would list every set. A stale entry is safe: the victim's suspend is a CAS on
+# the listed version, and a 409 re-reads and re-judges.
+CANDIDATE_TTL_SECONDS = 2.0
+
+
+class _CandidateCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str | None, ...], tuple[float, list[CocoonSet]]] = {}
+
+    def reclaimable(self, kube: SetLister, scopes: list[str | None]) -> list[CocoonSet]:
+        key = (*scopes,)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and time.monotonic() - hit[0] < CANDIDATE_TTL_SECONDS:
+                return hit[1]
+        sets: list[CocoonSet] = []
+        for scope in scopes:
+            for page in kube.list_sets(scope):
+                # Only what could qualify is kept: memory stays small however many sets.
+                # Only what a search reads is kept (candidates, and waiting wakes for
+                # the fair order): memory stays small however many sets there are.
+                sets.extend(
+                    cs
+                    for cs in page
+                    if keys.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
+                    or keys.ANN_SEAT_WAIT in cs.metadata.annotations
+                )
+        with self._lock:
+            self._entries[key] = (time.monotonic(), sets)
+        return sets
+
+    def replace(self, *updated: CocoonSet) -> None:
+        """What this process just wrote: the next search here sees it without a LIST
+        (the sweep reconciles waiting wakes one after another: the fair order then
+        needs no TTL to pass between one wake's claim and the next wake's turn)."""
+        keys_ = {set_key(cs): cs for cs in updated}
+        with self._lock:
+            for stamp, sets in self._entries.values():
+                for i, cs in enumerate(sets):
+                    if set_key(cs) in keys_:
+                        sets[i] = keys_[set_key(cs)]
+                del stamp
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_CACHE = _CandidateCache()
+
+
+def forget_candidates() -> None:
+    """Drop the cached candidate lists (tests; nothing in production needs it)."""
+    _CACHE.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimResult:
+    action: str  # stamped | held | freed | reclaimed | none | conflict | off
+    detail: str
+    victim: SetRef | None = None
+
+
+StartRelease = Callable[[SetRef], object]
+
+
+def _write_wait(kube: KubeApi, waker: CocoonSet, wait: SeatWait) -> CocoonSet:
+    return kube.patch_set(
+        SetRef(waker.namespace, waker.name),
+        {"metadata": {"annotations": {keys.ANN_SEAT_WAIT: wait.encode()}}},
+        resource_version=waker.metadata.resource_version,
+    )
+
+
+def _scopes(settings: Settings) -> list[str | None]:
+    if settings.namespaces is None:
+        return [None]
+    return [*sorted(settings.namespaces)]
+
+
+def reclaim_for(
+    waker: CocoonSet,
+    pod_uid: str,
+    *,
+    kube: KubeApi,
+    settings: Settings,
+    now: datetime,
+    publisher: LifecyclePublisher | None,
+    start_release: StartRelease | None = None,
+) -> ReclaimResult:
+    """One step of the reclaim for `waker`, whose restore pod `pod_uid` is unschedulable.
+
+    Raises only what the caller's error policy handles (CocoonError); a lost
+    compare-and-swap is an answer ("conflict"), the next event or sweep re-decides.
+    """
+    grace = settings.seat_reclaim_grace
+    if grace is None:
+        return ReclaimResult("off", "COCOON_SEAT_RECLAIM_GRACE=off")
+    victim_ref = recorded_victim(waker, pod_uid)
+    step = (
+        decide_wait(waker, pod_uid, now=now, grace=grace)
+        if victim_ref is None
+        else decide_wait(waker, pod_uid, now=now, grace=grace, victim=kube.get_set(victim_ref))
+    )
+    if isinstance(step, Hold):
+        return ReclaimResult("held", step.reason)
+    if isinstance(step, Stamp | MarkFreed):
+        try:
+            _write_wait(kube, waker, step.wait)
+        except Conflict:
+            return ReclaimResult("conflict", "the waker changed meanwhile")
+        if isinstance(step, Stamp):
+            return ReclaimResult("stamped", f"unschedulable since {step.wait.since.isoformat()}")
+        return ReclaimResult("freed", f"{step.wait.victim}'s seat is free")
+    if not isinstance(kube, SetLister):
+        return ReclaimResult("none", "this client cannot list sets")
+    sets = _CACHE.reclaimable(kube, _scopes(settings))
+    candidates = choose_victim(waker, sets, now=now, exclude=step.exclude)
+    if not candidates:
+        log.info(
+            "seat reclaim: no reclaimable seat fits the waiting wake",
+            namespace=waker.namespace,
+            cocoonset=waker.name,
+            pool=waker.spec.node_pool,
+        )
+        return ReclaimResult("none", "no reclaimable set fits")
+    current = waker
+    for cand in candidates[:MAX_TRIES]:
+        first = older_waiter_first(waker, step.wait, cand, sets, now=now, grace=grace)
+        if first is not None:
+            # Fair order: the longest waiting wake this seat fits reclaims it first.
+            return ReclaimResult("held", f"{first} has waited longer for a seat like {cand.ref}")
+        if (why := _cpu_says_keep(kube, cand, now)) is not None:
+            log.info("seat reclaim: candidate skipped", victim=str(cand.ref), reason=why)
+            continue
+        claim = replace(
+            step.wait, victim=set_key(cand.cs), at=now, freed=None, count=step.wait.count + 1
+        )
+        try:
+            current = _write_wait(kube, current, claim)
+        except Conflict:
+            # Another invocation for this wake is claiming (or the set moved on).
+            return ReclaimResult("conflict", "another invocation is reclaiming for this wake")
+        victim = _suspend_victim(kube, cand, current, now)
+        _CACHE.replace(current, *([victim] if victim is not None else []))
+        if victim is None:
+            continue
+        _report(kube, current, victim, cand, pod_uid, now=now, publisher=publisher)
+        if start_release is not None:
+            try:
+                start_release(cand.ref)
+            except CocoonError as err:
+                # The suspend is durable: the release's own events, or the sweep, finish it.
+                log.warning(
+                    "seat reclaim: the victim's release did not start now",
+                    namespace=cand.cs.namespace,
+                    cocoonset=cand.cs.name,
+                    error=str(err),
+                )
+        return ReclaimResult("reclaimed", f"suspended {cand.ref}", victim=cand.ref)
+    return ReclaimResult("conflict", "every candidate changed meanwhile")
+
+
+def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
+    """For a set measured by CPU (`idle-cpu-below`): busy now, or no data = keep it.
+
+    The sweep refreshes `last-activity` only every tenth of a timeout, so the stamp
+    alone could be minutes stale; one PodMetrics LIST of this one pod settles it.
+    """
+    if keys.ANN_IDLE_CPU_BELOW not in cand.cs.metadata.annotations:
+        return None
+    if not isinstance(kube, PodMetricsLister):
+        return "PodMetrics unavailable"
+    selector = f"{k.LABEL_SET_NAME}={cand.cs.name},{k.LABEL_ROLE}={k.ROLE_MAIN}"
+    try:
+        items = kube.list_pod_metrics(cand.cs.namespace, selector)
+    except CocoonError as err:
+        return f"PodMetrics unavailable ({type(err).__name__})"
+    usage = None
+    for item in items:
+        containers = item.get("containers")
+        if isinstance(containers, list):
+            usage = main_pod_usage(containers)
+    state = evaluate_activity(cand.cs, usage, now=now).state
+    if state is Activity.BAD_CONFIG:
+        return "idle-cpu-below does not parse: its activity cannot be measured"
+    if state is Activity.UNKNOWN:
+        return "no PodMetrics for its main pod: never suspended on missing data"
+    if state in (Activity.ACTIVE, Activity.REFRESH):
+        return "its VM is busy (CPU at or above idle-cpu-below)"
+    return None
+
+
+def _suspend_victim(
+    kube: KubeApi, cand: Candidate, waker: CocoonSet, now: datetime
+) -> CocoonSet | None:
+    patch = {
+        "metadata": {"annotations": {keys.ANN_RECLAIMED_BY: set_key(waker)}},
+        "spec": {"suspend": True},
+    }
+    cs = cand.cs
+    for attempt in (1, 2):
+        try:
+            # The version the search judged idle: any write since (activity, another
+            # wake's claim, the operator's status) makes this a 409.
+            return kube.patch_set(cand.ref, patch, resource_version=cs.metadata.resource_version)
+        except NotFound:
+            break
+        except Conflict:
+            if attempt == 2:
+                break
+            # Re-read and re-judge once (SPEC §9): a status write by the operator must
+            # not cost the claim; a set another wake took, or one now active, is refused.
+            fresh = kube.get_set(cand.ref)
+            if fresh is None or not isinstance(why_not(fresh, waker, now=now), Candidate):
+                break
+            cs = fresh
+    log.info("seat reclaim: candidate changed meanwhile", victim=str(cand.ref))
+    return None
+
+
+def _report(
+    kube: KubeApi,
+    waker: CocoonSet,
+    victim: CocoonSet,
+    cand: Candidate,
+    pod_uid: str,
+    *,
+    now: datetime,
+    publisher: LifecyclePublisher | None,
+) -> None:
+    idle = format_duration(cand.idle_for)
+    messages = (
+        (
+            victim,
+            f"Suspended after {idle} idle (reclaimable-after "
+            f"{format_duration(cand.reclaimable_after)}): its seat goes to the waiting wake "
+            f"of {set_key(waker)}",
+        ),
+        (waker, f"Reclaimed the seat of {set_key(victim)} (idle {idle}) for this wake"),
+    )
+    for cs, message in messages:
+        try:
+            kube.emit_event(
+                cs, reason=keys.REASON_SEAT_RECLAIMED, message=message, key=f"reclaim/{pod_uid}"
+            )
+        except CocoonError as err:
+            log.warning("could not emit event", set=set_key(cs), error=str(err))
+    log.count(keys.METRIC_SEAT_RECLAIMS, namespace=victim.namespace, pool=cand.pool)
+    lifecycle.emit(
+        publisher,
+        lifecycle.seat_reclaimed(
+            victim,
+            waker=set_key(waker),
+            pod_uid=pod_uid,
+            idle_for=cand.idle_for,
+            pool=cand.pool,
+            now=now,
+        ),
+    )
+
+
+def grace_of(settings: Settings | None) -> timedelta | None:
+    return None if settings is None else settings.seat_reclaim_grace
+
+
+__all__ = ["NOT_READ", "ReclaimResult", "SetLister", "forget_candidates", "grace_of", "reclaim_for"]

@@ -1,0 +1,115 @@
+"""The seat view of `cocoon-hibernation status`, as a pure function of what was listed.
+
+Per node pool: seats used (bound, non-terminal pods of the pool's sets; nodes
+are not read, so the RBAC needs no node access), the wakes waiting for a seat
+with their age (from the first unschedulable observation, else the wake
+start), and the sets that may give their seat (`reclaimable-after`) with their
+idle time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared import constants as k
+from shared.durations import parse_duration, parse_rfc3339
+from shared.enums import CocoonSetPhase
+from shared.models import CocoonSet, Pod
+from shared.seats import keys
+from shared.seats.reclaim import SeatWait, set_key
+from shared.sweep.plan import measured_last_activity
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    set: str
+    age_seconds: int
+    victim: str  # the set whose seat it reclaimed, "" when none (yet)
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaimable:
+    set: str
+    idle_seconds: int
+    reclaimable_after_seconds: int
+    eligible: bool  # idle long enough (and Running, not exempt) to be taken now
+
+
+@dataclass(slots=True)
+class PoolSeats:
+    pool: str
+    used: int = 0
+    waiting: list[Waiting] = field(default_factory=list)
+    reclaimable: list[Reclaimable] = field(default_factory=list)
+
+
+def _pool_of(cs: CocoonSet) -> str:
+    return cs.spec.node_pool or k.DEFAULT_POOL
+
+
+def _wait_start(cs: CocoonSet) -> datetime | None:
+    wait = SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    if wait is not None:
+        return wait.since
+    raw = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
+    if raw:
+        try:
+            return parse_rfc3339(raw)
+        except ValueError:
+            return None
+    return None
+
+
+def seat_view(
+    sets: Iterable[CocoonSet],
+    pods: Iterable[Pod],
+    *,
+    now: datetime,
+) -> list[PoolSeats]:
+    sets = list(sets)
+    pools: dict[str, PoolSeats] = {}
+    pool_of_set = {(cs.namespace, cs.name): _pool_of(cs) for cs in sets}
+    for pod in pods:
+        key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
+        pool = pool_of_set.get(key)
+        # A bound pod holds its seat until it is gone (terminating included).
+        if pool is not None and pod.spec.node_name and not pod.terminal:
+            pools.setdefault(pool, PoolSeats(pool)).used += 1
+    for cs in sets:
+        entry = pools.setdefault(_pool_of(cs), PoolSeats(_pool_of(cs)))
+        if cs.phase is CocoonSetPhase.WAKING:
+            started = _wait_start(cs)
+            wait = SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+            entry.waiting.append(
+                Waiting(
+                    set=set_key(cs),
+                    age_seconds=int((now - started).total_seconds()) if started else 0,
+                    victim=(wait.victim or "") if wait is not None else "",
+                )
+            )
+        raw = cs.metadata.annotations.get(keys.ANN_RECLAIMABLE_AFTER)
+        if raw is None or not cs.is_release:
+            continue
+        try:
+            after = parse_duration(raw)
+        except ValueError:
+            continue
+        last = measured_last_activity(cs)
+        running = cs.phase is CocoonSetPhase.RUNNING and not cs.suspended and not cs.hint
+        if not running or last is None:
+            continue
+        idle = now - last
+        entry.reclaimable.append(
+            Reclaimable(
+                set=set_key(cs),
+                idle_seconds=int(idle.total_seconds()),
+                reclaimable_after_seconds=int(after.total_seconds()),
+                eligible=idle >= after,
+            )
+        )
+    for entry in pools.values():
+        entry.waiting.sort(key=lambda w: (-w.age_seconds, w.set))
+        entry.reclaimable.sort(key=lambda r: (-r.idle_seconds, r.set))
+    return [pools[p] for p in sorted(pools)]

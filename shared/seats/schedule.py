@@ -1,0 +1,157 @@
+"""Sleep windows: suspend and wake a set on a cron schedule, as pure decisions.
+
+`cocoonset.cocoonstack.io/sleep-schedule: "0 20 * * 1-5 Europe/Paris"` and
+`wake-schedule` (the same shape) are judged by the sweep against its clock:
+
+- the tick that matters is the *latest* one at or before now, of either
+  schedule (the state the schedule asks for right now); a tick the sweep did
+  not run at is therefore caught up by the next run;
+- the first time the sweep sees a schedule it only records the latest tick
+  as a baseline (a schedule acts from its next tick on);
+- the set records the tick it applied (`schedule-applied: sleep@<UTC>`), in
+  the same compare-and-swap patch as the suspend or wake, so a tick is
+  applied at most once: never doubled by overlapping runs, and a user who
+  wakes a set by hand after the evening sleep is not put back to sleep until
+  the next sleep tick;
+- times are evaluated in the given IANA zone by cronsim, which follows cron
+  over DST changes: a time skipped by spring-forward runs once at the next
+  valid minute, a time repeated by fall-back runs once.
+
+Cron expressions are parsed by cronsim (no hand-written parser).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from shared import constants as k
+from shared.durations import format_rfc3339, parse_rfc3339
+from shared.enums import CocoonSetPhase
+from shared.models import CocoonSet
+from shared.seats import keys
+
+
+class Tick(StrEnum):
+    SLEEP = "sleep"
+    WAKE = "wake"
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    expr: str
+    zone: ZoneInfo
+
+    def last_at_or_before(self, now: datetime) -> datetime:
+        """The latest tick at or before `now` (UTC). cronsim counts in whole minutes and
+        its iteration excludes the start, so it starts one minute past now's minute."""
+        local = now.astimezone(self.zone).replace(second=0, microsecond=0)
+        tick = next(CronSim(self.expr, local + timedelta(minutes=1), reverse=True))
+        return tick.astimezone(UTC)
+
+
+def parse_schedule(raw: str) -> Schedule:
+    """`<minute> <hour> <day> <month> <weekday> <IANA zone>`; ValueError names the problem."""
+    parts = raw.split()
+    if len(parts) != 6:
+        raise ValueError("expected 5 cron fields and an IANA time zone, e.g. `0 20 * * 1-5 UTC`")
+    expr, zone_name = " ".join(parts[:5]), parts[5]
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {zone_name!r}") from None
+    try:
+        # Built once to validate; an expression that never fires (Feb 30) is refused too.
+        next(CronSim(expr, datetime(2000, 1, 1, tzinfo=zone)))
+    except (CronSimError, StopIteration) as err:
+        raise ValueError(f"bad cron expression {expr!r}: {err or 'never fires'}") from None
+    return Schedule(expr=expr, zone=zone)
+
+
+def encode_applied(tick: Tick, at: datetime) -> str:
+    return f"{tick.value}@{format_rfc3339(at)}"
+
+
+def decode_applied(raw: str | None) -> tuple[Tick, datetime] | None:
+    if not raw or "@" not in raw:
+        return None
+    kind, _, when = raw.partition("@")
+    try:
+        return Tick(kind), parse_rfc3339(when)
+    except ValueError:
+        return None
+
+
+class ScheduleAction(StrEnum):
+    SUSPEND = "suspend"  # write spec.suspend=true + the record (CAS)
+    WAKE = "wake"  # write spec.suspend=false + the record (CAS)
+    RECORD = "record"  # the set is already where the tick wants it: only the record (CAS)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDecision:
+    action: ScheduleAction
+    tick: Tick
+    at: datetime  # the tick's time (UTC)
+
+    @property
+    def record(self) -> str:
+        return encode_applied(self.tick, self.at)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The tick is due but cannot be applied now (a wake in flight, an exemption)."""
+
+    tick: Tick
+    at: datetime
+    reason: str
+
+
+def decide_schedule(
+    cs: CocoonSet,
+    *,
+    sleep: Schedule | None,
+    wake: Schedule | None,
+    now: datetime,
+) -> ScheduleDecision | Deferred | None:
+    """What the latest due tick asks of `cs`, or None when it was already applied."""
+    ticks: list[tuple[datetime, Tick]] = []
+    if sleep is not None:
+        ticks.append((sleep.last_at_or_before(now), Tick.SLEEP))
+    if wake is not None:
+        ticks.append((wake.last_at_or_before(now), Tick.WAKE))
+    if not ticks:
+        return None
+    # Both at the same minute: waking wins (a set is never put to sleep by a tie).
+    at, tick = max(ticks, key=lambda t: (t[0], t[1] is Tick.WAKE))
+    applied = decode_applied(cs.metadata.annotations.get(keys.ANN_SCHEDULE_APPLIED))
+    if applied is not None and applied[1] >= at:
+        return None
+    if cs.metadata.deletion_timestamp is not None:
+        return None
+    if applied is None:
+        # First sight of the schedule: the tick before it existed is a baseline, not an
+        # order (a `sleep at 20:00` added at 10:00 must not suspend the set at once).
+        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
+    if tick is Tick.WAKE:
+        if cs.suspended:
+            return ScheduleDecision(ScheduleAction.WAKE, tick, at)
+        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
+    if cs.suspended:
+        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
+    if cs.phase is CocoonSetPhase.WAKING or cs.hint:
+        # Suspending mid-restore would snapshot a VM that is still restoring.
+        return Deferred(tick, at, "a wake is in flight")
+    exempt_raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
+    if exempt_raw is not None:
+        try:
+            if now < parse_rfc3339(exempt_raw):
+                return Deferred(tick, at, f"idle-exempt-until {exempt_raw}")
+        except ValueError:
+            return Deferred(tick, at, "idle-exempt-until does not parse")
+    return ScheduleDecision(ScheduleAction.SUSPEND, tick, at)

@@ -1,0 +1,307 @@
+"""The seat economy's part of a sweep run: sleep windows, CPU activity, config warnings.
+
+The sweep executor calls :meth:`SeatSweep.prepare_page` on every page of sets
+before it plans idle suspends, and :meth:`SeatSweep.idle_allowed` for each idle
+candidate. Decisions are the pure functions of `schedule.py` and
+`activity.py`; this class only performs them through the sweeper's own
+reporting (actions, Events, error policy), so a run's summary and dry run
+cover them too.
+
+Cost added to a run: nothing for sets without these annotations; one
+PodMetrics LIST (main pods only) per namespace per run that has a set with
+`idle-cpu-below`; then one compare-and-swap patch per action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from shared import constants as k
+from shared import log
+from shared.durations import format_rfc3339, parse_duration
+from shared.errors import CocoonError, Conflict, NotFound
+from shared.models import CocoonSet
+from shared.names import SetRef, main_pod_name
+from shared.seats import keys
+from shared.seats.activity import Activity, cpu_nanocores, evaluate_activity, main_pod_usage
+from shared.seats.schedule import (
+    Deferred,
+    Schedule,
+    ScheduleAction,
+    ScheduleDecision,
+    decide_schedule,
+    parse_schedule,
+)
+
+if TYPE_CHECKING:
+    from shared.sweep.execute import Sweeper
+
+_MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
+_VALUE_MAX = 120
+
+
+@runtime_checkable
+class PodMetricsLister(Protocol):
+    def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
+
+
+def _clip(value: str) -> str:
+    return value if len(value) <= _VALUE_MAX else value[:_VALUE_MAX] + "…"
+
+
+def config_problems(cs: CocoonSet) -> tuple[str, ...]:
+    """The seat-economy annotations that do not parse, as `key=value` (the warn-once key)."""
+    ann = cs.metadata.annotations
+    problems: list[str] = []
+    checks = (
+        (keys.ANN_RECLAIMABLE_AFTER, parse_duration),
+        (keys.ANN_SLEEP_SCHEDULE, parse_schedule),
+        (keys.ANN_WAKE_SCHEDULE, parse_schedule),
+        (keys.ANN_IDLE_CPU_BELOW, cpu_nanocores),
+    )
+    for key, parse in checks:
+        raw = ann.get(key)
+        if raw is None:
+            continue
+        try:
+            parse(raw)
+        except ValueError:
+            problems.append(f"{key.rsplit('/', 1)[-1]}={_clip(raw)}")
+    return tuple(problems)
+
+
+def _schedule(cs: CocoonSet, key: str) -> Schedule | None:
+    raw = cs.metadata.annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        return parse_schedule(raw)
+    except ValueError:
+        return None  # warned about once by the config check
+
+
+@dataclass
+class SeatSweep:
+    sweeper: Sweeper
+    # Per run: namespace -> {main pod name -> CPU nanocores}; None = PodMetrics unavailable.
+    _metrics: dict[str, dict[str, int] | None] = field(default_factory=dict)
+    _metrics_warned: bool = False
+    # Sets whose activity is unknown this run: never idle-suspended on missing data.
+    _unknown: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def now(self) -> datetime:
+        return self.sweeper.now
+
+    # --- the page ------------------------------------------------------------------
+
+    def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
+        out: list[CocoonSet] = []
+        for cs in page:
+            try:
+                out.append(self._one(cs))
+            except CocoonError as err:
+                self.sweeper._error(SetRef(cs.namespace, cs.name), "seat economy", err)
+                out.append(cs)
+        return out
+
+    def idle_allowed(self, ref: SetRef) -> bool:
+        return (ref.namespace, ref.name) not in self._unknown
+
+    def _one(self, cs: CocoonSet) -> CocoonSet:
+        ann = cs.metadata.annotations
+        problems = config_problems(cs)
+        recorded = ann.get(keys.ANN_SEAT_CONFIG_ERROR)
+        fingerprint = ";".join(problems)
+        if problems and recorded != fingerprint:
+            cs = self._record_config(cs, fingerprint) or cs
+        elif not problems and recorded is not None:
+            cs = self._record_config(cs, None) or cs
+        if keys.ANN_IDLE_CPU_BELOW in ann:
+            cs = self._activity(cs)
+        if keys.ANN_SLEEP_SCHEDULE in ann or keys.ANN_WAKE_SCHEDULE in ann:
+            cs = self._schedule(cs)
+        return cs
+
+    # --- config warnings (warn once per bad value) ----------------------------------
+
+    def _record_config(self, cs: CocoonSet, fingerprint: str | None) -> CocoonSet | None:
+        from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
+
+        ref = SetRef(cs.namespace, cs.name)
+        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
+        detail = (
+            f"invalid seat annotation(s), skipped: {fingerprint}"
+            if fingerprint
+            else "seat annotations valid again"
+        )
+        if self.sweeper.dry_run:
+            self.sweeper._act(kind, ref, Result.WOULD, detail)
+            return None
+        updated = self._patch(
+            cs,
+            {"metadata": {"annotations": {keys.ANN_SEAT_CONFIG_ERROR: fingerprint}}},
+            kind,
+            detail,
+        )
+        if updated is not None and fingerprint:
+            self.sweeper._event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
+        return updated
+
+    # --- CPU activity ---------------------------------------------------------------
+
+    def _usage(self, cs: CocoonSet) -> int | None:
+        ns = cs.namespace
+        if ns not in self._metrics:
+            self._metrics[ns] = self._list_metrics(ns)
+        pods = self._metrics[ns]
+        return None if pods is None else pods.get(main_pod_name(cs.name))
+
+    def _list_metrics(self, ns: str) -> dict[str, int] | None:
+        kube = self.sweeper.kube
+        if not isinstance(kube, PodMetricsLister):
+            self._warn_metrics("this client cannot read PodMetrics")
+            return None
+        try:
+            items = kube.list_pod_metrics(ns, _MAIN_PODS)
+        except CocoonError as err:
+            # No metrics-server (404), or its APIService down (503): do nothing.
+            self._warn_metrics(f"{type(err).__name__}: {err}")
+            return None
+        out: dict[str, int] = {}
+        for item in items:
+            name = (item.get("metadata") or {}).get("name")
+            containers = item.get("containers")
+            if not isinstance(name, str) or not isinstance(containers, list):
+                continue
+            usage = main_pod_usage(containers)
+            if usage is not None:
+                out[name] = usage
+        return out
+
+    def _warn_metrics(self, why: str) -> None:
+        if not self._metrics_warned:
+            self._metrics_warned = True
+            log.warning(
+                "sweep: PodMetrics unavailable; sets with idle-cpu-below are not idle-suspended "
+                "this run",
+                reason=why,
+            )
+
+    def _activity(self, cs: CocoonSet) -> CocoonSet:
+        from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
+
+        state = evaluate_activity(cs, None, now=self.now).state
+        if state is Activity.BAD_CONFIG:
+            # It asked to be measured by CPU and cannot be: no idle suspend on a guess.
+            self._unknown.add((cs.namespace, cs.name))
+            return cs
+        if state in (Activity.NOT_OPTED_IN, Activity.NOT_RUNNING):
+            return cs
+        ev = evaluate_activity(cs, self._usage(cs), now=self.now)
+        ref = SetRef(cs.namespace, cs.name)
+        if ev.state is Activity.UNKNOWN:
+            self._unknown.add((cs.namespace, cs.name))
+            return cs
+        if ev.state is not Activity.REFRESH:
+            return cs
+        used, below = (ev.usage or 0) // 10**6, (ev.threshold or 0) // 10**6
+        detail = f"CPU {used}m >= idle-cpu-below {below}m"
+        if self.sweeper.dry_run:
+            self.sweeper._act(ActionKind.ACTIVITY, ref, Result.WOULD, detail)
+            self._unknown.add((cs.namespace, cs.name))  # active: not idle this run either
+            return cs
+        updated = self._patch(
+            cs,
+            {"metadata": {"annotations": {k.ANN_LAST_ACTIVITY: format_rfc3339(self.now)}}},
+            ActionKind.ACTIVITY,
+            detail,
+        )
+        if updated is None:
+            self._unknown.add((cs.namespace, cs.name))
+            return cs
+        return updated
+
+    # --- sleep windows ----------------------------------------------------------------
+
+    def _schedule(self, cs: CocoonSet) -> CocoonSet:
+        from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
+
+        sleep = _schedule(cs, keys.ANN_SLEEP_SCHEDULE)
+        wake = _schedule(cs, keys.ANN_WAKE_SCHEDULE)
+        decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
+        if decision is None:
+            return cs
+        ref = SetRef(cs.namespace, cs.name)
+        if isinstance(decision, Deferred):
+            log.info(
+                "sweep: schedule tick deferred",
+                namespace=cs.namespace,
+                cocoonset=cs.name,
+                tick=decision.tick.value,
+                at=format_rfc3339(decision.at),
+                reason=decision.reason,
+            )
+            return cs
+        kind = {
+            ScheduleAction.SUSPEND: ActionKind.SCHEDULE_SUSPEND,
+            ScheduleAction.WAKE: ActionKind.SCHEDULE_WAKE,
+            ScheduleAction.RECORD: ActionKind.SCHEDULE_RECORD,
+        }[decision.action]
+        detail = f"{decision.tick.value} tick of {format_rfc3339(decision.at)}"
+        if self.sweeper.dry_run:
+            self.sweeper._act(kind, ref, Result.WOULD, detail)
+            return cs
+        patch: dict[str, Any] = {
+            "metadata": {"annotations": {keys.ANN_SCHEDULE_APPLIED: decision.record}}
+        }
+        if decision.action is not ScheduleAction.RECORD:
+            patch["spec"] = {"suspend": decision.action is ScheduleAction.SUSPEND}
+        updated = self._patch(cs, patch, kind, detail)
+        if updated is None or decision.action is ScheduleAction.RECORD:
+            return updated or cs
+        self._after_schedule(updated, decision)
+        return updated
+
+    def _after_schedule(self, cs: CocoonSet, decision: ScheduleDecision) -> None:
+        reason = (
+            keys.REASON_SCHEDULE_SUSPENDED
+            if decision.action is ScheduleAction.SUSPEND
+            else keys.REASON_SCHEDULE_WOKEN
+        )
+        verb = "suspended" if decision.action is ScheduleAction.SUSPEND else "woken"
+        self.sweeper._event(
+            cs,
+            reason,
+            f"{verb} by the {decision.tick.value} schedule (tick {format_rfc3339(decision.at)})",
+            warning=False,
+            key=decision.record,
+        )
+        # No reconcile here: the page carries the updated set, so the sweep's safety
+        # net starts the release (or the restore) in this same run, exactly once.
+
+    # --- writes -------------------------------------------------------------------------
+
+    def _patch(
+        self, cs: CocoonSet, patch: dict[str, Any], kind: Any, detail: str
+    ) -> CocoonSet | None:
+        from shared.sweep.execute import Result  # noqa: PLC0415 - import cycle
+
+        ref = SetRef(cs.namespace, cs.name)
+        try:
+            updated = self.sweeper.kube.patch_set(
+                ref, patch, resource_version=cs.metadata.resource_version
+            )
+        except Conflict:
+            self.sweeper._act(kind, ref, Result.CONFLICT, detail)
+            return None
+        except NotFound:
+            self.sweeper._act(kind, ref, Result.GONE, detail)
+            return None
+        except CocoonError as err:
+            self.sweeper._error(ref, str(kind.value), err, kind=kind)
+            return None
+        self.sweeper._act(kind, ref, Result.DONE, detail)
+        return updated
