@@ -6,7 +6,7 @@ SHELL := /bin/bash
 UV ?= uv
 export UV_LINK_MODE ?= copy
 
-.PHONY: bootstrap sync sysdeps controlplane check test demo bench lock
+.PHONY: bootstrap sync sysdeps controlplane terraform-cli check test demo bench lock
 
 bootstrap:
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -29,7 +29,13 @@ controlplane:
 	@bash devstack/scripts/build-control-plane.sh
 
 # Without Go the real-server tests skip (saying why); under CI=true that is a failure.
-test: sync sysdeps
+# A Terraform CLI for the deploy tests: the one on PATH, else OpenTofu built from its Go
+# module into ~/.cache (about 20 min cold on 2 cores: built here, before pytest, so no test's
+# timeout has to cover it). A failure here is reported by the tests that need the CLI.
+terraform-cli:
+	@bash infra/scripts/build-terraform.sh cli >/dev/null || true
+
+test: sync sysdeps terraform-cli
 	@cp_dir="$$(bash devstack/scripts/build-control-plane.sh | tail -n 1)" || { \
 	  if [ "$${CI:-}" = true ]; then echo "CI: the real control plane is required" >&2; exit 1; fi; \
 	  cp_dir=""; }; \
