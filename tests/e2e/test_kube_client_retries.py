@@ -23,7 +23,12 @@ from tests.fixtures.cocoon_objects import NS, SET
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.reconcile_world import World
 
-pytestmark = pytest.mark.e2e
+# Faults are injected by a forwarding proxy that reads and rewrites HTTP; the
+# real kube-apiserver is https-only, so these run against the embedded API.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.embedded_only("the fault proxy speaks plain HTTP, and the real kube-apiserver serves only TLS"),
+]
 
 POD = f"{SET}-0"
 

@@ -51,7 +51,12 @@ from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manife
 from tests.fixtures.faultproxy import KINDS, FaultProxy
 from tests.fixtures.reconcile_world import World
 
-pytestmark = pytest.mark.e2e
+# Faults are injected by a forwarding proxy that reads and rewrites HTTP; the
+# real kube-apiserver is https-only, so these run against the embedded API.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.embedded_only("the fault proxy speaks plain HTTP, and the real kube-apiserver serves only TLS"),
+]
 
 POD = f"{SET}-0"
 REF = SetRef(NS, SET)
