@@ -149,40 +149,14 @@ class TokenServer:
     def _make_cert(self) -> None:
         # cryptography and bcrypt are dev dependencies: imported where used, so a
         # plain no-auth server works on an install without them.
-        from cryptography import x509  # noqa: PLC0415
-        from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+        from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
         from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
-        from cryptography.x509.oid import NameOID  # noqa: PLC0415
+
+        from devstack.certs import self_signed_ca  # noqa: PLC0415
 
         assert self._dir is not None
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, self.issuer)])
-        now = datetime.now(UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(days=1))
-            .not_valid_after(now + timedelta(days=7))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(key, hashes.SHA256())
-        )
+        cert = self_signed_ca(key, self.issuer, valid=timedelta(days=7))
         (self._dir / "root.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self._key = key
         # The registry verifies the signing certificate (x5c, standard base64 DER)
