@@ -49,7 +49,7 @@ from tests.fixtures.reconcile_world import World
 # real kube-apiserver is https-only, so these run against the embedded API.
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.embedded_only("the fault proxy speaks plain HTTP, and the real kube-apiserver serves only TLS"),
+    pytest.mark.embedded_only("the fault proxy speaks plain HTTP; the real server is TLS-only"),
 ]
 
 POD = f"{SET}-0"
