@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from devstack.kubehttp import KubeHTTP
 from devstack.simulator import NodeSpec, Simulator
 from functions.sweep import run_sweep
 from shared import constants as k
@@ -35,7 +34,7 @@ CPU = {keys.ANN_IDLE_CPU_BELOW: "50m", k.ANN_IDLE_TIMEOUT: "30m"}
 @pytest.fixture
 def sim(world: World) -> Iterator[Simulator]:
     s = Simulator(
-        api=KubeHTTP(world.kube.url),
+        api=world.http(),
         registry_url=world.registry.url,
         registry_prefix=world.prefix,
         nodes=[NodeSpec("node-1", seats=4)],
@@ -81,6 +80,9 @@ def names(summary: SweepSummary, kind: ActionKind) -> list[str]:
     return sorted(a.ref.name for a in summary.of(kind))
 
 
+@pytest.mark.embedded_only(
+    "PodMetrics come from metrics-server, which does not run beside the real server here"
+)
 def test_a_busy_vm_is_not_suspended_and_an_idle_one_is(world: World, sim: Simulator) -> None:
     running(world, sim, "busy", "quiet", **CPU)
     sim.cpu_load[vm_name(NS, "busy", 0)] = "300m"
@@ -108,6 +110,7 @@ def test_a_busy_vm_is_not_suspended_and_an_idle_one_is(world: World, sim: Simula
     assert names(third, ActionKind.SUSPEND) == ["busy"]
 
 
+@pytest.mark.embedded_only("injects the missing metrics API through the emulator's faults")
 def test_without_pod_metrics_nothing_is_suspended_and_one_warning_per_run(
     world: World, sim: Simulator, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from devstack.kubehttp import KubeHTTP
 from devstack.simulator import NodeSpec, Simulator
 from shared import constants as k
 from shared.durations import format_rfc3339
@@ -51,7 +50,7 @@ def _fresh_candidates() -> Iterator[None]:
 @pytest.fixture
 def sim(world: World) -> Iterator[Simulator]:
     s = Simulator(
-        api=KubeHTTP(world.kube.url),
+        api=world.http(),
         registry_url=world.registry.url,
         registry_prefix=world.prefix,
         nodes=[NodeSpec("node-1", seats=3), NodeSpec("node-2", seats=2)],
@@ -293,6 +292,7 @@ def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
     assert [n for n in sim_names if world.get_set(NS, n)["spec"].get("suspend")] == ["quiet"]
 
 
+@pytest.mark.embedded_only("counts requests in the emulator's request log")
 def test_one_list_serves_the_searches_of_many_waiting_wakes(world: World) -> None:
     """The sweep reconciles every waiting wake in one run; each search must not list
     every set again. Real client, real API: the request log counts the LISTs."""
