@@ -71,7 +71,7 @@ ACTION_KINDS = frozenset({"idle", "suspending", "suspended-pods", "waking"})
 
 
 def _set_name(i: int) -> str:
-    return f"s{i:05d}"
+    return f"s{i:06d}"
 
 
 def _ns_of(i: int) -> str:
@@ -303,9 +303,12 @@ def measure(n: int, registry_host: str) -> dict[str, Any]:
         emu = ctx.Process(
             target=_emulator, args=(n, sweep_now.isoformat(), kubeconfig, child), daemon=True
         )
+        seed_started = time.perf_counter()
         emu.start()
         try:
-            url = _recv(parent, emu, timeout=600)
+            # Seeding runs at a few thousand sets a second: allow for 100,000 on a busy machine.
+            url = _recv(parent, emu, timeout=max(600.0, n / 50))
+            seed_s = time.perf_counter() - seed_started
             s_parent, s_child = ctx.Pipe()
             proc = ctx.Process(
                 target=_sweeper,
@@ -331,6 +334,7 @@ def measure(n: int, registry_host: str) -> dict[str, Any]:
         action_requests=split["action"],
         extra_requests=split["extra"],
         set_pages_min=math.ceil(n / PAGE),
+        seed_s=seed_s,
         methods=sorted({e["method"] for e in entries}),
     )
     return result
@@ -341,7 +345,8 @@ def run(*, quick: bool) -> dict[str, Any]:
 
     if find_registry_binary() is None:
         raise RuntimeError("docker-registry is not installed (make sysdeps)")
-    sizes = [200, 1_000] if quick else [1_000, 10_000]
+    # 100,000 only in the full run: seeding it takes minutes, the quick run proves the harness.
+    sizes = [200, 1_000] if quick else [1_000, 10_000, 100_000]
     figures: dict[str, Any] = {}
     series: dict[str, list[float]] = {"sets": [], "seconds": [], "requests": []}
     with DistributionServer() as reg:
@@ -351,7 +356,11 @@ def run(*, quick: bool) -> dict[str, Any]:
             target = r["set_pages"] + r["pod_lists"] + r["action_requests"]
             acted = sum(v for key, v in r["counts"].items() if key not in ("conflict", "error"))
             figures[f"wall_{n}"] = fig(
-                r["wall_s"], "s", f"one sweep over {n} sets ({acted} actions), embedded API"
+                r["wall_s"],
+                "s",
+                f"one sweep over {n} sets ({acted} actions), embedded API; the sets are "
+                f"seeded straight into the emulator's store (not over HTTP), only the sweep "
+                f"goes through HTTP (seeding took {r['seed_s']:.0f} s)",
             )
             figures[f"requests_{n}"] = fig(
                 r["requests"],
@@ -369,7 +378,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                 r["peak_rss_mb"],
                 "MB",
                 f"sweep process peak RSS (after imports {r['rss_before_mb']:.0f} MB); "
-                f"target <= {RSS_TARGET_MB:.0f} MB at 10,000",
+                f"target <= {RSS_TARGET_MB:.0f} MB at 10,000 and 100,000",
             )
             series["sets"].append(n)
             series["seconds"].append(r["wall_s"])

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.fixtures.registry import require_registry_binary
 
-EXPECTED = {"kubeapi", "coldstart", "ingest", "release", "wake", "sweep", "reclaim"}
+EXPECTED = {"kubeapi", "coldstart", "ingest", "release", "wake", "seatfreed", "sweep", "reclaim"}
 
 
 @pytest.mark.timeout(900)
