@@ -68,6 +68,48 @@ def _uv_offline_first(args: list[str], *, cwd: Path) -> None:
     assert done.returncode == 0, f"uv {' '.join(args)}:\n{done.stderr[-2000:]}"
 
 
+def _venv_with(root: Path, name: str, requirement: str, *extras: str) -> Path:
+    """A fresh venv `root/name` with `requirement` installed at the lock's versions.
+
+    The lock is exported (no dev group, the given extras) as constraints, as a
+    user installing from this commit gets them.
+    """
+    pins = root / f"pins-{name}.txt"
+    exported = _uv(
+        [
+            "export",
+            "--frozen",
+            "--no-dev",
+            "--no-hashes",
+            "--no-emit-project",
+            "--no-header",
+            "--no-annotate",
+            "--quiet",
+            *(arg for extra in extras for arg in ("--extra", extra)),
+            "--output-file",
+            str(pins),
+        ],
+        cwd=REPO_ROOT,
+    )
+    assert exported.returncode == 0, exported.stderr
+    venv = root / name
+    _uv_offline_first(["venv", "--quiet", "--python", sys.executable, str(venv)], cwd=root)
+    _uv_offline_first(
+        [
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(venv / "bin" / "python"),
+            "-c",
+            str(pins),
+            requirement,
+        ],
+        cwd=root,
+    )
+    return venv
+
+
 @dataclass(frozen=True)
 class Installed:
     wheel: Path
@@ -103,39 +145,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     dist = root / "dist"
     _uv_offline_first(["build", "--wheel", "--out-dir", str(dist), str(REPO_ROOT)], cwd=root)
     (wheel,) = dist.glob("cocoon_hibernation-*.whl")
-    # The lock's versions, as a user installing from this commit gets them (no extras).
-    pins = root / "pins.txt"
-    exported = _uv(
-        [
-            "export",
-            "--frozen",
-            "--no-dev",
-            "--no-hashes",
-            "--no-emit-project",
-            "--no-header",
-            "--no-annotate",
-            "--quiet",
-            "--output-file",
-            str(pins),
-        ],
-        cwd=REPO_ROOT,
-    )
-    assert exported.returncode == 0, exported.stderr
-    venv = root / "venv"
-    _uv_offline_first(["venv", "--quiet", "--python", sys.executable, str(venv)], cwd=root)
-    _uv_offline_first(
-        [
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(venv / "bin" / "python"),
-            "-c",
-            str(pins),
-            str(wheel),
-        ],
-        cwd=root,
-    )
+    venv = _venv_with(root, "venv", str(wheel))
     outside = root / "elsewhere"
     outside.mkdir()
     yield Installed(wheel=wheel, venv=venv, outside=outside)
@@ -209,41 +219,7 @@ def test_the_local_stack_without_its_extra_fails_at_start_in_one_line(
 @pytest.fixture(scope="module")
 def installed_local(installed: Installed) -> Installed:
     """The same wheel with the `local` extra, in a venv of its own."""
-    root = installed.venv.parent
-    pins = root / "pins-local.txt"
-    exported = _uv(
-        [
-            "export",
-            "--frozen",
-            "--no-dev",
-            "--no-hashes",
-            "--no-emit-project",
-            "--no-header",
-            "--no-annotate",
-            "--quiet",
-            "--extra",
-            "local",
-            "--output-file",
-            str(pins),
-        ],
-        cwd=REPO_ROOT,
-    )
-    assert exported.returncode == 0, exported.stderr
-    venv = root / "venv-local"
-    _uv_offline_first(["venv", "--quiet", "--python", sys.executable, str(venv)], cwd=root)
-    _uv_offline_first(
-        [
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(venv / "bin" / "python"),
-            "-c",
-            str(pins),
-            f"{installed.wheel}[local]",
-        ],
-        cwd=root,
-    )
+    venv = _venv_with(installed.venv.parent, "venv-local", f"{installed.wheel}[local]", "local")
     return Installed(wheel=installed.wheel, venv=venv, outside=installed.outside)
 
 
