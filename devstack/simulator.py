@@ -10,7 +10,10 @@ one of the local stack). It is a test double for the world, not a product:
   (:mod:`devstack.placement`: nodeSelector, required and preferred node
   affinity, a fixed number of *seats* per node; a pod holds a seat while it is
   bound and still exists). Binding goes through the ``binding`` subresource, as
-  kube-scheduler's does. When nothing
+  kube-scheduler's does. A pod with ``spec.schedulingGates`` is not considered
+  (kube-scheduler's PreEnqueue). The pick among pending pods is creation order
+  (``FIFO``), or ``NEWEST_FIRST``: kube-scheduler's per-pod backoff at its least
+  kind, where the pod that entered the queue last is tried first. When nothing
   fits it writes ``PodScheduled=False``, reason ``Unschedulable``, with a
   kube-scheduler shaped message, once per distinct message.
 * **operator** (the normal flow, SPEC §12), as cocoon-operator's source
@@ -448,10 +451,37 @@ def seats_used(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return used
 
 
-def decide_scheduler(pods: Sequence[JSON], nodes: Sequence[NodeInfo]) -> list[Action]:
+def _gated(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+# How the simulated scheduler picks among pending pods when seats are short.
+FIFO = "fifo"  # creation order: kinder than kube-scheduler
+# The pod that entered the queue last is tried first: kube-scheduler's per-pod
+# backoff (1 s doubling to 10 s per failed attempt) at its least kind, where the
+# newest waiter has the shortest backoff when a seat frees.
+NEWEST_FIRST = "newest-first"
+
+
+def decide_scheduler(
+    pods: Sequence[JSON],
+    nodes: Sequence[NodeInfo],
+    *,
+    order: str = FIFO,
+    entered: Mapping[str, int] | None = None,
+) -> list[Action]:
+    """Bind what fits, mark the rest unschedulable; gated pods are not considered.
+
+    `entered` is when (a sequence number) each pod uid was first seen schedulable:
+    the queue order of NEWEST_FIRST.
+    """
     used = seats_used(pods)
-    pending = [p for p in pods if not _node_of(p) and not _terminating(p)]
+    # A pod with scheduling gates never reaches the queue (kube-scheduler's PreEnqueue).
+    pending = [p for p in pods if not _node_of(p) and not _terminating(p) and not _gated(p)]
     pending.sort(key=lambda p: (str(_meta(p).get("creationTimestamp") or ""), _key(p)))
+    if order == NEWEST_FIRST:
+        seen = entered or {}
+        pending.sort(key=lambda p: seen.get(str(_meta(p).get("uid") or ""), 0), reverse=True)
     out: list[Action] = []
     for pod in pending:
         ns, name = _key(pod)
@@ -509,12 +539,15 @@ def decide(
     pods: Sequence[JSON],
     nodes: Sequence[NodeInfo],
     node_snapshots: Mapping[str, set[str]],
+    *,
+    order: str = FIFO,
+    entered: Mapping[str, int] | None = None,
 ) -> list[Action]:
     """Everything the simulated cluster would do next, given what it reads."""
     out: list[Action] = []
     for s in sets:
         out.extend(decide_operator(s, pods))
-    out.extend(decide_scheduler(pods, nodes))
+    out.extend(decide_scheduler(pods, nodes, order=order, entered=entered))
     out.extend(decide_vk(pods, node_snapshots))
     return out
 
@@ -595,6 +628,9 @@ class Simulator:
     metrics_interval: float = 1.0
     _metrics_at: float = -1.0e9
     _metrics_pods: set[tuple[str, str]] = field(default_factory=set)
+    # The scheduler's pick among pending pods: FIFO or NEWEST_FIRST (see decide_scheduler).
+    scheduler_order: str = FIFO
+    _entered: dict[str, int] = field(default_factory=dict)
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -652,7 +688,18 @@ class Simulator:
         sets = self.api.list_items(set_path())
         pods = self.api.list_items(pod_path())
         self._remember(pods)
-        actions = decide(sets, pods, [n.info() for n in self.nodes], self.node_snapshots)
+        for p in pods:
+            uid = str(_meta(p).get("uid") or "")
+            if uid and uid not in self._entered and not _node_of(p) and not _gated(p):
+                self._entered[uid] = len(self._entered) + 1
+        actions = decide(
+            sets,
+            pods,
+            [n.info() for n in self.nodes],
+            self.node_snapshots,
+            order=self.scheduler_order,
+            entered=self._entered,
+        )
         for action in actions:
             try:
                 self._act(action)

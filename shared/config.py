@@ -145,6 +145,8 @@ class Settings:
     sweep_max_suspends: int = 50
     # How long a wake must be unschedulable before it reclaims an idle seat; None = off.
     seat_reclaim_grace: timedelta | None = timedelta(seconds=30)
+    # Fair order among waiting wakes by a scheduling gate (shared.seats.order); False = off.
+    seat_order: bool = True
     log_format: LogFormat = LogFormat.JSON
 
     def namespace_allowed(self, namespace: str) -> bool:
@@ -200,6 +202,9 @@ class Settings:
                 grace = parse_duration(grace_raw)
             except ValueError as err:
                 raise ConfigError(f"COCOON_SEAT_RECLAIM_GRACE: {err} (or `off`)") from None
+        order_raw = (e.get("COCOON_SEAT_ORDER", "gate") or "gate").strip()
+        if order_raw not in ("gate", "off"):
+            raise ConfigError(f"COCOON_SEAT_ORDER={order_raw!r} must be `gate` or `off`")
         topic = e.get("COCOON_EVENTS_TOPIC") or None
         if topic and not (topic.startswith("projects/") and "/topics/" in topic):
             raise ConfigError(f"COCOON_EVENTS_TOPIC={topic!r} must be projects/P/topics/T")
@@ -234,5 +239,6 @@ class Settings:
             wake_deadline=deadline,
             sweep_max_suspends=int(max_raw),
             seat_reclaim_grace=grace,
+            seat_order=order_raw == "gate",
             log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
         )

@@ -708,6 +708,12 @@ class Pod(_Model):
     def ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
 
+    @property
+    def scheduling_gates(self) -> tuple[str, ...]:
+        """`spec.schedulingGates[*].name` (kept as read: PodSpec models few fields)."""
+        raw = (self.spec.model_extra or {}).get("schedulingGates") or []
+        return tuple(str(g.get("name", "")) for g in raw if isinstance(g, dict))
+
     def unschedulable_message(self) -> str | None:
         for c in self.status.conditions:
             if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":

@@ -473,12 +473,19 @@ class KubeClient:
         return [parse(Pod, item) for item in body.get("items") or []]
 
     def list_pods_matching(
-        self, namespace: str | None, label_selector: str, *, limit: int = 500
+        self,
+        namespace: str | None,
+        label_selector: str,
+        *,
+        limit: int = 500,
+        field_selector: str | None = None,
     ) -> Iterator[list[Pod]]:
-        """Pages of pods matching a label selector (one namespace, or all with None)."""
+        """Pages of pods matching a label (and field) selector (one namespace, or all)."""
         token: str | None = None
         while True:
             kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
+            if field_selector:
+                kw["field_selector"] = field_selector
             if token:
                 kw["_continue"] = token
             if namespace is None:

@@ -60,7 +60,9 @@ from shared.reconcile.steps import (
     Stash,
     Step,
     Wait,
+    WaitInLine,
 )
+from shared.seats.order import GATE as SEAT_GATE
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 
@@ -330,6 +332,8 @@ def decide_wake(o: Observed) -> Step:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
                 return PersistWaking(stamp_started=stamp)
+            if SEAT_GATE in main.scheduling_gates:
+                return WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
             message = main.unschedulable_message()
             if message is not None:
                 return ReportNoCapacity(

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from shared import constants as k
 from shared import lifecycle, log
@@ -91,8 +92,14 @@ from shared.reconcile.steps import (
     Stash,
     Step,
     Wait,
+    WaitInLine,
 )
 from shared.seats.keys import ANN_SEAT_WAIT
+from shared.seats.order import GATE as SEAT_GATE
+from shared.seats.order import LABEL_SEAT_LINE
+
+if TYPE_CHECKING:
+    from shared.seats.line import Advanced
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
@@ -109,6 +116,7 @@ _OBSERVING = frozenset(
         "Retry",
         "Refuse",
         "ReportNoCapacity",
+        "WaitInLine",
     }
 )
 
@@ -273,9 +281,16 @@ class _Run:
         if isinstance(step, ReportNoCapacity):
             self.report_no_capacity(step)
             return self.outcome("waiting", f"no capacity: {step.message}{self.reclaim_seat(step)}")
+        if isinstance(step, WaitInLine):
+            return self.wait_in_line(step)
         if isinstance(step, Done):
             return self.outcome("done", step.reason)
         if isinstance(step, Wait):
+            main = main_pod(self.pods)
+            if main is not None and main.spec.node_name and self.set.phase is Phase.WAKING:
+                # Bound: it left the line, so the next in line may try now rather
+                # than after this VM's restore (hand-off, shared.seats.line).
+                self.tend_line("bound")
             return self.outcome("waiting", step.reason)
         assert isinstance(step, NotOurs)
         effects = [s for s in self.steps if s not in _OBSERVING]
@@ -334,8 +349,9 @@ class _Run:
         elif isinstance(step, PersistWaking):
             self.persist_waking(step)
         elif isinstance(step, CreateMain):
+            body = self.join_line(step.body)
             try:
-                pod = self.kube.create_pod(ns, step.body)
+                pod = self.kube.create_pod(ns, body)
             except AlreadyExists:
                 # Another invocation created it: re-read so the next decision sees it.
                 self.lost_create = True
@@ -345,7 +361,12 @@ class _Run:
                 return
             self.created = True
             self._replace_pod(pod)
-            log.info("created the restore-intent main pod", set=str(self.ref), pod=pod.name)
+            log.info(
+                "created the restore-intent main pod",
+                set=str(self.ref),
+                pod=pod.name,
+                gated=SEAT_GATE in pod.scheduling_gates,
+            )
         elif isinstance(step, DropSnapshot):
             assert self.registry is not None
             if self.registry.drop_snapshot(step.vm) is False:
@@ -481,6 +502,9 @@ class _Run:
             resource_version=cs.metadata.resource_version,
         )
         self.completed_wake = True
+        # The seat this wake took is settled: the next in line may try (the hand-off
+        # at bind may have been missed: events are not guaranteed).
+        self.tend_line("completed")
 
     def report_released(self, step: ReportReleased) -> None:
         cs = self.set
@@ -579,7 +603,60 @@ class _Run:
                 ),
             )
 
-    def reclaim_seat(self, step: ReportNoCapacity) -> str:
+    # --- the line of waiting wakes (shared.seats.order) -------------------------
+
+    def join_line(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
+        if self.settings is None or not self.settings.seat_order:
+            return body
+        from shared.seats.line import prepare_restore_pod  # noqa: PLC0415 - wakes only
+
+        out, _note = prepare_restore_pod(
+            self.kube,
+            self.settings,
+            body,
+            pool=self.set.spec.node_pool or k.DEFAULT_POOL,
+            wake_started=self.set.metadata.annotations.get(k.ANN_WAKE_STARTED),
+            now=self.now,
+        )
+        return out
+
+    def tend_line(self, why: str) -> Advanced | None:
+        """Ungate whoever's turn it is in this set's pool (a note on failure, never raised)."""
+        main = main_pod(self.pods)
+        if (
+            self.settings is None
+            or not self.settings.seat_order
+            or main is None
+            or LABEL_SEAT_LINE not in main.labels
+        ):
+            return None
+        from shared.seats.line import LineReader, advance_line  # noqa: PLC0415 - wakes only
+
+        if not isinstance(self.kube, LineReader):
+            return None
+        try:
+            res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
+        except CocoonError as e:
+            # Durable state is the pods themselves: the next reconcile or sweep re-reads.
+            log.warning("seat line not tended", set=str(self.ref), why=why, error=str(e))
+            return None
+        if res.ungated:
+            log.info("seat line tended", set=str(self.ref), why=why, ungated=res.ungated)
+        return res
+
+    def wait_in_line(self, step: WaitInLine) -> Outcome:
+        res = self.tend_line("gated")
+        key = f"{self.ref.namespace}/{step.pod_name}"
+        if res is not None and key in res.ungated:
+            return self.outcome("waiting", f"{step.pod_name}: its turn in the seat line: ungated")
+        behind = res.kept.get(key, "an older wake") if res is not None else "an older wake"
+        note = f"{step.pod_name} is in line for a seat behind {behind}"
+        # A gated pod waits for a seat as surely as an unschedulable one (it is gated
+        # only behind a stuck waiter that could take any seat it could): it may reclaim.
+        return self.outcome("waiting", note + self.reclaim_seat(step))
+
+    def reclaim_seat(self, step: ReportNoCapacity | WaitInLine) -> str:
         """Try to take an idle seat for this waiting wake (shared.seats); a note for the log."""
         if not self.reclaim or self.settings is None or self.settings.seat_reclaim_grace is None:
             return ""

@@ -6,7 +6,7 @@ executor performs it, updates its view of the world and asks again, so every
 step is small and the sequence of SPEC §4/§5 appears as a table of decisions.
 
 Terminal steps end the invocation: `Done`, `Wait`, `NotOurs`, `Retry`,
-`Refuse`, `ReportNoCapacity`. The others are effects.
+`Refuse`, `ReportNoCapacity`, `WaitInLine`. The others are effects.
 """
 
 from __future__ import annotations
@@ -217,9 +217,19 @@ class ReportWoken:
     hint: str
 
 
+@dataclass(frozen=True, slots=True)
+class WaitInLine:
+    """The restored main pod is held by our scheduling gate (shared.seats.order): an
+    older wake waits for the same seats. Tend the line; the pod goes when its turn comes."""
+
+    pod_uid: str
+    pod_name: str
+
+
 Step = (
     Done
     | Wait
+    | WaitInLine
     | NotOurs
     | Retry
     | Refuse
@@ -240,4 +250,5 @@ Step = (
     | ReportWoken
 )
 
-TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity)
+
+TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity, WaitInLine)

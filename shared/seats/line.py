@@ -1,0 +1,146 @@
+"""Keeping a pool's line of waiting wakes (the decisions are in `order.py`).
+
+Who removes a gate: whoever reconciles a set of that pool's line, at the
+moments the line can move, and the sweep as the safety net:
+
+* the wake that created a gated pod, and every later reconcile of it;
+* a wake whose restore pod was bound (the seat it took is no longer contested:
+  the next in line may try), and a wake that completed;
+* every sweep run, for every pool that has a line (one LIST per namespace
+  scope), so a lost event delays a gated pod by at most one sweep interval.
+
+Cost: one LIST of the pool's unbound restore pods (label `seat-line=<pool>`,
+field `spec.nodeName=`) per call; a PATCH per pod ungated. Ungating is
+idempotent, so duplicates and retries need no record of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from shared import log
+from shared.config import Settings
+from shared.errors import CocoonError, Conflict, Invalid, NotFound
+from shared.models import Pod
+from shared.seats.order import (
+    LABEL_SEAT_LINE,
+    KeepGated,
+    Waiter,
+    advance,
+    gate_at_create,
+    join_line,
+    queued_at,
+    ungate_patch,
+    waiter_of,
+)
+
+UNBOUND: str = "spec.nodeName="
+
+
+@runtime_checkable
+class LineReader(Protocol):
+    def list_pods_matching(
+        self,
+        namespace: str | None,
+        label_selector: str,
+        *,
+        limit: int = 500,
+        field_selector: str | None = None,
+    ) -> Iterator[list[Pod]]: ...
+
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
+
+
+def _scopes(settings: Settings) -> list[str | None]:
+    return [None] if settings.namespaces is None else [*sorted(settings.namespaces)]
+
+
+def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
+    out: list[Waiter] = []
+    for scope in _scopes(settings):
+        for page in kube.list_pods_matching(
+            scope, f"{LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND
+        ):
+            out.extend(w for p in page if (w := waiter_of(p)) is not None)
+    return out
+
+
+def prepare_restore_pod(
+    kube: object,
+    settings: Settings | None,
+    body: dict[str, Any],
+    *,
+    pool: str,
+    wake_started: str | None,
+    now: datetime,
+) -> tuple[dict[str, Any], str]:
+    """The restore pod with its place in the line, gated when an older waiter is stuck.
+
+    Fairness is worth a LIST, not a failed wake: when the line cannot be read the
+    pod goes to the scheduler ungated (and is still in the line for the next ones).
+    """
+    if settings is None or not settings.seat_order or not isinstance(kube, LineReader):
+        return body, ""
+    place = queued_at(wake_started, now=now)
+    try:
+        line = read_line(kube, settings, pool)
+    except CocoonError as err:
+        log.warning("seat line unreadable: restore pod created ungated", pool=pool, error=str(err))
+        return join_line(body, pool=pool, queued_at=place, gate=False), "line unreadable"
+    mine = join_line(_copy(body), pool=pool, queued_at=place, gate=False)
+    me = waiter_of(Pod.model_validate(mine))
+    behind = None if me is None else gate_at_create(me, line)
+    if behind is None:
+        return join_line(body, pool=pool, queued_at=place, gate=False), ""
+    log.info(
+        "seat line: restore pod created gated",
+        pool=pool,
+        pod=f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}",
+        behind=behind.key,
+        behind_state=behind.state.value,
+    )
+    return (
+        join_line(body, pool=pool, queued_at=place, gate=True),
+        f"queued behind {behind.key} ({behind.state.value})",
+    )
+
+
+def _copy(body: dict[str, Any]) -> dict[str, Any]:
+    import copy  # noqa: PLC0415 - only on this path
+
+    return copy.deepcopy(body)
+
+
+@dataclass(slots=True)
+class Advanced:
+    ungated: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)  # gated pod -> who it waits behind
+
+
+def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: datetime) -> Advanced:
+    """Ungate, oldest first, every gated pod of `pool`'s line nobody stuck is ahead of.
+
+    Raises CocoonError from the LIST only; a patch that loses (the pod went, was
+    replaced, or another controller changed its gates) is skipped: the next
+    reconcile of that set, or the sweep, re-reads.
+    """
+    result = Advanced()
+    for step in advance(read_line(kube, settings, pool), now=now):
+        w = step.waiter
+        if isinstance(step, KeepGated):
+            result.kept[w.key] = step.behind.key
+            continue
+        try:
+            kube.patch_pod(w.namespace, w.name, ungate_patch(w, now=now))
+        except (NotFound, Conflict, Invalid) as err:
+            log.info("seat line: ungate skipped", pod=w.key, error=str(err))
+            continue
+        result.ungated.append(w.key)
+        log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
+    return result
+
+
+__all__ = ["Advanced", "LineReader", "advance_line", "prepare_restore_pod", "read_line"]

@@ -1,0 +1,306 @@
+"""Fair order among waiting wakes, as pure decisions (no clock, no I/O).
+
+kube-scheduler does not bind pending pods first-come first-served: its queue
+orders by priority, then by the time a pod (re)entered it, and an unschedulable
+pod is retried after a per-pod backoff that grows with its failed attempts, so
+when a seat frees a *newer* waiting pod can win it. The signal it does honour
+without a PriorityClass is a scheduling gate (`spec.schedulingGates`, GA in
+Kubernetes 1.30): a gated pod is not considered at all.
+
+So each restore pod joins its pool's *line* (label `seat-line: <pool>`, its
+place `seat-queued-at` = when its wake was requested), and:
+
+* it is created **gated** when an older waiter that could take any seat it
+  could take is already known to be stuck (unschedulable, or gated itself);
+  a pool with room pays no gate and no extra write;
+* a gated pod is **ungated** once nobody like that is ahead of it any more:
+  no older waiter gated, unschedulable, or ungated and not judged yet.
+
+"Ahead" is a partial order, chosen so that a gate never blocks a pod that a
+freed seat could take while the older pod could not (head-of-line blocking):
+`older` is ahead of `younger` only when every seat the younger could use, the
+older could use too: same pool, a CPU class that is no narrower, a pin that
+is no narrower, and requests no larger (a pinned or bigger waiter never holds
+up a smaller one that fits elsewhere; it may be overtaken instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any, Final
+
+from shared import constants as k
+from shared.durations import parse_rfc3339
+from shared.models import Pod
+from shared.quantity import QuantityError, parse_quantity
+
+# The gate this project puts on a restore pod; only this project removes it.
+GATE: Final = "cocoonset.cocoonstack.io/seat-order"
+# On every restore pod the wake creates: the pool whose line it joins (a label, so
+# one LIST with the unbound-pods field selector reads a line).
+LABEL_SEAT_LINE: Final = "cocoonset.cocoonstack.io/seat-line"
+# Its place in the line: when its wake was requested (RFC 3339).
+ANN_QUEUED_AT: Final = "cocoonset.cocoonstack.io/seat-queued-at"
+# When this project removed the gate (RFC 3339): a pod not judged by the scheduler
+# STALE_PENDING after that is not held to be in line any more.
+ANN_UNGATED_AT: Final = "cocoonset.cocoonstack.io/seat-ungated-at"
+
+# A pod the scheduler has not judged (no PodScheduled=False verdict) this long after
+# it became schedulable is taken to be out of the scheduler's hands (another
+# scheduler, a broken one): waiting behind it could be forever.
+STALE_PENDING: Final = timedelta(seconds=60)
+
+
+class State(StrEnum):
+    GATED = "gated"  # held by our gate: not considered by the scheduler
+    BLOCKED = "unschedulable"  # the scheduler tried and found no seat
+    PENDING = "pending"  # schedulable, not judged yet (just created or ungated)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiter:
+    """One unbound restore pod in a line."""
+
+    namespace: str
+    name: str
+    uid: str
+    since: datetime  # its wake's request time: its place in the line
+    pool: str
+    cpu_class: str | None
+    pin: str | None  # the one node a required node affinity allows, if any
+    requests: Mapping[str, Fraction]
+    state: State
+    gates: tuple[str, ...] = ()  # every gate on the pod (another controller's too)
+    schedulable_since: datetime | None = None  # PENDING: created, or ungated, at
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def place(self) -> tuple[datetime, str, str]:
+        return (self.since, self.namespace, self.name)
+
+
+def _requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """The pod's summed container requests (limits stand in, as the API server defaults)."""
+    out: dict[str, Fraction] = {}
+    for c in spec.get("containers") or []:
+        if not isinstance(c, Mapping):
+            continue
+        res = c.get("resources") or {}
+        req = dict(res.get("limits") or {}) | dict(res.get("requests") or {})
+        for name, raw in req.items():
+            try:
+                q = parse_quantity(str(raw))
+            except QuantityError:
+                continue
+            out[name] = out.get(name, Fraction(0)) + Fraction(q.unscaled) * Fraction(10) ** q.scale
+    return out
+
+
+def _pin(spec: Mapping[str, Any]) -> str | None:
+    """The single hostname a required node affinity allows (how a wake pins), or None."""
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    if len(required) != 1:
+        return None
+    exprs = required[0].get("matchExpressions") or []
+    if len(exprs) != 1:
+        return None
+    e = exprs[0]
+    values = e.get("values") or []
+    if e.get("key") == k.LABEL_HOSTNAME and e.get("operator") == "In" and len(values) == 1:
+        return str(values[0])
+    return None
+
+
+def _time(raw: str | None) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        return parse_rfc3339(raw)
+    except ValueError:
+        return None
+
+
+def waiter_of(pod: Pod) -> Waiter | None:
+    """The pod as a member of its pool's line, or None (bound, leaving, not in a line)."""
+    pool = pod.labels.get(LABEL_SEAT_LINE)
+    if not pool or pod.spec.node_name or pod.terminating:
+        return None
+    spec: Mapping[str, Any] = pod.spec.model_dump(by_alias=True)
+    created = _time(pod.metadata.creation_timestamp)
+    since = _time(pod.annotations.get(ANN_QUEUED_AT)) or created
+    if since is None:
+        return None
+    gates = pod.scheduling_gates
+    selector = spec.get("nodeSelector") or {}
+    if GATE in gates:
+        state = State.GATED
+    elif pod.unschedulable_message() is not None:
+        state = State.BLOCKED
+    else:
+        state = State.PENDING
+    return Waiter(
+        namespace=pod.metadata.namespace or "",
+        name=pod.name,
+        uid=pod.metadata.uid or "",
+        since=since,
+        pool=pool,
+        cpu_class=selector.get(k.LABEL_SNAPSHOT_CPU_CLASS) or None,
+        pin=_pin(spec),
+        requests=_requests(spec),
+        state=state,
+        gates=gates,
+        schedulable_since=_time(pod.annotations.get(ANN_UNGATED_AT)) or created,
+    )
+
+
+def covers(older: Waiter, younger: Waiter) -> bool:
+    """Could `older` take every seat `younger` could take?"""
+    if older.pool != younger.pool:
+        return False
+    if older.cpu_class is not None and older.cpu_class != younger.cpu_class:
+        return False
+    if older.pin is not None and older.pin != younger.pin:
+        return False
+    return all(v <= younger.requests.get(name, Fraction(0)) for name, v in older.requests.items())
+
+
+def ahead(other: Waiter, me: Waiter) -> bool:
+    return other.uid != me.uid and other.place < me.place and covers(other, me)
+
+
+def _holds(other: Waiter, now: datetime) -> bool:
+    """Does `other` hold the line for those behind it (as they see it now)?"""
+    if other.state is not State.PENDING:
+        return True
+    # Schedulable and not judged yet: in the scheduler's hands for a moment, unless
+    # that moment has long passed (no scheduler looks at it).
+    started = other.schedulable_since
+    return started is None or now - started < STALE_PENDING
+
+
+def gate_at_create(me: Waiter, line: Iterable[Waiter]) -> Waiter | None:
+    """The older waiter a new restore pod should be created gated behind, or None.
+
+    Only an older waiter *known* to be stuck (gated, or judged unschedulable)
+    gates a new pod: two wakes into a pool with room both go straight to the
+    scheduler, and a line forms only once a pool is seen full.
+    """
+    stuck = [w for w in line if ahead(w, me) and w.state is not State.PENDING]
+    return min(stuck, key=lambda w: w.place, default=None)
+
+
+def blocker(me: Waiter, line: Iterable[Waiter], *, now: datetime) -> Waiter | None:
+    """The oldest waiter ahead of a gated pod that keeps it gated, or None (ungate it)."""
+    holding = [w for w in line if ahead(w, me) and _holds(w, now)]
+    return min(holding, key=lambda w: w.place, default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Ungate:
+    waiter: Waiter
+
+
+@dataclass(frozen=True, slots=True)
+class KeepGated:
+    waiter: Waiter
+    behind: Waiter
+
+
+def advance(line: Sequence[Waiter], *, now: datetime) -> list[Ungate | KeepGated]:
+    """What to do with every gated pod of a line, oldest first.
+
+    A pod ungated in this pass counts as PENDING for those judged after it, so
+    one pass never releases two pods that would race for the same freed seat.
+    """
+    current = {w.uid: w for w in line}
+    out: list[Ungate | KeepGated] = []
+    for w in sorted(line, key=lambda x: x.place):
+        if w.state is not State.GATED:
+            continue
+        behind = blocker(w, current.values(), now=now)
+        if behind is None:
+            out.append(Ungate(w))
+            current[w.uid] = replace(w, state=State.PENDING, schedulable_since=now)
+        else:
+            out.append(KeepGated(w, behind))
+    return out
+
+
+def position(me: Waiter, line: Iterable[Waiter]) -> int:
+    """1 + how many waiters are ahead of `me` (for the status view and the log)."""
+    return 1 + sum(1 for w in line if ahead(w, me))
+
+
+def ungate_patch(w: Waiter, *, now: datetime) -> dict[str, Any]:
+    """A merge patch that removes only our gate (another controller's gates stay).
+
+    The uid precondition: never a newer pod that reused the name. The list is
+    what was read: if another controller removed its own gate meanwhile, this
+    patch would add it back, which the API server refuses (422): the next
+    reconcile re-reads. Removing the same gate twice is harmless.
+    """
+    rest = [{"name": g} for g in w.gates if g != GATE]
+    return {
+        "metadata": {"uid": w.uid, "annotations": {ANN_UNGATED_AT: _micro(now)}},
+        "spec": {"schedulingGates": rest or None},
+    }
+
+
+def _micro(value: datetime) -> str:
+    # Microseconds: wakes requested within one second still keep their order.
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def queued_at(wake_started: str | None, *, now: datetime) -> datetime:
+    """A restore pod's place: now, or its wake's request time when that is older
+    (a pod recreated during a long wait keeps the place its wake earned)."""
+    started = _time(wake_started)
+    if started is not None and now - started >= timedelta(seconds=1):
+        return started
+    return now
+
+
+def join_line(
+    body: dict[str, Any], *, pool: str, queued_at: datetime, gate: bool
+) -> dict[str, Any]:
+    """The restore pod's manifest with its place in the line (and the gate, if due)."""
+    meta = body["metadata"]
+    meta["labels"] = {**meta.get("labels", {}), LABEL_SEAT_LINE: pool}
+    meta["annotations"] = {**meta.get("annotations", {}), ANN_QUEUED_AT: _micro(queued_at)}
+    if gate:
+        body["spec"]["schedulingGates"] = [{"name": GATE}]
+    return body
+
+
+__all__ = [
+    "ANN_QUEUED_AT",
+    "ANN_UNGATED_AT",
+    "GATE",
+    "LABEL_SEAT_LINE",
+    "KeepGated",
+    "State",
+    "Ungate",
+    "Waiter",
+    "advance",
+    "ahead",
+    "blocker",
+    "covers",
+    "gate_at_create",
+    "join_line",
+    "position",
+    "queued_at",
+    "ungate_patch",
+    "waiter_of",
+]

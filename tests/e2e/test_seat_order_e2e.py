@@ -1,0 +1,208 @@
+"""Fair order among waiting wakes, end to end: the Kubernetes API (embedded or real),
+a real Distribution registry, the cluster simulator and the project's reconciler.
+
+The simulator's scheduler is set to NEWEST_FIRST: when a seat frees, the pod
+that entered its queue last is tried first, which is what kube-scheduler's
+per-pod backoff does at its least kind (a new waiter has the shortest backoff).
+Three wakes wait in a full pool; seats are then freed one at a time. With the
+scheduling gate the seats go in wake order; with COCOON_SEAT_ORDER=off the
+same scheduler gives the first seat to the newest wake (the control: it shows
+the scheduler in this test is unfair, so the first test can fail).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from devstack.simulator import NEWEST_FIRST, NodeSpec, Simulator
+from shared.models import Pod
+from shared.names import SetRef
+from shared.reconcile import reconcile_set, request_wake
+from shared.seats.order import GATE, LABEL_SEAT_LINE
+from tests.fixtures.cocoon_objects import NS, set_manifest
+from tests.fixtures.reconcile_world import World
+
+pytestmark = pytest.mark.e2e
+
+WAKERS = ["w1", "w2", "w3"]
+HOLDERS = ["h1", "h2", "h3"]
+
+
+@pytest.fixture
+def sim(world: World) -> Iterator[Simulator]:
+    s = Simulator(
+        api=world.http(),
+        registry_url=world.registry.url,
+        registry_prefix=world.prefix,
+        nodes=[NodeSpec("node-1", seats=3)],
+        scheduler_order=NEWEST_FIRST,
+    )
+    s.register_nodes()
+    yield s
+    s.api.close()
+
+
+def phase(world: World, name: str) -> str | None:
+    out: str | None = world.get_set(NS, name).get("status", {}).get("phase")
+    return out
+
+
+def main(world: World, name: str) -> Pod | None:
+    # The project's own Pod model (its gates and conditions as the reconciler reads them).
+    pods = [p for p in world.client.list_pods(SetRef(NS, name)) if not p.terminating]
+    return pods[0] if pods else None
+
+
+def main_of(world: World, name: str) -> Pod:
+    pod = main(world, name)
+    assert pod is not None, name
+    return pod
+
+
+def drive(
+    world: World,
+    sim: Simulator,
+    names: list[str],
+    until: Callable[[], bool],
+    *,
+    settings: Any,
+    seconds: float = 40,
+) -> None:
+    """A simulator tick, then each set reconciled (the events), until `until`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sim.step()
+        if until():
+            return
+        for name in names:
+            reconcile_set(
+                SetRef(NS, name),
+                kube=world.client,
+                registry=world.snapshots,
+                settings=settings,
+                publisher=None,
+                now=datetime.now(UTC),
+            )
+    raise AssertionError(f"not converged: {[(n, phase(world, n)) for n in names]}")
+
+
+def wake(world: World, name: str, settings: Any) -> None:
+    request_wake(
+        SetRef(NS, name),
+        kube=world.client,
+        registry=world.snapshots,
+        settings=settings,
+        publisher=None,
+        now=datetime.now(UTC),
+    )
+
+
+def bound(world: World) -> list[str]:
+    return [n for n in WAKERS if (p := main(world, n)) is not None and p.spec.node_name]
+
+
+def full_pool_with_three_waiting_wakes(world: World, sim: Simulator, settings: Any) -> None:
+    """w1..w3 ran and were released; h1..h3 hold every seat; w1, w2, w3 wake in turn."""
+    for name in WAKERS:
+        world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
+    drive(
+        world,
+        sim,
+        WAKERS,
+        lambda: all(phase(world, n) == "Running" for n in WAKERS),
+        settings=settings,
+    )
+    for name in WAKERS:
+        world.patch_set(NS, name, {"spec": {"suspend": True}})
+    drive(
+        world,
+        sim,
+        WAKERS,
+        lambda: all(phase(world, n) == "Suspended" for n in WAKERS),
+        settings=settings,
+    )
+    for name in HOLDERS:
+        world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
+    drive(
+        world,
+        sim,
+        HOLDERS,
+        lambda: all(phase(world, n) == "Running" for n in HOLDERS),
+        settings=settings,
+    )
+    for name in WAKERS:
+        # Each wake is requested once the one before it is known to wait: the
+        # scheduler has judged it (unschedulable), or it is in line behind it.
+        wake(world, name, settings)
+
+        def waits(n: str = name) -> bool:
+            p = main(world, n)
+            return p is not None and (
+                p.unschedulable_message() is not None or GATE in p.scheduling_gates
+            )
+
+        drive(world, sim, WAKERS, waits, settings=settings)
+    assert bound(world) == []
+
+
+def free_seats_one_by_one(world: World, sim: Simulator, settings: Any) -> list[str]:
+    """Release h1, h2, h3 in turn; after each, the waker that got the seat."""
+    order: list[str] = []
+    everyone = WAKERS + HOLDERS
+    for holder in HOLDERS:
+        world.patch_set(NS, holder, {"spec": {"suspend": True}})
+        before = set(bound(world))
+        drive(
+            world,
+            sim,
+            everyone,
+            lambda b=before: len(set(bound(world)) - b) >= 1,
+            settings=settings,
+        )
+        [got] = sorted(set(bound(world)) - before)
+        order.append(got)
+    return order
+
+
+def test_freed_seats_go_to_waiting_wakes_in_wake_order(world: World, sim: Simulator) -> None:
+    settings = replace(world.settings, seat_reclaim_grace=None, seat_order=True)
+    full_pool_with_three_waiting_wakes(world, sim, settings)
+
+    # The line: w1 judged unschedulable; w2 and w3 created gated behind it.
+    first = main_of(world, "w1")
+    assert first.unschedulable_message() is not None and not first.scheduling_gates
+    for name in ("w2", "w3"):
+        pod = main_of(world, name)
+        assert pod.scheduling_gates == (GATE,), name
+        assert pod.labels[LABEL_SEAT_LINE] == "default"
+
+    assert free_seats_one_by_one(world, sim, settings) == WAKERS
+    drive(
+        world,
+        sim,
+        WAKERS,
+        lambda: all(phase(world, n) == "Running" for n in WAKERS),
+        settings=settings,
+    )
+    # Nothing is left gated, and every waker restored its own VM.
+    for name in WAKERS:
+        assert main_of(world, name).scheduling_gates == ()
+    assert sorted(r.pod for r in sim.restores if r.pod.rsplit("-", 1)[0] in WAKERS) == [
+        f"{n}-0" for n in WAKERS
+    ]
+
+
+def test_without_the_gate_this_scheduler_gives_the_first_seat_to_the_newest_wake(
+    world: World, sim: Simulator
+) -> None:
+    settings = replace(world.settings, seat_reclaim_grace=None, seat_order=False)
+    full_pool_with_three_waiting_wakes(world, sim, settings)
+    assert all(main_of(world, n).scheduling_gates == () for n in WAKERS)
+    order = free_seats_one_by_one(world, sim, settings)
+    assert order[0] == "w3", order
