@@ -460,8 +460,11 @@ class Api:
             builtin.default_pod(obj)
             # Admission (mutating, then its check) runs before the pod's validation upstream.
             self._admit_service_account(obj)
+            builtin.drop_empty_scheduling_gates(obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
+            builtin.apply_scheduling_gated_condition(obj, now_rfc3339())
             causes += builtin.validate_pod(obj)
+            causes += builtin.validate_pod_create(obj)
         elif rt.plural == "secrets" and not rt.group:
             builtin.fold_string_data(obj)
         elif rt.plural == "namespaces" and not rt.group:
@@ -728,6 +731,7 @@ class Api:
             _, warnings, more = self._custom_schema(rt, new, old, strict=strict)
             causes += more
         elif rt.plural == "pods" and not rt.group and subresource != "status":
+            builtin.drop_empty_scheduling_gates(new)
             causes += builtin.validate_pod(new)
             causes += builtin.validate_pod_update(new, old)
         elif rt.group == "events.k8s.io":
@@ -822,16 +826,25 @@ class Api:
         with self.store.lock:
             key = (namespace, name)
             old = self._get_or_404(rt, namespace, name)
+            # Upstream wraps every refusal of the binding storage as a Conflict on the
+            # `pods/binding` resource (not `pods`), checked in this order.
             if old["metadata"].get("deletionTimestamp"):
                 raise errors.conflict(
-                    "pods", "", name, "pod is being deleted, cannot be assigned to a host"
+                    "pods/binding",
+                    "",
+                    name,
+                    f"pod {name} is being deleted, cannot be assigned to a host",
                 )
             if old.get("spec", {}).get("nodeName"):
                 raise errors.conflict(
-                    "pods",
+                    "pods/binding",
                     "",
                     name,
                     f'pod {name} is already assigned to node "{old["spec"]["nodeName"]}"',
+                )
+            if old.get("spec", {}).get("schedulingGates"):
+                raise errors.conflict(
+                    "pods/binding", "", name, f"pod {name} has non-empty .spec.schedulingGates"
                 )
             new = deep_copy(old)
             new["spec"]["nodeName"] = node
@@ -849,7 +862,8 @@ class Api:
                 }
             )
             new["status"]["conditions"] = conds
-            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+            # No generation bump: binding writes storage directly, past the pod strategy
+            # that counts spec changes (a real kube-apiserver leaves it as it was).
             stored = self.store.put(rt.storage, key, new)
             self._after_write(rt, old, stored)
         return {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import re
 from typing import Any
 
@@ -100,6 +101,119 @@ def qos_class(pod: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+# apimachinery validation.IsQualifiedName, message for message (scheduling gate names).
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+    "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def _go_quote(value: str) -> str:
+    """Go's %q for the printable strings field errors quote (non-ASCII kept as is)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """What IsQualifiedName says about `value` (empty: valid), in its order."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [
+            f"a qualified name {_QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix "
+            "and '/' (e.g. 'example.com/MyName')"
+        ]
+    errs: list[str] = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                errs.append("prefix part must be no more than 253 characters")
+            if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+                errs.append(f"prefix part {_DNS1123_SUBDOMAIN_MSG}")
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.fullmatch(name):
+        errs.append(f"name part {_QUALIFIED_NAME_MSG}")
+    return errs
+
+
+def _validate_scheduling_gates(gates: Any) -> list[Cause]:
+    """validateSchedulingGates: each name a qualified name, no name twice (create and update)."""
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, gate in enumerate(gates if isinstance(gates, list) else []):
+        name = str(gate.get("name") or "") if isinstance(gate, dict) else ""
+        path = f"spec.schedulingGates[{i}]"
+        causes += [
+            Cause("FieldValueInvalid", f"Invalid value: {_go_quote(name)}: {msg}", path)
+            for msg in qualified_name_errors(name)
+        ]
+        if name in seen:
+            causes.append(Cause("FieldValueDuplicate", f"Duplicate value: {_go_quote(name)}", path))
+        seen.add(name)
+    return causes
+
+
+def drop_empty_scheduling_gates(pod: dict[str, Any]) -> None:
+    """`schedulingGates` is omitempty in the Go type: an empty list (or null) is stored as
+    no field at all, so `[]` written by a client reads back absent."""
+    spec = pod.get("spec")
+    if isinstance(spec, dict) and "schedulingGates" in spec and not spec["schedulingGates"]:
+        del spec["schedulingGates"]
+
+
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def apply_scheduling_gated_condition(pod: dict[str, Any], now: str) -> None:
+    """The pod strategy's PrepareForCreate: a gated pod is stored with PodScheduled=False,
+    reason SchedulingGated. The API server sets it at create only; removing the last gate
+    later leaves it as it is (kube-scheduler rewrites it when it binds the pod)."""
+    if not (pod.get("spec") or {}).get("schedulingGates"):
+        return
+    status = pod.setdefault("status", {})
+    conditions = status.setdefault("conditions", [])
+    if any(isinstance(c, dict) and c.get("type") == "PodScheduled" for c in conditions):
+        return
+    conditions.append(
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+            "reason": "SchedulingGated",
+            "message": SCHEDULING_GATED_MESSAGE,
+        }
+    )
+
+
+def validate_pod_create(pod: dict[str, Any]) -> list[Cause]:
+    """ValidatePodCreate's extra: a gated pod cannot name its node (update has the generic
+    immutability error for nodeName instead)."""
+    spec = pod.get("spec")
+    if isinstance(spec, dict) and spec.get("nodeName") and spec.get("schedulingGates"):
+        return [
+            Cause(
+                "FieldValueForbidden",
+                "Forbidden: cannot be set until all schedulingGates have been cleared",
+                "spec.nodeName",
+            )
+        ]
+    return []
+
+
 def validate_pod(pod: dict[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     spec = pod.get("spec")
@@ -136,6 +250,7 @@ def validate_pod(pod: dict[str, Any]) -> list[Cause]:
                 "spec.restartPolicy",
             )
         )
+    causes += _validate_scheduling_gates(spec.get("schedulingGates"))
     return causes
 
 
@@ -167,16 +282,28 @@ def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]
             a["tolerations"] = b["tolerations"]
         else:
             a.pop("tolerations", None)
-    # scheduling gates may only be removed
-    old_gates = b.get("schedulingGates") or []
-    if all(g in old_gates for g in a.get("schedulingGates") or []):
-        if "schedulingGates" in b:
-            a["schedulingGates"] = b["schedulingGates"]
-        else:
-            a.pop("schedulingGates", None)
+    # Scheduling gates may only be removed (reordering is no addition): each new name is
+    # its own cause at its index, and the gates are then left out of the generic check.
+    causes: list[Cause] = []
+    old_names = {g.get("name") for g in b.get("schedulingGates") or [] if isinstance(g, dict)}
+    for i, g in enumerate(a.get("schedulingGates") or []):
+        name = g.get("name") if isinstance(g, dict) else None
+        if name not in old_names:
+            causes.append(
+                Cause(
+                    "FieldValueForbidden",
+                    "Forbidden: only deletion is allowed, but found new scheduling gate "
+                    f"'{name or ''}'",
+                    f"spec.schedulingGates[{i}].name",
+                )
+            )
+    if "schedulingGates" in b:
+        a["schedulingGates"] = b["schedulingGates"]
+    else:
+        a.pop("schedulingGates", None)
     if a != b:
-        return [Cause("FieldValueForbidden", _POD_UPDATE_FORBIDDEN, "spec")]
-    return []
+        causes.append(Cause("FieldValueForbidden", _POD_UPDATE_FORBIDDEN, "spec"))
+    return causes
 
 
 # --- events.k8s.io/v1 <-> core/v1 Event --------------------------------------

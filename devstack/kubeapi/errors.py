@@ -38,6 +38,8 @@ class ApiError(Exception):
     causes: list[Cause] = field(default_factory=list)
     retry_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # NewGenericServerResponse always sends a (possibly empty) `details` object.
+    empty_details: bool = False
 
     def __str__(self) -> str:
         return f"{self.code} {self.reason}: {self.message}"
@@ -63,7 +65,7 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        if details:
+        if details or self.empty_details:
             out["details"] = details
         return out
 
@@ -157,13 +159,14 @@ def gone(message: str) -> ApiError:
 def unprocessable(message: str) -> ApiError:
     """apimachinery's NewGenericServerResponse(422): how a failed JSON patch is reported.
 
-    A real kube-apiserver sends only the generic message (empty details): `message`
+    A real kube-apiserver sends only the generic message and `"details": {}`: `message`
     (what failed) is kept for the emulator's own debugging, not sent."""
     del message
     return ApiError(
         422,
         "Invalid",
         "the server rejected our request due to an error in our request",
+        empty_details=True,
     )
 
 
