@@ -20,7 +20,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ORDER = ["kubeapi", "coldstart", "ingest", "release", "wake", "seatfreed", "sweep", "reclaim"]
+ORDER = [
+    "kubeapi",
+    "coldstart",
+    "ingest",
+    "release",
+    "wake",
+    "seatfreed",
+    "sweep",
+    "reclaim",
+    "order",
+]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -8,10 +8,11 @@ keeping the seat. Works against any kubeconfig; the registry column needs
 `COCOON_REGISTRY_BASE` (else it shows `?`).
 
 Then the seat view, per node pool: seats used of offered, the wakes waiting
-for a seat with their age (and the seat they reclaimed), and the sets that may
-give their seat (`reclaimable-after`) with their idle time. Seats used are
-the bound pods of the pool's sets (nodes are not read: no RBAC on nodes). `--seats` prints
-only that view (`-o json` then prints it as JSON).
+for a seat with their age, their place in the pool's line (and the seat they
+reclaimed), and the sets that may give their seat (`reclaimable-after`) with
+their idle time. Seats used are the bound pods of the pool's sets (nodes are
+not read: no RBAC on nodes). `--seats` prints only that view (`-o json` then
+prints it as JSON).
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def _render_seats(pools: Sequence[PoolSeats]) -> None:
             click.echo("  waiting wakes (longest first):")
             for w in p.waiting:
                 took = f", reclaimed the seat of {w.victim}" if w.victim else ""
-                click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{took}")
+                line = f", #{w.position} in line ({w.line})" if w.position else ""
+                click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{line}{took}")
         else:
             click.echo("  no wake waiting")
         if p.reclaimable:

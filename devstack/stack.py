@@ -101,6 +101,9 @@ class StackConfig:
     # A waiting wake reclaims an idle seat after this (production default 30s; the
     # local stack's scheduler never is merely slow, and a demo should not wait).
     seat_reclaim_grace: str = "2s"
+    # The simulated scheduler's pick among pending pods (devstack.simulator.FIFO or
+    # NEWEST_FIRST, kube-scheduler's backoff at its least kind).
+    scheduler_order: str = "fifo"
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -284,6 +287,7 @@ class Stack:
             nodes=list(cfg.nodes),
             interval=cfg.sim_interval,
             on_event=self.on_event,
+            scheduler_order=cfg.scheduler_order,
         )
         self.simulator.start()
         if cfg.tick_seconds > 0:

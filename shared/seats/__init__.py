@@ -1,1 +1,2 @@
-"""The seat economy: reclaiming an idle seat for a waiting wake, sleep windows, CPU activity."""
+"""The seat economy: idle seats reclaimed for waiting wakes, sleep windows, CPU activity,
+and the fair order of waiting wakes."""

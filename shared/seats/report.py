@@ -18,6 +18,7 @@ from shared.durations import parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet, Pod
 from shared.seats import keys
+from shared.seats.order import Waiter, position, waiter_of
 from shared.seats.reclaim import SeatWait, set_key
 from shared.sweep.plan import measured_last_activity
 
@@ -27,6 +28,10 @@ class Waiting:
     set: str
     age_seconds: int
     victim: str  # the set whose seat it reclaimed, "" when none (yet)
+    # Its restore pod in the pool's line (shared.seats.order): gated | unschedulable |
+    # pending, and 1 + how many waiters are ahead of it; "" and 0 when not in a line.
+    line: str = ""
+    position: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +76,11 @@ def seat_view(
     sets = list(sets)
     pools: dict[str, PoolSeats] = {}
     pool_of_set = {(cs.namespace, cs.name): _pool_of(cs) for cs in sets}
+    in_line: dict[str, Waiter] = {}
     for pod in pods:
         key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
+        if pod.is_main and (waiter := waiter_of(pod)) is not None:
+            in_line[f"{key[0]}/{key[1]}"] = waiter
         pool = pool_of_set.get(key)
         # A bound pod holds its seat until it is gone (terminating included).
         if pool is not None and pod.spec.node_name and not pod.terminal:
@@ -82,11 +90,14 @@ def seat_view(
         if cs.phase is CocoonSetPhase.WAKING:
             started = _wait_start(cs)
             wait = SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+            me = in_line.get(set_key(cs))
             entry.waiting.append(
                 Waiting(
                     set=set_key(cs),
                     age_seconds=int((now - started).total_seconds()) if started else 0,
                     victim=(wait.victim or "") if wait is not None else "",
+                    line=me.state.value if me is not None else "",
+                    position=position(me, in_line.values()) if me is not None else 0,
                 )
             )
         raw = cs.metadata.annotations.get(keys.ANN_RECLAIMABLE_AFTER)

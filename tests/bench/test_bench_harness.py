@@ -17,7 +17,17 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.fixtures.registry import require_registry_binary
 
-EXPECTED = {"kubeapi", "coldstart", "ingest", "release", "wake", "seatfreed", "sweep", "reclaim"}
+EXPECTED = {
+    "kubeapi",
+    "coldstart",
+    "ingest",
+    "release",
+    "wake",
+    "seatfreed",
+    "sweep",
+    "reclaim",
+    "order",
+}
 
 
 @pytest.mark.timeout(900)
@@ -48,6 +58,8 @@ def test_quick_bench_writes_json_table_and_plots(tmp_path: Path) -> None:
         f for n, f in results["coldstart"]["figures"].items() if n.endswith("irrelevant event")
     ]
     assert heavy and all(f["value"] == 0 for f in heavy), heavy
+    # Behaviour, not timing: with the gate every freed seat went to the longest waiter.
+    assert results["order"]["figures"]["fair_share_gate"]["value"] == 100
     table = (tmp_path / "latest.md").read_text()
     assert "| benchmark | figure | value | unit | note |" in table
     assert (tmp_path / "latency.png").stat().st_size > 0

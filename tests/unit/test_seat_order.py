@@ -349,3 +349,32 @@ def test_the_order_is_on_by_default_and_can_be_turned_off() -> None:
 
 def test_namespace_is_part_of_the_key() -> None:
     assert w("a", secs_ago=1).key == f"{NS}/a-0"
+
+
+# --- the status view ----------------------------------------------------------------------
+
+
+def test_the_seat_view_shows_each_waiting_wake_with_its_place_in_line() -> None:
+    from shared.seats.report import seat_view
+
+    pods = [
+        restore_pod("w1", secs_ago=30, state=State.BLOCKED),
+        restore_pod("w2", secs_ago=20, state=State.GATED),
+        restore_pod("w3", secs_ago=10, state=State.GATED),
+    ]
+    sets = [
+        make_set(
+            name=n,
+            suspend=False,
+            phase="Waking",
+            annotations={"cocoonset.cocoonstack.io/wake-started": "2026-11-30T11:59:00Z"},
+        )
+        for n in ("w1", "w2", "w3")
+    ]
+    [pool] = seat_view(sets, pods, now=NOW)
+    got = {x.set: (x.line, x.position) for x in pool.waiting}
+    assert got == {
+        f"{NS}/w1": ("unschedulable", 1),
+        f"{NS}/w2": ("gated", 2),
+        f"{NS}/w3": ("gated", 3),
+    }
