@@ -621,8 +621,13 @@ class _Run:
         )
         return out
 
-    def tend_line(self, why: str) -> Advanced | None:
-        """Ungate whoever's turn it is in this set's pool (a note on failure, never raised)."""
+    def tend_line(self, why: str, *, strict: bool = False) -> Advanced | None:
+        """Ungate whoever's turn it is in this set's pool; None when there is no line.
+
+        A failure is logged, not raised (the pods themselves are the durable state:
+        the next reconcile or sweep re-reads), unless `strict`: then the caller's
+        error policy handles it (a transient error is redelivered).
+        """
         main = main_pod(self.pods)
         if (
             self.settings is None
@@ -638,7 +643,8 @@ class _Run:
         try:
             res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
         except CocoonError as e:
-            # Durable state is the pods themselves: the next reconcile or sweep re-reads.
+            if strict:
+                raise
             log.warning("seat line not tended", set=str(self.ref), why=why, error=str(e))
             return None
         if res.ungated:
@@ -646,11 +652,24 @@ class _Run:
         return res
 
     def wait_in_line(self, step: WaitInLine) -> Outcome:
-        res = self.tend_line("gated")
         key = f"{self.ref.namespace}/{step.pod_name}"
-        if res is not None and key in res.ungated:
+        # Strict: a gated pod whose line cannot be read is retried, not left to the sweep.
+        res = self.tend_line("gated", strict=True)
+        if res is None:
+            # No line to wait in (the order was turned off with pods gated, or the pod
+            # lost its line label): nobody else will remove our gate, so remove it now.
+            from shared.seats.line import drop_gate  # noqa: PLC0415 - wakes only
+
+            main = main_pod(self.pods)
+            if main is not None:
+                drop_gate(self.kube, main, now=self.now)
+            return self.outcome("waiting", f"{step.pod_name}: not in a seat line: ungated")
+        if key in res.ungated:
             return self.outcome("waiting", f"{step.pod_name}: its turn in the seat line: ungated")
-        behind = res.kept.get(key, "an older wake") if res is not None else "an older wake"
+        if isinstance(res.failed.get(key), TransientError):
+            # Its turn, and the gate is still on: redelivery is sooner than the sweep.
+            raise TransientError(f"{self.ref}: removing the seat gate failed: {res.failed[key]}")
+        behind = res.kept.get(key, "an older wake")
         note = f"{step.pod_name} is in line for a seat behind {behind}"
         # A gated pod waits for a seat as surely as an unschedulable one (it is gated
         # only behind a stuck waiter that could take any seat it could): it may reclaim.

@@ -26,11 +26,13 @@ from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
 from shared.models import Pod
 from shared.seats.order import (
+    GATE,
     LABEL_SEAT_LINE,
     KeepGated,
     Waiter,
     advance,
     gate_at_create,
+    gate_removal,
     join_line,
     queued_at,
     ungate_patch,
@@ -118,14 +120,15 @@ def _copy(body: dict[str, Any]) -> dict[str, Any]:
 class Advanced:
     ungated: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)  # gated pod -> who it waits behind
+    failed: dict[str, CocoonError] = field(default_factory=dict)  # its turn, the PATCH failed
 
 
 def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: datetime) -> Advanced:
     """Ungate, oldest first, every gated pod of `pool`'s line nobody stuck is ahead of.
 
     Raises CocoonError from the LIST only; a patch that loses (the pod went, was
-    replaced, or another controller changed its gates) is skipped: the next
-    reconcile of that set, or the sweep, re-reads.
+    replaced, or another controller changed its gates) is skipped, one that fails
+    is recorded in `failed`: the next reconcile of that set, or the sweep, re-reads.
     """
     result = Advanced()
     for step in advance(read_line(kube, settings, pool), now=now):
@@ -138,9 +141,36 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
         except (NotFound, Conflict, Invalid) as err:
             log.info("seat line: ungate skipped", pod=w.key, error=str(err))
             continue
+        except CocoonError as err:
+            # One pod's failure (a namespace the writer role is not bound in, a 5xx)
+            # must not hold up the rest of the line; its own set's reconcile retries.
+            log.warning("seat line: ungate failed", pod=w.key, error=str(err))
+            result.failed[w.key] = err
+            continue
         result.ungated.append(w.key)
         log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
     return result
 
 
-__all__ = ["Advanced", "LineReader", "advance_line", "prepare_restore_pod", "read_line"]
+def drop_gate(kube: object, pod: Pod, *, now: datetime) -> bool:
+    """Remove our gate from one pod outside any line decision (the order is off, or the
+    pod lost its line label): a pod we gated is never left for nobody to release."""
+    if GATE not in pod.scheduling_gates or not hasattr(kube, "patch_pod"):
+        return False
+    patch = gate_removal(pod.metadata.uid or "", pod.scheduling_gates, now=now)
+    try:
+        kube.patch_pod(pod.metadata.namespace or "", pod.name, patch)
+    except (NotFound, Conflict, Invalid):
+        return False
+    log.info("seat line: gate removed outside a line", pod=f"{pod.metadata.namespace}/{pod.name}")
+    return True
+
+
+__all__ = [
+    "Advanced",
+    "LineReader",
+    "advance_line",
+    "drop_gate",
+    "prepare_restore_pod",
+    "read_line",
+]

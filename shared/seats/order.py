@@ -244,6 +244,11 @@ def position(me: Waiter, line: Iterable[Waiter]) -> int:
 
 
 def ungate_patch(w: Waiter, *, now: datetime) -> dict[str, Any]:
+    """A merge patch that removes only our gate from `w`'s pod (see gate_removal)."""
+    return gate_removal(w.uid, w.gates, now=now)
+
+
+def gate_removal(uid: str, gates: Sequence[str], *, now: datetime) -> dict[str, Any]:
     """A merge patch that removes only our gate (another controller's gates stay).
 
     The uid precondition: never a newer pod that reused the name. The list is
@@ -251,14 +256,14 @@ def ungate_patch(w: Waiter, *, now: datetime) -> dict[str, Any]:
     patch would add it back, which the API server refuses (422): the next
     reconcile re-reads. Removing the same gate twice is harmless.
     """
-    rest = [{"name": g} for g in w.gates if g != GATE]
+    rest = [{"name": g} for g in gates if g != GATE]
     return {
-        "metadata": {"uid": w.uid, "annotations": {ANN_UNGATED_AT: _micro(now)}},
+        "metadata": {"uid": uid, "annotations": {ANN_UNGATED_AT: micro(now)}},
         "spec": {"schedulingGates": rest or None},
     }
 
 
-def _micro(value: datetime) -> str:
+def micro(value: datetime) -> str:
     # Microseconds: wakes requested within one second still keep their order.
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -278,7 +283,7 @@ def join_line(
     """The restore pod's manifest with its place in the line (and the gate, if due)."""
     meta = body["metadata"]
     meta["labels"] = {**meta.get("labels", {}), LABEL_SEAT_LINE: pool}
-    meta["annotations"] = {**meta.get("annotations", {}), ANN_QUEUED_AT: _micro(queued_at)}
+    meta["annotations"] = {**meta.get("annotations", {}), ANN_QUEUED_AT: micro(queued_at)}
     if gate:
         body["spec"]["schedulingGates"] = [{"name": GATE}]
     return body
@@ -298,7 +303,9 @@ __all__ = [
     "blocker",
     "covers",
     "gate_at_create",
+    "gate_removal",
     "join_line",
+    "micro",
     "position",
     "queued_at",
     "ungate_patch",

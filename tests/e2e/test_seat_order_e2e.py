@@ -206,3 +206,71 @@ def test_without_the_gate_this_scheduler_gives_the_first_seat_to_the_newest_wake
     assert all(main_of(world, n).scheduling_gates == () for n in WAKERS)
     order = free_seats_one_by_one(world, sim, settings)
     assert order[0] == "w3", order
+
+
+def test_a_lost_hand_off_is_caught_up_by_the_next_sweep(world: World, sim: Simulator) -> None:
+    """The events after a bind are lost (no reconcile at all): the next waiter stays
+    gated until one sweep run, whose safety net reconciles every Waking set."""
+    from functions.sweep import run_sweep
+
+    settings = replace(world.settings, seat_reclaim_grace=None, seat_order=True)
+    full_pool_with_three_waiting_wakes(world, sim, settings)
+    world.patch_set(NS, "h1", {"spec": {"suspend": True}})
+    # h1's release alone (its own events), then only the simulator: w1 is bound.
+    drive(world, sim, ["h1"], lambda: bound(world) == ["w1"], settings=settings)
+    for _ in range(5):
+        sim.step()
+    assert main_of(world, "w2").scheduling_gates == (GATE,)
+
+    run_sweep(settings=settings, dry_run=False, kube=world.client, registry=world.snapshots)
+
+    # w2's turn: ungated (and then judged by the scheduler); w3 still waits behind it.
+    assert main_of(world, "w2").scheduling_gates == ()
+    assert main_of(world, "w3").scheduling_gates == (GATE,)
+    sim.step()
+    assert main_of(world, "w2").unschedulable_message() is not None
+
+
+@pytest.mark.embedded_only("injects a fault on the line's LIST through the emulator")
+def test_a_line_that_cannot_be_read_never_fails_a_wake(world: World, sim: Simulator) -> None:
+    settings = replace(world.settings, seat_reclaim_grace=None, seat_order=True)
+    full_pool_with_three_waiting_wakes(world, sim, settings)
+    # A fourth set, run and released, woken while the cluster-wide pod LIST fails.
+    world.create_set(set_manifest("w4", suspend=None, phase=None, annotations={}))
+    world.patch_set(NS, "h3", {"spec": {"suspend": True}})
+    drive(world, sim, ["w4", "h3"], lambda: phase(world, "w4") == "Running", settings=settings)
+    world.patch_set(NS, "w4", {"spec": {"suspend": True}})
+    drive(world, sim, ["w4"], lambda: phase(world, "w4") == "Suspended", settings=settings)
+    world.kube.add_fault(method="GET", path=r"^/api/v1/pods$", status=503, times=None)
+
+    wake(world, "w4", settings)
+
+    # Created, in the line for those after it, but not gated: fairness is worth a
+    # LIST, not a failed wake.
+    pod = main_of(world, "w4")
+    assert pod.labels[LABEL_SEAT_LINE] == "default"
+    assert pod.scheduling_gates == ()
+    assert phase(world, "w4") == "Waking"
+
+
+def test_turning_the_order_off_releases_gated_pods_at_their_next_reconcile(
+    world: World, sim: Simulator
+) -> None:
+    settings = replace(world.settings, seat_reclaim_grace=None, seat_order=True)
+    full_pool_with_three_waiting_wakes(world, sim, settings)
+    assert main_of(world, "w2").scheduling_gates == (GATE,)
+
+    off = replace(settings, seat_order=False)
+    out = reconcile_set(
+        SetRef(NS, "w2"),
+        kube=world.client,
+        registry=world.snapshots,
+        settings=off,
+        publisher=None,
+        now=datetime.now(UTC),
+    )
+
+    # Nobody would ever remove a gate this project put there: it goes now.
+    assert "ungated" in out.reason
+    assert main_of(world, "w2").scheduling_gates == ()
+    assert main_of(world, "w3").scheduling_gates == (GATE,)  # its own reconcile frees it
