@@ -69,6 +69,11 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
             parse(raw)
         except ValueError:
             problems.append(f"{key.rsplit('/', 1)[-1]}={_clip(raw)}")
+            continue
+        if key == keys.ANN_RECLAIMABLE_AFTER and not cs.is_release:
+            # Valid, but it can never act: a retain set keeps its seat while suspended,
+            # so taking it frees nothing. Its owner believes the seat is offered: say so.
+            problems.append(f"reclaimable-after={_clip(raw)} (hibernatePolicy is not release)")
     return tuple(problems)
 
 

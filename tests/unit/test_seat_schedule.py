@@ -185,3 +185,11 @@ def test_a_bad_schedule_is_one_config_problem_keyed_by_its_value() -> None:
         }
     )
     assert config_problems(cs) == ("sleep-schedule=0 25 * * * UTC", "idle-cpu-below=lots")
+
+
+def test_reclaimable_after_on_a_retain_set_is_a_config_problem() -> None:
+    # A retain set keeps its seat while suspended: the opt-in could never act.
+    retain = make_set(policy="retain", annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"})
+    assert config_problems(retain) == ("reclaimable-after=1h (hibernatePolicy is not release)",)
+    release = make_set(annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"})
+    assert config_problems(release) == ()
