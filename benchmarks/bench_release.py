@@ -205,14 +205,15 @@ def stack(backend: str = "embedded") -> Iterator[Stack]:
 
 
 @contextmanager
-def function_client(st: Stack, target: str) -> Iterator[Any]:
-    """A warm functions-framework client of `target` configured for the stack."""
+def function_client(st: Stack, target: str, env: dict[str, str] | None = None) -> Iterator[Any]:
+    """A warm functions-framework client of `target` configured for the stack (plus `env`)."""
     import functions_framework
 
     from functions import runtime
 
-    saved = {key: os.environ.get(key) for key in st.env()}
-    os.environ.update(st.env())
+    wanted = {**st.env(), **(env or {})}
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
     runtime.reset()
     try:
         app = functions_framework.create_app(target=target, source=str(REPO_ROOT / "main.py"))

@@ -149,7 +149,8 @@ def _run_backend(backend: str, *, quick: bool) -> tuple[dict[str, Any], dict[str
             "(CAS; durable before the create), PATCH set wake-started stamp (the sweep's "
             "deadline clock; metadata cannot "
             "ride on a status write), POST pod. 5 when the set is already unsuspended. "
-            f"Measured: {start_listing}",
+            "Plus one LIST of the pool's line of waiting wakes (the fair order; none with "
+            f"COCOON_SEAT_ORDER=off). Measured: {start_listing}",
         )
         figures["wake_start_registry_requests"] = figure(
             st.snapshots.requests_made - reg0, "requests", "one HEAD <vm0>:hibernate (the probe)"
@@ -166,7 +167,8 @@ def _run_backend(backend: str, *, quick: bool) -> tuple[dict[str, Any], dict[str
             "the restored VM is live. Minimum 6: GET set, LIST pods, PATCH set (clear the hint + "
             "last-wake + the owed report, CAS), POST event (WakeCompleted, named by the wake: "
             "its create decides the count), PATCH set (owed marker removed, CAS), PATCH status "
-            f"(Running). Measured: {done_listing}",
+            "(Running). Plus one LIST of the pool's line (the hand-off to the next waiting wake). "
+            f"Measured: {done_listing}",
         )
         figures["wake_completion_registry_requests"] = figure(
             st.snapshots.requests_made - reg0,
@@ -175,19 +177,33 @@ def _run_backend(backend: str, *, quick: bool) -> tuple[dict[str, Any], dict[str
             "delete a manifest another tag shares), DELETE by digest",
         )
 
-        names = [f"w{i}" for i in range(runs + 1)]
-        for name in names:
-            released(st, name)
-        latencies: list[float] = []
-        with function_client(st, "wake") as wake:
-            for i, name in enumerate(names):
-                t0 = time.perf_counter()
-                status = post_event(wake, k.CE_WAKE_REQUESTED, {"namespace": NS, "name": name})
-                elapsed = (time.perf_counter() - t0) * 1000.0
-                assert status == 200, status
-                if i > 0:
-                    latencies.append(elapsed)
+        def series(prefix: str, env: dict[str, str] | None = None) -> list[float]:
+            names = [f"{prefix}{i}" for i in range(runs + 1)]
+            for name in names:
+                released(st, name)
+            out: list[float] = []
+            with function_client(st, "wake", env) as wake:
+                for i, name in enumerate(names):
+                    t0 = time.perf_counter()
+                    status = post_event(wake, k.CE_WAKE_REQUESTED, {"namespace": NS, "name": name})
+                    elapsed = (time.perf_counter() - t0) * 1000.0
+                    assert status == 200, status
+                    if i > 0:  # the first is the instance's cold start
+                        out.append(elapsed)
+            return out
+
+        latencies = series("w")
+        # The same wakes with the fair order off, right after: what its LIST costs.
+        without = series("x", {"COCOON_SEAT_ORDER": "off"})
         samples["wake_latency_ms"] = latencies
+        samples["wake_latency_order_off_ms"] = without
+        figures["wake_latency_order_on_over_off"] = figure(
+            statistics.median(latencies) / statistics.median(without),
+            "x",
+            f"p50 {statistics.median(latencies):.1f} ms with the seat line's LIST vs "
+            f"{statistics.median(without):.1f} ms with COCOON_SEAT_ORDER=off, same run, "
+            "a pool with room (no gate)",
+        )
         figures["wake_latency_p50"] = figure(
             statistics.median(latencies),
             "ms",

@@ -479,13 +479,21 @@ class KubeClient:
         *,
         limit: int = 500,
         field_selector: str | None = None,
+        from_cache: bool = False,
     ) -> Iterator[list[Pod]]:
-        """Pages of pods matching a label (and field) selector (one namespace, or all)."""
+        """Pages of pods matching a label (and field) selector (one namespace, or all).
+
+        `from_cache`: resourceVersion=0, served from the API server's watch cache
+        without a quorum read of etcd (possibly a moment stale; one page, as the
+        cache ignores `limit`): for reads whose decisions tolerate that.
+        """
         token: str | None = None
         while True:
             kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
             if field_selector:
                 kw["field_selector"] = field_selector
+            if from_cache:
+                kw["resource_version"] = "0"
             if token:
                 kw["_continue"] = token
             if namespace is None:

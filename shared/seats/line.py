@@ -51,6 +51,7 @@ class LineReader(Protocol):
         *,
         limit: int = 500,
         field_selector: str | None = None,
+        from_cache: bool = False,
     ) -> Iterator[list[Pod]]: ...
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
@@ -63,8 +64,12 @@ def _scopes(settings: Settings) -> list[str | None]:
 def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
     out: list[Waiter] = []
     for scope in _scopes(settings):
+        # From the watch cache: a line a moment stale only delays a turn (the next
+        # reconcile re-reads) and never lets two pods race for one seat more than a
+        # fresh read would (an ungate is judged against the pods as read either way);
+        # a quorum read of etcd cost every wake ~100 ms on a real kube-apiserver.
         for page in kube.list_pods_matching(
-            scope, f"{LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND
+            scope, f"{LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND, from_cache=True
         ):
             out.extend(w for p in page if (w := waiter_of(p)) is not None)
     return out

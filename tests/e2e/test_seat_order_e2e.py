@@ -148,6 +148,9 @@ def full_pool_with_three_waiting_wakes(world: World, sim: Simulator, settings: A
             )
 
         drive(world, sim, WAKERS, waits, settings=settings)
+        # The line is read from the API server's watch cache (resourceVersion=0), which
+        # trails etcd by a moment: the next wake must see this one waiting.
+        time.sleep(0.2)
     assert bound(world) == []
 
 
