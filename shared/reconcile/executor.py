@@ -611,7 +611,7 @@ class _Run:
             return body
         from shared.seats.line import prepare_restore_pod  # noqa: PLC0415 - wakes only
 
-        out, _note = prepare_restore_pod(
+        return prepare_restore_pod(
             self.kube,
             self.settings,
             body,
@@ -619,7 +619,6 @@ class _Run:
             wake_started=self.set.metadata.annotations.get(k.ANN_WAKE_STARTED),
             now=self.now,
         )
-        return out
 
     def tend_line(self, why: str, *, strict: bool = False) -> Advanced | None:
         """Ungate whoever's turn it is in this set's pool; None when there is no line.

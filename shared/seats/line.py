@@ -6,8 +6,9 @@ moments the line can move, and the sweep as the safety net:
 * the wake that created a gated pod, and every later reconcile of it;
 * a wake whose restore pod was bound (the seat it took is no longer contested:
   the next in line may try), and a wake that completed;
-* every sweep run, for every pool that has a line (one LIST per namespace
-  scope), so a lost event delays a gated pod by at most one sweep interval.
+* every sweep run, through its safety net, which reconciles every `Waking` set
+  (a gated pod's set among them), so a lost event delays a gated pod by at most
+  one sweep interval.
 
 Cost: one LIST of the pool's unbound restore pods (label `seat-line=<pool>`,
 field `spec.nodeName=`) per call; a PATCH per pod ungated. Ungating is
@@ -16,6 +17,7 @@ idempotent, so duplicates and retries need no record of their own.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -64,10 +66,10 @@ def _scopes(settings: Settings) -> list[str | None]:
 def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
     out: list[Waiter] = []
     for scope in _scopes(settings):
-        # From the watch cache: a line a moment stale only delays a turn (the next
-        # reconcile re-reads) and never lets two pods race for one seat more than a
-        # fresh read would (an ungate is judged against the pods as read either way);
-        # a quorum read of etcd cost every wake ~100 ms on a real kube-apiserver.
+        # From the watch cache (milliseconds behind etcd): a stale line mostly delays
+        # a turn (the next reconcile re-reads); at worst it opens the same short window
+        # in which a new wake is not yet seen waiting (README, "Fair order"). A quorum
+        # read of etcd cost every wake ~100 ms on a real kube-apiserver.
         for page in kube.list_pods_matching(
             scope, f"{LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND, from_cache=True
         ):
@@ -83,25 +85,25 @@ def prepare_restore_pod(
     pool: str,
     wake_started: str | None,
     now: datetime,
-) -> tuple[dict[str, Any], str]:
+) -> dict[str, Any]:
     """The restore pod with its place in the line, gated when an older waiter is stuck.
 
     Fairness is worth a LIST, not a failed wake: when the line cannot be read the
     pod goes to the scheduler ungated (and is still in the line for the next ones).
     """
     if settings is None or not settings.seat_order or not isinstance(kube, LineReader):
-        return body, ""
+        return body
     place = queued_at(wake_started, now=now)
     try:
         line = read_line(kube, settings, pool)
     except CocoonError as err:
         log.warning("seat line unreadable: restore pod created ungated", pool=pool, error=str(err))
-        return join_line(body, pool=pool, queued_at=place, gate=False), "line unreadable"
-    mine = join_line(_copy(body), pool=pool, queued_at=place, gate=False)
+        return join_line(body, pool=pool, queued_at=place, gate=False)
+    mine = join_line(copy.deepcopy(body), pool=pool, queued_at=place, gate=False)
     me = waiter_of(Pod.model_validate(mine))
     behind = None if me is None else gate_at_create(me, line)
     if behind is None:
-        return join_line(body, pool=pool, queued_at=place, gate=False), ""
+        return join_line(body, pool=pool, queued_at=place, gate=False)
     log.info(
         "seat line: restore pod created gated",
         pool=pool,
@@ -109,16 +111,7 @@ def prepare_restore_pod(
         behind=behind.key,
         behind_state=behind.state.value,
     )
-    return (
-        join_line(body, pool=pool, queued_at=place, gate=True),
-        f"queued behind {behind.key} ({behind.state.value})",
-    )
-
-
-def _copy(body: dict[str, Any]) -> dict[str, Any]:
-    import copy  # noqa: PLC0415 - only on this path
-
-    return copy.deepcopy(body)
+    return join_line(body, pool=pool, queued_at=place, gate=True)
 
 
 @dataclass(slots=True)
