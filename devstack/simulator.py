@@ -24,10 +24,11 @@ one of the local stack). It is a test double for the world, not a product:
   ``Failed`` before anything else. For a set that is not suspended and whose
   phase is unset, ``Pending``, ``Running`` (or ``Suspending`` without a hint,
   a fast unsuspend): clears ``hibernate`` on its pods, deletes a main pod
-  whose VM-spec annotations differ *as strings* from what it would write
-  (drift; the next pass recreates it), creates the main pod (the same builder
-  as the functions' wake, *without* the restore marker) when the set has no
-  pods, and derives the phase (``Pending`` -> ``Running`` once the main pod is
+  that drifted from what it would build (its podSpecMatchesAgent: the VM-spec
+  annotations *as strings*, CPU/memory resources, service account, envFrom,
+  node pool and CPU class; the next pass recreates it), creates the main pod
+  (the same builder as the functions' wake, *without* the restore marker) when
+  the set has no pods, and derives the phase (``Pending`` -> ``Running`` once the main pod is
   Ready) with ``status.agents``. It never writes ``Suspending``/``Suspended``/
   ``Waking`` for a release-policy set and never creates a pod for a set in
   those phases: those belong to the functions. A suspended *retain* set gets
@@ -63,6 +64,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any
 
 import requests
@@ -82,7 +84,7 @@ from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod, parse_go_int
-from shared.quantity import canonical_quantity
+from shared.quantity import QuantityError, canonical_quantity, parse_quantity
 from shared.reconcile.mainpod import build_main_pod, vm_spec_annotations
 from shared.reconcile.status import build_status
 
@@ -205,6 +207,67 @@ def vm_spec_drifted(set_obj: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     want[k.ANN_STORAGE] = "" if storage is None else canonical_quantity(storage)
     have = _ann(pod)
     return any(have.get(key, "") != want.get(key, "") for key in _VM_SPEC_KEYS)
+
+
+def _amount(raw: Any) -> Fraction | None:
+    try:
+        q = parse_quantity(str(raw))
+    except QuantityError:
+        return None
+    return Fraction(q.unscaled) * Fraction(10) ** q.scale
+
+
+def _same_amount(have: Mapping[str, Any], want: Mapping[str, Any], name: str) -> bool:
+    # quantityEqual: both absent is equal, one absent is not, else Quantity.Cmp.
+    if name not in have and name not in want:
+        return True
+    if name not in have or name not in want:
+        return False
+    return _amount(have[name]) == _amount(want[name])
+
+
+def pod_spec_drifted(set_obj: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """The operator's podSpecMatchesAgent for the main agent, negated.
+
+    The VM-spec strings, then CPU and memory limits and requests (requests
+    default to the limits; ephemeral-storage is never compared), the service
+    account ("" and "default" alike), envFrom (nil and empty alike) and the
+    scheduling: the node pool (nodeSelector, else label, else annotation, else
+    `default`) and the snapshot CPU class of the nodeSelector (a live pod without
+    one is adopted).
+    """
+    if vm_spec_drifted(set_obj, pod):
+        return True
+    agent: Mapping[str, Any] = _spec(set_obj).get("agent") or {}
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    containers = spec.get("containers") or [{}]
+    container: Mapping[str, Any] = containers[0] if containers else {}
+    got = container.get("resources") or {}
+    want = agent.get("resources") or {}
+    want_req = want.get("requests") or want.get("limits") or {}
+    for name in ("cpu", "memory"):
+        if not _same_amount(got.get("limits") or {}, want.get("limits") or {}, name):
+            return True
+        if not _same_amount(got.get("requests") or {}, want_req, name):
+            return True
+    if (spec.get("serviceAccountName") or "default") != (
+        agent.get("serviceAccountName") or "default"
+    ):
+        return True
+    if list(container.get("envFrom") or []) != list(agent.get("envFrom") or []):
+        return True
+    selector: Mapping[str, str] = spec.get("nodeSelector") or {}
+    pool = (
+        selector.get(k.LABEL_POOL)
+        or _labels(pod).get(k.LABEL_POOL)
+        or _ann(pod).get(k.LABEL_POOL)
+        or k.DEFAULT_POOL
+    )
+    if pool != (_spec(set_obj).get("nodePool") or k.DEFAULT_POOL):
+        return True
+    cls = selector.get(k.LABEL_SNAPSHOT_CPU_CLASS, "")
+    want_cls = _spec(set_obj).get("snapshotCompatibilityClass") or ""
+    return not (cls == want_cls or (cls == "" and not _pod_terminal(pod)))
 
 
 def _spec(set_obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -389,7 +452,7 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Ac
     for p in live:
         if _ann(p).get(k.ANN_HIBERNATE) is not None:
             out.append(AnnotatePod(ns, _key(p)[1], {k.ANN_HIBERNATE: None}))
-    if main is not None and vm_spec_drifted(set_obj, main):
+    if main is not None and pod_spec_drifted(set_obj, main):
         # Drift: the pod goes and the next pass recreates it from the spec.
         out.append(DeletePod(ns, _key(main)[1], str(_meta(main).get("uid") or "")))
         return out

@@ -47,7 +47,15 @@ def _default_container(c: dict[str, Any]) -> None:
     c.setdefault("terminationMessagePolicy", "File")
     if isinstance(c.get("image"), str):
         c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
-    c.setdefault("resources", {})
+    res = c.setdefault("resources", {})
+    # SetDefaults_Pod: a resource with a limit and no request is requested at its limit
+    # (the operator's drift check compares requests, so a missing default is drift).
+    limits = res.get("limits") if isinstance(res, dict) else None
+    if isinstance(limits, dict) and limits:
+        requests = res.setdefault("requests", {})
+        if isinstance(requests, dict):
+            for name, value in limits.items():
+                requests.setdefault(name, value)
     for p in c.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")

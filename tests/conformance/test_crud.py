@@ -121,6 +121,19 @@ def test_pod_create_applies_api_defaults_and_default_tolerations(k8s_api: client
     assert p.status.qos_class == "BestEffort"
 
 
+def test_a_limit_without_a_request_is_requested_at_the_limit(k8s_api: client.ApiClient) -> None:
+    # What a client reading the pod back compares (the operator's drift check does).
+    body = pod("p")
+    body["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": "1500m", "memory": "2Gi"},
+        "requests": {"memory": "1Gi"},
+    }
+    p = client.CoreV1Api(k8s_api).create_namespaced_pod("default", body)
+    assert p.spec.containers[0].resources.requests == {"cpu": "1500m", "memory": "1Gi"}
+    assert p.spec.containers[0].resources.limits == {"cpu": "1500m", "memory": "2Gi"}
+    assert p.status.qos_class == "Burstable"
+
+
 def test_pod_without_containers_is_422_required_value(k8s_api: client.ApiClient) -> None:
     body = pod("p")
     body["spec"]["containers"] = []

@@ -109,6 +109,29 @@ def test_a_woken_pod_carries_the_storage_the_operator_would_write(
     assert str(pod.spec.containers[0].resources.requests["ephemeral-storage"]) == "1Gi"
 
 
+def test_a_woken_pod_as_stored_is_not_drift_for_the_operator(
+    world: World, function_app: Any
+) -> None:
+    """The operator deletes a main pod that fails its podSpecMatchesAgent: the woken pod,
+    as the API server stored it (quantities, defaults), must pass it."""
+    from devstack.simulator import pod_spec_drifted
+
+    released_set(
+        world,
+        agent={
+            "storage": "1024Mi",
+            "resources": {"limits": {"cpu": "1500m", "memory": "2Gi"}},
+            "envFrom": [{"configMapRef": {"name": "agent-env"}}],
+        },
+        spec={"nodePool": "gpu", "snapshotCompatibilityClass": "zen4"},
+    )
+    assert post(function_app("wake"), wake_event()).status_code == 200
+    stored = world.core.api_client.sanitize_for_serialization(
+        world.core.read_namespaced_pod(POD, NS)
+    )
+    assert not pod_spec_drifted(world.get_set(NS, SET), stored)
+
+
 def test_a_failed_main_is_failed_and_stays_failed(world: World, function_app: Any) -> None:
     """Defect 4: the operator writes Failed before looking at suspend; so do we, once."""
     cs = suspended_set(world)

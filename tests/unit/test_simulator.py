@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from devstack.kubeapi.builtin import default_pod
 from devstack.placement import NodeInfo
 from devstack.simulator import (
     AUTO,
@@ -274,6 +275,55 @@ def test_operator_deletes_a_main_whose_vm_spec_drifted_as_a_string() -> None:
     assert DeletePod("demo", "a-0", "uid-a-0") in decide_operator(the_set, [drifted])
     same = a_pod(node="node-1", ready=True, annotations={k.ANN_STORAGE: "1Gi"})
     assert not [a for a in decide_operator(the_set, [same]) if isinstance(a, DeletePod)]
+
+
+@pytest.mark.parametrize(
+    ("agent", "spec", "pod_change", "drifted"),
+    [
+        ({}, {}, {}, False),
+        # Resources: CPU and memory, compared as amounts; requests default to limits.
+        (
+            {"resources": {"limits": {"cpu": "1"}}},
+            {},
+            {"limits": {"cpu": "1000m"}, "requests": {"cpu": "1"}},
+            False,
+        ),
+        (
+            {"resources": {"limits": {"cpu": "1"}}},
+            {},
+            {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}},
+            True,
+        ),
+        ({"resources": {"requests": {"memory": "1Gi"}}}, {}, {}, True),
+        # ephemeral-storage is never compared (the API server defaults it into both).
+        ({}, {}, {"limits": {"ephemeral-storage": "9Gi"}}, False),
+        # "" and "default" are the same service account.
+        ({"serviceAccountName": "default"}, {}, {}, False),
+        ({"serviceAccountName": "agent"}, {}, {}, True),
+        ({"envFrom": [{"secretRef": {"name": "s"}}]}, {}, {}, True),
+        ({"envFrom": []}, {}, {}, False),
+        # Scheduling: the pool and the snapshot CPU class of the nodeSelector.
+        ({}, {"nodePool": "gpu"}, {}, True),
+        ({}, {"snapshotCompatibilityClass": "zen4"}, {}, False),  # a live pod is adopted
+    ],
+)
+def test_operator_drift_is_its_pod_spec_matches_agent(
+    agent: dict[str, Any], spec: dict[str, Any], pod_change: dict[str, Any], drifted: bool
+) -> None:
+    the_set = a_set(phase="Running")
+    pod = a_pod(node="node-1", ready=True)
+    the_set["spec"]["agent"].update(agent)
+    the_set["spec"].update(spec)
+    if pod_change:
+        pod["spec"]["containers"][0]["resources"] = pod_change
+    deleted = [a for a in decide_operator(the_set, [pod]) if isinstance(a, DeletePod)]
+    assert bool(deleted) is drifted
+    # What the operator builds from the set, as the API server stores it (requests
+    # defaulted from limits), is never drift for itself.
+    own = main_pod_body(the_set)
+    default_pod(own)
+    own["spec"]["nodeName"] = "node-1"
+    assert not [a for a in decide_operator(the_set, [own]) if isinstance(a, DeletePod)]
 
 
 def test_operator_leaves_an_unfinished_wake_to_the_functions() -> None:
