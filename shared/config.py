@@ -152,6 +152,11 @@ class Settings:
     def namespace_allowed(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
 
+    @property
+    def scopes(self) -> list[str | None]:
+        """What a cluster-wide read lists: every namespace (None), or each allowed one."""
+        return [None] if self.namespaces is None else [*sorted(self.namespaces)]
+
     def require_registry(self) -> RegistryBase:
         if self.registry_base is None:
             raise ConfigError("COCOON_REGISTRY_BASE is not set: refusing to release or wake")

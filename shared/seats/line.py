@@ -59,13 +59,9 @@ class LineReader(Protocol):
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
 
 
-def _scopes(settings: Settings) -> list[str | None]:
-    return [None] if settings.namespaces is None else [*sorted(settings.namespaces)]
-
-
 def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
     out: list[Waiter] = []
-    for scope in _scopes(settings):
+    for scope in settings.scopes:
         # From the watch cache (milliseconds behind etcd): a stale line mostly delays
         # a turn (the next reconcile re-reads); at worst it opens the same short window
         # in which a new wake is not yet seen waiting (README, "Fair order"). A quorum

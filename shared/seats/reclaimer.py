@@ -145,12 +145,6 @@ def _write_wait(kube: KubeApi, waker: CocoonSet, wait: SeatWait) -> CocoonSet:
     )
 
 
-def _scopes(settings: Settings) -> list[str | None]:
-    if settings.namespaces is None:
-        return [None]
-    return [*sorted(settings.namespaces)]
-
-
 def reclaim_for(
     waker: CocoonSet,
     pod_uid: str,
@@ -187,7 +181,7 @@ def reclaim_for(
         return ReclaimResult("freed", f"{step.wait.victim}'s seat is free")
     if not isinstance(kube, SetLister):
         return ReclaimResult("none", "this client cannot list sets")
-    sets = _CACHE.reclaimable(kube, _scopes(settings))
+    sets = _CACHE.reclaimable(kube, settings.scopes)
     candidates = choose_victim(waker, sets, now=now, exclude=step.exclude)
     if not candidates:
         log.info(

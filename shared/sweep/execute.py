@@ -29,7 +29,7 @@ when a transient error left work undone.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -196,10 +196,7 @@ class Sweeper:
     # --- the run -------------------------------------------------------------------
 
     def run(self) -> SweepSummary:
-        scopes: Sequence[str | None] = (
-            [None] if self.settings.namespaces is None else sorted(self.settings.namespaces)
-        )
-        for scope in scopes:
+        for scope in self.settings.scopes:
             try:
                 for page in self.kube.list_sets(scope, limit=PAGE_SIZE):
                     self.summary.set_pages += 1

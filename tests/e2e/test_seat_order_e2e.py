@@ -25,6 +25,7 @@ from shared.models import Pod
 from shared.names import SetRef
 from shared.reconcile import reconcile_set, request_wake
 from shared.seats.order import GATE, LABEL_SEAT_LINE
+from tests.e2e.test_seat_reclaim_e2e import phase
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
 
@@ -46,11 +47,6 @@ def sim(world: World) -> Iterator[Simulator]:
     s.register_nodes()
     yield s
     s.api.close()
-
-
-def phase(world: World, name: str) -> str | None:
-    out: str | None = world.get_set(NS, name).get("status", {}).get("phase")
-    return out
 
 
 def main(world: World, name: str) -> Pod | None:
@@ -92,6 +88,11 @@ def drive(
     raise AssertionError(f"not converged: {[(n, phase(world, n)) for n in names]}")
 
 
+def settle(world: World, sim: Simulator, names: list[str], want: str, settings: Any) -> None:
+    """Drive `names` until every one of them is in phase `want`."""
+    drive(world, sim, names, lambda: all(phase(world, n) == want for n in names), settings=settings)
+
+
 def wake(world: World, name: str, settings: Any) -> None:
     request_wake(
         SetRef(NS, name),
@@ -111,31 +112,13 @@ def full_pool_with_three_waiting_wakes(world: World, sim: Simulator, settings: A
     """w1..w3 ran and were released; h1..h3 hold every seat; w1, w2, w3 wake in turn."""
     for name in WAKERS:
         world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
-    drive(
-        world,
-        sim,
-        WAKERS,
-        lambda: all(phase(world, n) == "Running" for n in WAKERS),
-        settings=settings,
-    )
+    settle(world, sim, WAKERS, "Running", settings)
     for name in WAKERS:
         world.patch_set(NS, name, {"spec": {"suspend": True}})
-    drive(
-        world,
-        sim,
-        WAKERS,
-        lambda: all(phase(world, n) == "Suspended" for n in WAKERS),
-        settings=settings,
-    )
+    settle(world, sim, WAKERS, "Suspended", settings)
     for name in HOLDERS:
         world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
-    drive(
-        world,
-        sim,
-        HOLDERS,
-        lambda: all(phase(world, n) == "Running" for n in HOLDERS),
-        settings=settings,
-    )
+    settle(world, sim, HOLDERS, "Running", settings)
     for name in WAKERS:
         # Each wake is requested once the one before it is known to wait: the
         # scheduler has judged it (unschedulable), or it is in line behind it.
@@ -186,13 +169,7 @@ def test_freed_seats_go_to_waiting_wakes_in_wake_order(world: World, sim: Simula
         assert pod.labels[LABEL_SEAT_LINE] == "default"
 
     assert free_seats_one_by_one(world, sim, settings) == WAKERS
-    drive(
-        world,
-        sim,
-        WAKERS,
-        lambda: all(phase(world, n) == "Running" for n in WAKERS),
-        settings=settings,
-    )
+    settle(world, sim, WAKERS, "Running", settings)
     # Nothing is left gated, and every waker restored its own VM.
     for name in WAKERS:
         assert main_of(world, name).scheduling_gates == ()
@@ -243,7 +220,7 @@ def test_a_line_that_cannot_be_read_never_fails_a_wake(world: World, sim: Simula
     world.patch_set(NS, "h3", {"spec": {"suspend": True}})
     drive(world, sim, ["w4", "h3"], lambda: phase(world, "w4") == "Running", settings=settings)
     world.patch_set(NS, "w4", {"spec": {"suspend": True}})
-    drive(world, sim, ["w4"], lambda: phase(world, "w4") == "Suspended", settings=settings)
+    settle(world, sim, ["w4"], "Suspended", settings)
     world.kube.add_fault(method="GET", path=r"^/api/v1/pods$", status=503, times=None)
 
     wake(world, "w4", settings)
