@@ -48,6 +48,7 @@ from pydantic import BaseModel, ValidationError
 
 from shared import constants as k
 from shared import log
+from shared.admission import parse_denial
 from shared.config import KubeAuth, Settings
 from shared.errors import (
     AccessDenied,
@@ -61,6 +62,7 @@ from shared.errors import (
     PermanentError,
     TransientError,
     UnreadableObject,
+    WebhookDenied,
 )
 from shared.models import CocoonSet, Pod
 
@@ -103,6 +105,10 @@ def translate(err: BaseException, what: str) -> CocoonError:
         code = int(err.status or 0)
         reason, message = _status_message(err.body if isinstance(err.body, str) else None)
         text = f"{what}: HTTP {code} {reason or err.reason or ''} {message}".strip()
+        if 400 <= code < 500 and code not in (404, 409, 429):
+            denied = _webhook_denial(text, message)
+            if denied is not None:
+                return denied
         if code == 404:
             return NotFound(text)
         if code == 409:
@@ -151,6 +157,20 @@ def _forbidden(text: str, message: str) -> CocoonError:
         verb=m["verb"],
         resource=m["resource"],
         namespace=m["ns"] or "",
+    )
+
+
+def _webhook_denial(text: str, message: str) -> WebhookDenied | None:
+    """An admission webhook's refusal (any 4xx the webhook chose; 400 by default)."""
+    d = parse_denial(message)
+    if d is None:
+        return None
+    return WebhookDenied(
+        f"{text} (refused by the admission webhook {d.webhook}: {d.fix()})",
+        server_message=message,
+        webhook=d.webhook,
+        user=d.user,
+        fix=d.fix(),
     )
 
 
