@@ -68,7 +68,7 @@ def test_wake_is_refused_once_with_the_default_pod_creators_and_lands_with_the_d
 ) -> None:
     _hibernated(rworld)  # the operator's part, before the webhook (the test is its creator)
     _released(rworld, as_target)
-    webhook.register(real)
+    webhook.register(real, NS)
     wake_user = username(real, "wake")
     assert wake_user == FUNCTION_USERS["wake"]
     before = len(webhook.seen("/mutate"))
@@ -113,7 +113,7 @@ def test_unsuspend_of_a_set_breaking_the_webhook_rules_is_refused_once(
     rworld.create_set(
         set_manifest(suspend=True, phase="Suspended", hint="node-a", agent={"image": bad})
     )
-    webhook.register(real)
+    webhook.register(real, NS)
     # Metadata-only writes pass (spec unchanged): the set stays deletable and annotatable.
     rworld.patch_set(NS, SET, {"metadata": {"annotations": {"x": "y"}}})
 
