@@ -629,6 +629,57 @@ class KubeClient:
                 return items
         raise TransientError("LIST role bindings: too many pages")
 
+    # --- admission (read by `cocoon-hibernation deploy-check`) ------------------------
+
+    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
+        """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""
+        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads them
+
+        api = client.AdmissionregistrationV1Api(self._api)
+        mutating = self._read(
+            "LIST mutatingwebhookconfigurations", api.list_mutating_webhook_configuration
+        )
+        validating = self._read(
+            "LIST validatingwebhookconfigurations", api.list_validating_webhook_configuration
+        )
+        return {
+            "mutating": list(mutating.get("items") or []),
+            "validating": list(validating.get("items") or []),
+        }
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads it
+
+        apps = client.AppsV1Api(self._api)
+        try:
+            body: dict[str, Any] = self._read(
+                f"GET deployment {namespace}/{name}",
+                apps.read_namespaced_deployment,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None
+        return body
+
+    def dry_run_create_pod(
+        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
+    ) -> dict[str, Any]:
+        """A server-side dry run (`dryRun=All`): every admission step runs, nothing is
+        stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
+        headers = {"Impersonate-User": as_user} if as_user else None
+        name = (body.get("metadata") or {}).get("name", "")
+        who = f" as {as_user}" if as_user else ""
+        out: dict[str, Any] = self._call(
+            f"CREATE pod {namespace}/{name} (dry run{who})",
+            self._core.create_namespaced_pod,
+            namespace,
+            body,
+            dry_run="All",
+            _headers=headers,
+        )
+        return out
+
     # --- events -----------------------------------------------------------------
 
     def emit_event(
