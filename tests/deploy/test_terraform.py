@@ -819,6 +819,8 @@ def test_outputs_expose_urls_topics_and_identities(module: TfDir, example: TfDir
         "events_topic",
         "dead_letter_topics",
         "runtime_service_accounts",
+        "pod_creators",
+        "cocoon_webhook_pod_creators",
     ):
         assert name in module.outputs, name
         assert name in example.outputs, name
