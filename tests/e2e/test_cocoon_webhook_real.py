@@ -12,6 +12,8 @@ Real-only: the embedded API (devstack/kubeapi) runs no admission webhooks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ import pytest
 from devstack.realkube import FUNCTION_USERS
 from shared import admission as adm
 from shared import constants as k
+from shared.durations import format_rfc3339
 from tests.e2e.test_real_cluster import (  # the real cluster's fixtures and helpers
     NS,
     POD,
@@ -125,3 +128,36 @@ def test_unsuspend_of_a_set_breaking_the_webhook_rules_is_refused_once(
     assert "cocoon-hibernation validate" in warning.message
     assert _post(as_target("wake"), _wake()).status_code == 200
     assert len(_refusals(rworld)) == 1
+
+
+def test_the_sweeps_idle_suspend_refused_by_the_webhook_is_told_once(
+    real: Any, rworld: World, webhook: CocoonWebhook, tmp_path: Path
+) -> None:
+    from functions.sweep import run_sweep
+    from shared.clients.kube import KubeClient
+
+    old = format_rfc3339(datetime.now(UTC) - timedelta(hours=2))
+    rworld.create_set(
+        set_manifest(
+            suspend=None,
+            phase="Running",
+            agent={"image": "registry.local:5000/agent:1"},
+            annotations={k.ANN_IDLE_TIMEOUT: "30m", k.ANN_LAST_ACTIVITY: old},
+        )
+    )
+    webhook.register(real, NS)
+    sweeper = KubeClient.from_kubeconfig(
+        str(real.write_kubeconfig(tmp_path / "sweep.kubeconfig", identity="sweep"))
+    )
+    for _ in range(2):  # two ticks: the same refusal is told once
+        run_sweep(
+            settings=rworld.settings,
+            dry_run=False,
+            kube=sweeper,
+            registry=rworld.snapshots,
+            now=datetime.now(UTC) + timedelta(hours=3),
+        )
+    assert rworld.get_set(NS, SET)["spec"].get("suspend") is not True
+    (warning,) = _refusals(rworld)
+    assert warning.message.startswith("idle suspend refused by the admission webhook")
+    assert adm.COCOONSET_WEBHOOK in warning.message
