@@ -267,3 +267,106 @@ def test_a_cocoonset_refusal_points_at_validate() -> None:
 def test_a_plain_400_is_still_a_plain_permanent_error() -> None:
     err = translate(_denied(400, "the body is not a Pod"), "CREATE pod")
     assert type(err) is PermanentError
+
+
+# --- told once per situation; a later wake is told again ------------------------------------
+
+
+class _Events:
+    """Only emit_event (the report's one request): named Events, as the server keeps them."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def emit_event(self, cs: Any, *, reason: str, message: str, type: str, key: str) -> bool:
+        if key in self.names:
+            return False  # AlreadyExists
+        self.names[key] = message
+        return True
+
+
+def test_a_refusal_is_told_once_per_generation_and_counted_with_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from shared.models import CocoonSet
+    from shared.reconcile.refusal import METRIC_ADMISSION_REFUSED, report_refusal
+
+    user = "cocoon-wake@p.iam.gserviceaccount.com"
+    message = f'admission webhook "{adm.POD_WEBHOOK}" denied the request: ' + adm.creator_message(
+        user
+    )
+    err = translate(_denied(400, message), "CREATE pod")
+    assert isinstance(err, WebhookDenied)
+    events = _Events()
+    cs = CocoonSet.model_validate(
+        {
+            **_set({"agent": {"image": IMG}}),
+            "metadata": {"name": "s", "namespace": "ns", "generation": 4},
+        }
+    )
+    assert report_refusal(events, cs, "CreateMain", err) is True  # type: ignore[arg-type]
+    assert report_refusal(events, cs, "CreateMain", err) is False  # type: ignore[arg-type]
+    (text,) = events.names.values()
+    assert adm.POD_WEBHOOK in text and user in text and "POD_CREATORS=" in text
+    # The next wake (the generation moved with spec.suspend) is a new situation.
+    later = cs.model_copy(update={"metadata": cs.metadata.model_copy(update={"generation": 6})})
+    assert report_refusal(events, later, "CreateMain", err) is True  # type: ignore[arg-type]
+    counts = [
+        line for line in capsys.readouterr().out.splitlines() if METRIC_ADMISSION_REFUSED in line
+    ]
+    assert len(counts) == 2
+
+
+# --- deploy-check's admission part, decided from the cluster's answers ---------------------
+
+
+class _Cluster:
+    def __init__(self, configs: dict[str, list[dict[str, Any]]], refuse: set[str]) -> None:
+        self.configs, self.refuse = configs, refuse
+        self.created: list[tuple[str, str | None]] = []
+
+    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
+        return self.configs
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        env = [{"name": "POD_CREATORS", "value": adm.DEFAULT_POD_CREATORS + ",ci-bot"}]
+        return {"spec": {"template": {"spec": {"containers": [{"env": env}]}}}}
+
+    def dry_run_create_pod(
+        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
+    ) -> dict[str, Any]:
+        self.created.append((namespace, as_user))
+        if as_user in self.refuse:
+            msg = adm.pod_refusal(body, as_user or "", [adm.DEFAULT_POD_CREATORS])
+            raise translate(
+                _denied(400, f'admission webhook "{adm.POD_WEBHOOK}" denied the request: {msg}'),
+                "CREATE pod",
+            )
+        return body
+
+
+WEBHOOK_CONFIGS = {
+    "mutating": [{"metadata": {"name": "cw"}, "webhooks": [{"name": adm.POD_WEBHOOK}]}]
+}
+
+
+def test_deploy_check_admission_keeps_the_current_entries_in_its_fix() -> None:
+    from cocoon_hibernation.cmd_deploy_check import Level
+    from cocoon_hibernation.deploy_check_admission import admission_findings
+
+    users = {"a@p.iam", "b@p.iam"}
+    cluster = _Cluster(WEBHOOK_CONFIGS, refuse={"a@p.iam"})
+    (f,) = admission_findings(cluster, users=users, namespaces=["ns"])
+    assert f.level is Level.FAIL
+    assert f"POD_CREATORS={adm.DEFAULT_POD_CREATORS},ci-bot,a@p.iam,b@p.iam" in f.message
+    assert sorted(cluster.created) == [("ns", "a@p.iam"), ("ns", "b@p.iam")]
+
+
+def test_deploy_check_admission_without_the_webhook_or_namespaces() -> None:
+    from cocoon_hibernation.cmd_deploy_check import Level
+    from cocoon_hibernation.deploy_check_admission import admission_findings
+
+    (none,) = admission_findings(_Cluster({"mutating": []}, set()), users={"a"}, namespaces=["ns"])
+    assert none.level is Level.OK and "not installed" in none.message
+    (empty,) = admission_findings(_Cluster(WEBHOOK_CONFIGS, set()), users={"a"}, namespaces=[])
+    assert empty.level is Level.FAIL  # could not prove it: never a silent pass
