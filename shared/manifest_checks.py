@@ -15,6 +15,7 @@ passes it can still be refused, or silently mean something else:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -95,12 +96,12 @@ def annotation_violations(obj: Mapping[str, Any]) -> list[Violation]:
             continue
         path = f"metadata.annotations[{key}]"
         if not isinstance(raw, str):
-            out.append(Violation(path, f"must be a string ({want}), got {raw!r}"))
+            out.append(Violation(path, f"Invalid value: {json.dumps(raw)}: must be {want}"))
             continue
         try:
             parse(raw)
         except ValueError as e:
-            out.append(Violation(path, f"Invalid value: {raw!r}: {e} (want {want})"))
+            out.append(Violation(path, f"Invalid value: {json.dumps(raw)}: {e}"))
     return out
 
 

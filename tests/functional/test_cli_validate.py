@@ -61,10 +61,28 @@ INVALID_EXAMPLES = {
     "bad-enum": [
         'default/bad-enum: spec.hibernatePolicy: Unsupported value: "delete": '
         'supported values: "retain", "release"',
-        'default/bad-enum: cocoon-webhook: spec.hibernatePolicy must be retain or release, '
+        "default/bad-enum: cocoon-webhook: spec.hibernatePolicy must be retain or release, "
         'got "delete"',
     ],
 }
+INVALID_EXAMPLES.update(
+    {
+        "typo-field": [
+            'default/typo-field: spec.hibernatPolicy: unknown field "spec.hibernatPolicy"'
+        ],
+        "clone-image-with-port": [
+            "default/clone-image-with-port: cocoon-webhook: spec.agent.image "
+            '"registry.local:5000/agent:1" must be repo[:tag] when mode is clone '
+            "(no registry port or digest)"
+        ],
+        "bad-idle-timeout": [
+            "default/bad-idle-timeout: "
+            "metadata.annotations[cocoonset.cocoonstack.io/idle-timeout]: "
+            'Invalid value: "30 minutes": '
+            "invalid duration '30 minutes' (expected e.g. 45s, 30m, 2h)"
+        ],
+    }
+)
 VALID_EXAMPLES = ["examples/valid/release-set.yaml", "examples/valid/retain-set.yaml"]
 
 
@@ -232,7 +250,8 @@ def test_the_console_script_over_all_examples() -> None:
         for line in INVALID_EXAMPLES[name]
     ]
     assert proc.stdout.splitlines() == expected
-    assert proc.stderr == "checked 9 CocoonSets in 9 files (1 other document skipped)\n"
+    n = len(VALID_EXAMPLES) + len(INVALID_EXAMPLES)
+    assert proc.stderr == f"checked {n} CocoonSets in {n} files (1 other document skipped)\n"
 
     valid = subprocess.run(
         [_console_script(), "validate", *VALID_EXAMPLES],
