@@ -88,7 +88,8 @@ def pod_creators_fix(user: str) -> str:
     return (
         f"add {user} to cocoon-webhook's POD_CREATORS (Deployment {WEBHOOK_NAMESPACE}/"
         f"{WEBHOOK_DEPLOYMENT}), keeping {DEFAULT_POD_CREATORS}: "
-        f"POD_CREATORS={DEFAULT_POD_CREATORS},{user} ({DOCS})"
+        f"POD_CREATORS={DEFAULT_POD_CREATORS},{user}, with every other function's username "
+        f"too (terraform output cocoon_webhook_pod_creators; {DOCS})"
     )
 
 
