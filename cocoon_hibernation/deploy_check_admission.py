@@ -10,12 +10,15 @@ function may create the restore pod: each runtime user must be listed. This:
    the webhook included, runs; nothing is stored) of a restore pod built as the
    wake builds it, created as each runtime user (impersonation);
 3. on a refusal, FAILs with the exact POD_CREATORS value to set (the current value
-   is read from the webhook's Deployment when readable, else its default).
+   is read from the webhook's Deployment when readable, else its default);
+4. where its CocoonSet validator (`cocoonsets.validate.cocoonstack.io`) is installed,
+   FAILs naming the sets in the namespaces that break its rules: the functions'
+   spec.suspend writes on them would be refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from cocoon_hibernation.cmd_deploy_check import Finding, Level
@@ -24,6 +27,8 @@ from shared import admission as adm
 
 class AdmissionKube(Protocol):
     def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]: ...
+
+    def list_sets(self, namespace: str | None) -> Iterator[list[Any]]: ...
 
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -35,13 +40,45 @@ class AdmissionKube(Protocol):
 PROBE_SET = "deploy-check-probe"
 
 
-def find_pod_webhook(configs: Mapping[str, Iterable[Mapping[str, Any]]]) -> str | None:
-    """The name of the MutatingWebhookConfiguration holding cocoon-webhook's pod rule."""
-    for cfg in configs.get("mutating") or ():
+def find_webhook(
+    configs: Mapping[str, Iterable[Mapping[str, Any]]], kind: str, webhook: str
+) -> str | None:
+    """The name of the `kind` ("mutating"/"validating") configuration holding `webhook`."""
+    for cfg in configs.get(kind) or ():
         for hook in cfg.get("webhooks") or ():
-            if hook.get("name") == adm.POD_WEBHOOK:
+            if hook.get("name") == webhook:
                 return str((cfg.get("metadata") or {}).get("name", ""))
     return None
+
+
+def set_findings(kube: AdmissionKube, config: str, namespaces: Sequence[str]) -> list[Finding]:
+    """Sets that break the CocoonSet webhook's rules: every spec write of the functions
+    (spec.suspend) on them would be refused (only spec-unchanged updates skip the rules)."""
+    from shared.errors import CocoonError  # noqa: PLC0415 - lazy
+    from shared.models import dump  # noqa: PLC0415
+
+    check = "cocoon-webhook sets"
+    bad: list[str] = []
+    try:
+        for ns in namespaces:
+            for page in kube.list_sets(ns):
+                for cs in page:
+                    errs = adm.cocoonset_errors(dump(cs))
+                    if errs:
+                        bad.append(f"{cs.namespace}/{cs.name} ({'; '.join(errs)})")
+    except CocoonError as err:
+        return [Finding(Level.FAIL, check, f"could not list the sets: {err}")]
+    if bad:
+        return [
+            Finding(
+                Level.FAIL,
+                check,
+                f"{config} will refuse the functions' spec.suspend writes on "
+                f"{len(bad)} set(s) breaking its rules: {', '.join(bad)} "
+                "(fix them; `cocoon-hibernation validate` lists every rule)",
+            )
+        ]
+    return [Finding(Level.OK, check, f"every set in {', '.join(namespaces)} passes {config}")]
 
 
 def current_pod_creators(deployment: Mapping[str, Any] | None) -> list[str] | None:
@@ -101,7 +138,9 @@ def admission_findings(
 
     check = "cocoon-webhook"
     try:
-        config = find_pod_webhook(kube.list_webhook_configurations())
+        configs = kube.list_webhook_configurations()
+        config = find_webhook(configs, "mutating", adm.POD_WEBHOOK)
+        validator = find_webhook(configs, "validating", adm.COCOONSET_WEBHOOK)
     except CocoonError as err:
         return [Finding(Level.FAIL, check, f"could not list webhook configurations: {err}")]
     if config is None:
@@ -171,4 +210,6 @@ def admission_findings(
                 "(dry run)",
             )
         )
+    if validator is not None:
+        out += set_findings(kube, validator, namespaces)
     return out

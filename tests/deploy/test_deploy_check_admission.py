@@ -101,6 +101,32 @@ def test_default_pod_creators_fail_with_the_exact_fix_before_any_wake(
     assert real.request("GET", f"/api/v1/namespaces/{NS}/pods")[1].count(b'"name"') == 0
 
 
+def test_sets_breaking_the_webhook_rules_fail_by_name(
+    real: Any, webhook: CocoonWebhook, tmp_path: Path
+) -> None:
+    bad = {
+        "apiVersion": "cocoonset.cocoonstack.io/v1",
+        "kind": "CocoonSet",
+        "metadata": {"name": "old-set"},
+        "spec": {"agent": {"image": "registry.local:5000/agent:1"}},
+    }
+    # Created before the webhook, as a set that predates its rules would be.
+    status, body = real.request(
+        "POST", f"/apis/cocoonset.cocoonstack.io/v1/namespaces/{NS}/cocoonsets", bad
+    )
+    assert status == 201, body
+    webhook.pod_creators = adm.parse_creators(
+        ",".join([adm.DEFAULT_POD_CREATORS, *FUNCTION_USERS.values()])
+    )
+    webhook.register(real, NS)
+    code, found = _deploy_check(real, tmp_path)
+    assert code == 1
+    (line,) = found["cocoon-webhook sets"]
+    assert line["level"] == "FAIL"
+    assert f"{NS}/old-set" in line["message"]
+    assert 'spec.agent.image "registry.local:5000/agent:1" must be repo[:tag]' in line["message"]
+
+
 def test_documented_pod_creators_pass(real: Any, webhook: CocoonWebhook, tmp_path: Path) -> None:
     webhook.pod_creators = adm.parse_creators(
         ",".join([adm.DEFAULT_POD_CREATORS, *FUNCTION_USERS.values()])
@@ -110,4 +136,5 @@ def test_documented_pod_creators_pass(real: Any, webhook: CocoonWebhook, tmp_pat
     (line,) = found["cocoon-webhook"]
     assert line["level"] == "ok", line
     assert "admits the restore pod of every function" in line["message"]
+    assert [f["level"] for f in found["cocoon-webhook sets"]] == ["ok"]
     assert code == 0, found

@@ -328,6 +328,9 @@ class _Cluster:
     def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
         return self.configs
 
+    def list_sets(self, namespace: str | None) -> Any:
+        return iter([])
+
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         env = [{"name": "POD_CREATORS", "value": adm.DEFAULT_POD_CREATORS + ",ci-bot"}]
         return {"spec": {"template": {"spec": {"containers": [{"env": env}]}}}}
