@@ -39,6 +39,27 @@ ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     k.ANN_IDLE_EXEMPT_UNTIL: (parse_rfc3339, "an RFC 3339 time"),
 }
 _TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
+# ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
+# every annotation, idle-timeout included, without a word from the server.
+_OBJECT_META = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
 
 
 def webhook_violations(obj: Mapping[str, Any]) -> list[Violation]:
@@ -53,6 +74,13 @@ def unknown_fields(obj: Mapping[str, Any]) -> list[Violation]:
         for key in obj
         if key not in _TOP_LEVEL and isinstance(key, str)
     ]
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        out.extend(
+            Violation(f"metadata.{key}", f'unknown field "metadata.{key}"')
+            for key in meta
+            if key not in _OBJECT_META
+        )
     schema = cocoonset_schema()["properties"]
     for key in ("spec", "status"):
         value = obj.get(key)

@@ -174,8 +174,15 @@ def test_spec_unchanged_updates_skip_the_rules() -> None:
             "spec.toolboxes[0].vnc",
         ),
         ({**_set({"agent": {"image": IMG}}), "sepc": {}}, "sepc"),
+        (
+            {
+                **_set({"agent": {"image": IMG}}),
+                "metadata": {"name": "s", "annotation": {k.ANN_IDLE_TIMEOUT: "30m"}},
+            },
+            "metadata.annotation",
+        ),
     ],
-    ids=["hibernatPolicy", "agent.replica", "toolbox.vnc", "top-level"],
+    ids=["hibernatPolicy", "agent.replica", "toolbox.vnc", "top-level", "metadata"],
 )
 def test_unknown_fields_are_flagged(tmp_path: Path, obj: dict[str, Any], field: str) -> None:
     code, found = _validate(tmp_path, obj)
