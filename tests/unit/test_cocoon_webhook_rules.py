@@ -380,3 +380,33 @@ def test_deploy_check_admission_without_the_webhook_or_namespaces() -> None:
     assert none.level is Level.OK and "not installed" in none.message
     (empty,) = admission_findings(_Cluster(WEBHOOK_CONFIGS, set()), users={"a"}, namespaces=[])
     assert empty.level is Level.FAIL  # could not prove it: never a silent pass
+
+
+def test_a_reclaim_victim_the_webhook_refuses_is_told_once_and_skipped() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.models import CocoonSet
+    from shared.seats.reclaim import Candidate
+    from shared.seats.reclaimer import _suspend_victim
+
+    message = (
+        f'admission webhook "{adm.COCOONSET_WEBHOOK}" denied the request: '
+        f"{adm.MSG_SPEC_PREFIX}spec.toolboxes[0].image is required when mode is run or clone"
+    )
+
+    class Kube(_Events):
+        def patch_set(self, ref: Any, patch: Any, *, resource_version: Any = None) -> Any:
+            raise translate(_denied(400, message), f"PATCH cocoonset {ref}")
+
+    victim = CocoonSet.model_validate(_set({"agent": {"image": IMG}, "hibernatePolicy": "release"}))
+    waker = CocoonSet.model_validate(
+        {**_set({"agent": {"image": IMG}}), "metadata": {"name": "w", "namespace": "ns"}}
+    )
+    cand = Candidate(cs=victim, idle_for=timedelta(hours=2), reclaimable_after=timedelta(hours=1))
+    kube = Kube()
+    now = datetime.now(UTC)
+    assert _suspend_victim(kube, cand, waker, now) is None  # type: ignore[arg-type]
+    assert _suspend_victim(kube, cand, waker, now) is None  # type: ignore[arg-type]
+    (text,) = kube.names.values()
+    assert text.startswith("seat reclaim suspend refused by the admission webhook")
+    assert adm.COCOONSET_WEBHOOK in text
