@@ -11,7 +11,9 @@ the live project through gcloud and the cluster through the Kubernetes API:
   repository, and the project's Data Access audit config;
 * Kubernetes (with `--kubeconfig` or KUBECONFIG): the ClusterRoleBinding to
   `cocoon-hibernation` and, per namespace, the RoleBinding to
-  `cocoon-hibernation-writer`, both naming every runtime account.
+  `cocoon-hibernation-writer`, both naming every runtime account; where
+  cocoon-webhook is installed, a dry-run create of the restore pod as each
+  runtime account (its POD_CREATORS, `deploy_check_admission`).
 
 Each finding is `ok`, `warn` or `FAIL`; exit 1 when any check fails, 2 when
 the tfvars file cannot be read. Nothing is changed anywhere.
@@ -428,7 +430,14 @@ def kube_findings(d: Deploy, kubeconfig: Path | None) -> list[Finding]:
         per_ns = {ns: client.list_role_bindings(ns) for ns in d.namespaces}
     except CocoonError as err:
         return [Finding(Level.WARN, "RBAC", f"could not read the cluster's bindings: {err}")]
-    return rbac_findings(d, cluster, per_ns)
+    return rbac_findings(d, cluster, per_ns) + _admission(d, client)
+
+
+def _admission(d: Deploy, client: Any) -> list[Finding]:
+    """cocoon-webhook's POD_CREATORS, proven by a dry run (deploy_check_admission)."""
+    from cocoon_hibernation.deploy_check_admission import admission_findings  # noqa: PLC0415
+
+    return admission_findings(client, users=d.runtime_users(), namespaces=d.namespaces)
 
 
 # --- the command -------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """`cocoon-hibernation validate FILE…`: check CocoonSet manifests before applying them.
 
 Each CocoonSet found is checked by `shared.validation` (the CRD's schema and
-rules, as kube-apiserver checks them). Output, for scripts and humans:
+rules, as kube-apiserver checks them) and by `shared.manifest_checks`
+(cocoon-webhook's CocoonSet rules with its messages, fields the CRD does not
+declare — the server would drop them silently — and values of this project's
+annotations the functions cannot parse). Output, for scripts and humans:
 
 - stdout: one line per violation, `FILE: NAMESPACE/NAME: field: message`;
 - stderr: a summary (`checked 3 CocoonSets in 2 files (1 other document
@@ -20,6 +23,7 @@ import click
 
 from cocoon_hibernation.manifests import ManifestError, objects, parse_documents, read_text
 from shared import constants as k
+from shared.manifest_checks import cluster_violations
 from shared.validation import validate_cocoonset
 
 EXIT_INVALID = 1
@@ -72,14 +76,18 @@ def check_files(sources: list[str]) -> Report:
                 continue
             report.cocoonsets += 1
             who = _identity(obj)
-            report.violations.extend(f"{source}: {who}: {v}" for v in validate_cocoonset(obj))
+            found = validate_cocoonset(obj) + cluster_violations(obj)
+            report.violations.extend(f"{source}: {who}: {v}" for v in found)
     return report
 
 
 @click.command(name="validate")
 @click.argument("files", nargs=-1, required=True, metavar="FILE…")
 def command(files: tuple[str, ...]) -> None:
-    """Check CocoonSet manifests (YAML or JSON, `-` for stdin) as kube-apiserver would.
+    """Check CocoonSet manifests (YAML or JSON, `-` for stdin) as the cluster would.
+
+    The CRD's schema and rules, cocoon-webhook's CocoonSet rules, unknown fields
+    (a typo the server would drop) and this project's annotation values.
 
     Multi-document files and `kind: List` are read; documents that are not
     CocoonSets are skipped and counted. Exit 0 when all are valid, 1 when a

@@ -531,6 +531,13 @@ class RealKube:
                 "DELETE",
                 f"/apis/rbac.authorization.k8s.io/v1/{kind}?labelSelector=cocoon-test",
             )
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            # A test's admission webhook (tests/fixtures/cocoon_webhook.py) must not
+            # outlive it: with failurePolicy Fail it would refuse the next test's writes.
+            self.request(
+                "DELETE",
+                f"/apis/admissionregistration.k8s.io/v1/{kind}?labelSelector=cocoon-test",
+            )
         self.audit_sink.clear()
         self.audit_sink.forward = None
 

@@ -21,6 +21,7 @@ import prometheus_client
 
 from shared import constants as k
 from shared import log
+from shared.reconcile.refusal import METRIC_ADMISSION_REFUSED
 from shared.seats.keys import METRIC_SEAT_RECLAIMS
 
 # name -> (help, labels), as the operator's metrics package defines them.
@@ -44,6 +45,12 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     METRIC_SEAT_RECLAIMS: (
         "Number of idle reclaimable seats suspended for a wake that found no capacity.",
         ("namespace", "pool"),
+    ),
+    # Ours: a write admission refused (cocoon-webhook's POD_CREATORS, quota, PodSecurity).
+    METRIC_ADMISSION_REFUSED: (
+        "Number of writes refused by admission (a plugin or a webhook), counted once per "
+        "refusal situation, with the Warning Event that reports it.",
+        ("namespace", "cocoonset", "write", "webhook"),
     ),
 }
 

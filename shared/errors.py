@@ -59,6 +59,22 @@ class AdmissionDenied(PermanentError):
         self.server_message = server_message
 
 
+class WebhookDenied(AdmissionDenied):
+    """An admission webhook refused the write (`admission webhook "<name>" denied the
+    request: ...`; 400 when the webhook sets no code, as cocoon-webhook does). Permanent
+    like the plugins' refusals: what changes it is the webhook's configuration (its
+    `POD_CREATORS`) or the object, so the wake acknowledges with one Warning naming
+    `webhook`, `user` and `fix`, and the sweep tries again at its own pace."""
+
+    def __init__(
+        self, message: str, *, server_message: str, webhook: str, user: str, fix: str
+    ) -> None:
+        super().__init__(message, server_message=server_message)
+        self.webhook = webhook
+        self.user = user
+        self.fix = fix
+
+
 class NotFound(PermanentError):
     pass
 

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ValidationError
 
 from shared import constants as k
 from shared import log
+from shared.admission import parse_denial
 from shared.config import KubeAuth, Settings
 from shared.errors import (
     AccessDenied,
@@ -61,6 +62,7 @@ from shared.errors import (
     PermanentError,
     TransientError,
     UnreadableObject,
+    WebhookDenied,
 )
 from shared.models import CocoonSet, Pod
 
@@ -103,6 +105,10 @@ def translate(err: BaseException, what: str) -> CocoonError:
         code = int(err.status or 0)
         reason, message = _status_message(err.body if isinstance(err.body, str) else None)
         text = f"{what}: HTTP {code} {reason or err.reason or ''} {message}".strip()
+        if 400 <= code < 500 and code not in (404, 409, 429):
+            denied = _webhook_denial(text, message)
+            if denied is not None:
+                return denied
         if code == 404:
             return NotFound(text)
         if code == 409:
@@ -151,6 +157,20 @@ def _forbidden(text: str, message: str) -> CocoonError:
         verb=m["verb"],
         resource=m["resource"],
         namespace=m["ns"] or "",
+    )
+
+
+def _webhook_denial(text: str, message: str) -> WebhookDenied | None:
+    """An admission webhook's refusal (any 4xx the webhook chose; 400 by default)."""
+    d = parse_denial(message)
+    if d is None:
+        return None
+    return WebhookDenied(
+        f"{text} (refused by the admission webhook {d.webhook}: {d.fix()})",
+        server_message=message,
+        webhook=d.webhook,
+        user=d.user,
+        fix=d.fix(),
     )
 
 
@@ -608,6 +628,57 @@ class KubeClient:
             if not token:
                 return items
         raise TransientError("LIST role bindings: too many pages")
+
+    # --- admission (read by `cocoon-hibernation deploy-check`) ------------------------
+
+    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
+        """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""
+        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads them
+
+        api = client.AdmissionregistrationV1Api(self._api)
+        mutating = self._read(
+            "LIST mutatingwebhookconfigurations", api.list_mutating_webhook_configuration
+        )
+        validating = self._read(
+            "LIST validatingwebhookconfigurations", api.list_validating_webhook_configuration
+        )
+        return {
+            "mutating": list(mutating.get("items") or []),
+            "validating": list(validating.get("items") or []),
+        }
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads it
+
+        apps = client.AppsV1Api(self._api)
+        try:
+            body: dict[str, Any] = self._read(
+                f"GET deployment {namespace}/{name}",
+                apps.read_namespaced_deployment,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None
+        return body
+
+    def dry_run_create_pod(
+        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
+    ) -> dict[str, Any]:
+        """A server-side dry run (`dryRun=All`): every admission step runs, nothing is
+        stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
+        headers = {"Impersonate-User": as_user} if as_user else None
+        name = (body.get("metadata") or {}).get("name", "")
+        who = f" as {as_user}" if as_user else ""
+        out: dict[str, Any] = self._call(
+            f"CREATE pod {namespace}/{name} (dry run{who})",
+            self._core.create_namespaced_pod,
+            namespace,
+            body,
+            dry_run="All",
+            _headers=headers,
+        )
+        return out
 
     # --- events -----------------------------------------------------------------
 

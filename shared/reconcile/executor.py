@@ -67,6 +67,7 @@ from shared.reconcile.decide import (
     released_seat_evidence,
 )
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
+from shared.reconcile.refusal import report_refusal
 from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
     TERMINAL,
@@ -301,19 +302,14 @@ class _Run:
         return self.outcome("not-ours", step.reason)
 
     def refused(self, step: Step, err: AdmissionDenied) -> Outcome:
-        """An admission plugin refused a write (quota, PodSecurity, a missing
-        ServiceAccount): redelivery will not fix it, so acknowledge and tell the set's
-        owner with the server's own words; the sweep tries again on its next run."""
+        """An admission plugin or webhook refused a write (quota, PodSecurity, a missing
+        ServiceAccount, cocoon-webhook's POD_CREATORS): redelivery will not fix it, so
+        acknowledge and tell the set's owner with the server's own words (and, for a
+        webhook, its name, the refused user and the fix); the sweep tries again on its
+        next run. Required, like every Event here: if its POST fails the invocation
+        fails, the redelivery meets the same refusal and the same name makes it once."""
         name = _step_name(step)
-        log.warning("write refused by admission", set=str(self.ref), step=name, error=str(err))
-        # Required, like every Event here: if its POST fails the invocation fails,
-        # the redelivery meets the same refusal and the same name makes it once.
-        self.required_event(
-            k.REASON_WRITE_REFUSED,
-            f"{name} refused by the API server: {err.server_message}",
-            type="Warning",
-            key=f"{name}/{err.server_message}",
-        )
+        report_refusal(self.kube, self.set, name, err)
         return self.outcome("refused", f"{name}: {err.server_message}")
 
     # --- effects ----------------------------------------------------------------
@@ -770,7 +766,13 @@ def request_wake(
     if cs.spec.suspend:
         # Desired state, not a derived one: no precondition, so concurrent
         # requests all succeed and agree.
-        cs = kube.patch_set(ref, {"spec": {"suspend": False}})
+        try:
+            cs = kube.patch_set(ref, {"spec": {"suspend": False}})
+        except AdmissionDenied as e:
+            # cocoon-webhook validates every spec change of a set: one that breaks its
+            # rules cannot be unsuspended until fixed. Told once, acknowledged.
+            report_refusal(kube, cs, "Unsuspend", e)
+            return Outcome(ref=ref, result="refused", reason=f"Unsuspend: {e.server_message}")
         steps = ("Unsuspend",)
     out = _Run(
         ref=ref,

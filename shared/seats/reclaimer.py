@@ -32,11 +32,12 @@ from typing import Protocol, runtime_checkable
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
-from shared.errors import CocoonError, Conflict, NotFound
+from shared.errors import AdmissionDenied, CocoonError, Conflict, NotFound
 from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
+from shared.reconcile.refusal import report_refusal
 from shared.seats import keys
 from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
 from shared.seats.reclaim import (
@@ -273,6 +274,11 @@ def _suspend_victim(
             return kube.patch_set(cand.ref, patch, resource_version=cs.metadata.resource_version)
         except NotFound:
             break
+        except AdmissionDenied as err:
+            # cocoon-webhook refuses every spec change of a set that breaks its rules: this
+            # candidate cannot be suspended. Its owner is told once; the next one is tried.
+            report_refusal(kube, cs, "seat reclaim suspend", err)
+            return None
         except Conflict:
             if attempt == 2:
                 break

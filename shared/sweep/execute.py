@@ -38,11 +38,19 @@ from typing import Protocol
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
-from shared.errors import CocoonError, ConfigError, Conflict, NotFound, TransientError
+from shared.errors import (
+    AdmissionDenied,
+    CocoonError,
+    ConfigError,
+    Conflict,
+    NotFound,
+    TransientError,
+)
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
+from shared.reconcile.refusal import report_refusal
 from shared.sweep.plan import (
     ConfigAction,
     IdleCandidate,
@@ -467,6 +475,8 @@ class Sweeper:
     ) -> None:
         transient = _is_transient(err)
         self.summary.errors += 1
+        if isinstance(err, AdmissionDenied) and ref is not None:
+            self._refused(ref, what, err)
         if transient:
             self.summary.transient_errors += 1
         if ref is not None and kind is not None:
@@ -481,6 +491,17 @@ class Sweeper:
             transient=transient,
             **fields,
         )
+
+    def _refused(self, ref: SetRef, what: str, err: AdmissionDenied) -> None:
+        """A spec write refused by admission (cocoon-webhook's CocoonSet rules, say):
+        the set's owner gets the one Warning the reconciler would give; the next
+        sweep tries again (at its pace, not a redelivery storm)."""
+        try:
+            cs = self.kube.get_set(ref)
+            if cs is not None and not self.dry_run:
+                report_refusal(self.kube, cs, what, err)
+        except CocoonError as e:
+            log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))
 
     def _unexpected(self, ref: SetRef, what: str, err: Exception, *, kind: ActionKind) -> None:
         self.summary.errors += 1

@@ -21,6 +21,7 @@ import pytest
 
 from shared import constants as c
 from shared.config import KubeAuth, RegistryAuth, Settings
+from shared.reconcile.refusal import METRIC_ADMISSION_REFUSED
 from shared.seats.keys import METRIC_SEAT_RECLAIMS
 from tests.conftest import REPO_ROOT
 from tests.deploy._hcl import (
@@ -745,8 +746,15 @@ def test_log_metrics_are_the_operator_counters(module: TfDir) -> None:
         c.METRIC_WAKE,
         c.METRIC_WAKE_UNSCHEDULABLE,
         METRIC_SEAT_RECLAIMS,
+        METRIC_ADMISSION_REFUSED,
     }
     assert set(metrics[METRIC_SEAT_RECLAIMS]["labels"]) == {"namespace", "pool"}
+    assert set(metrics[METRIC_ADMISSION_REFUSED]["labels"]) == {
+        "namespace",
+        "cocoonset",
+        "write",
+        "webhook",
+    }
     assert set(metrics[c.METRIC_WAKE]["labels"]) == {"namespace", "cocoonset", "placement"}
     for name in (c.METRIC_PODS_DELETED, c.METRIC_WAKE_UNSCHEDULABLE):
         assert set(metrics[name]["labels"]) == {"namespace", "cocoonset"}
@@ -819,6 +827,8 @@ def test_outputs_expose_urls_topics_and_identities(module: TfDir, example: TfDir
         "events_topic",
         "dead_letter_topics",
         "runtime_service_accounts",
+        "pod_creators",
+        "cocoon_webhook_pod_creators",
     ):
         assert name in module.outputs, name
         assert name in example.outputs, name

@@ -44,7 +44,13 @@ INVALID_EXAMPLES = {
     ],
     "bad-toolbox-name": [
         'default/bad-toolbox-name: spec.toolboxes[0].name: Invalid value: "Web_Browser": '
-        f"spec.toolboxes[0].name in body should match {NAME_RE}"
+        f"spec.toolboxes[0].name in body should match {NAME_RE}",
+        # cocoon-webhook's rule on the same name (docs/validation.md of cocoon-webhook).
+        'default/bad-toolbox-name: cocoon-webhook: spec.toolboxes[0].name "Web_Browser" '
+        "must match RFC 1123 label: a lowercase RFC 1123 label must consist of lower case "
+        "alphanumeric characters or '-', and must start and end with an alphanumeric "
+        "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
     ],
     "port-out-of-range": [
         "default/port-out-of-range: spec.agent.probePort: Invalid value: 70000: "
@@ -54,9 +60,29 @@ INVALID_EXAMPLES = {
     ],
     "bad-enum": [
         'default/bad-enum: spec.hibernatePolicy: Unsupported value: "delete": '
-        'supported values: "retain", "release"'
+        'supported values: "retain", "release"',
+        "default/bad-enum: cocoon-webhook: spec.hibernatePolicy must be retain or release, "
+        'got "delete"',
     ],
 }
+INVALID_EXAMPLES.update(
+    {
+        "typo-field": [
+            'default/typo-field: spec.hibernatPolicy: unknown field "spec.hibernatPolicy"'
+        ],
+        "clone-image-with-port": [
+            "default/clone-image-with-port: cocoon-webhook: spec.agent.image "
+            '"registry.local:5000/agent:1" must be repo[:tag] when mode is clone '
+            "(no registry port or digest)"
+        ],
+        "bad-idle-timeout": [
+            "default/bad-idle-timeout: "
+            "metadata.annotations[cocoonset.cocoonstack.io/idle-timeout]: "
+            'Invalid value: "30 minutes": '
+            "invalid duration '30 minutes' (expected e.g. 45s, 30m, 2h)"
+        ],
+    }
+)
 VALID_EXAMPLES = ["examples/valid/release-set.yaml", "examples/valid/retain-set.yaml"]
 
 
@@ -108,7 +134,8 @@ def test_json_list_and_multi_document_input(runner: CliRunner, tmp_path: Path) -
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         f"{as_json}: n/j: spec.agent.replicas: Invalid value: -1: "
-        "spec.agent.replicas in body should be greater than or equal to 0"
+        "spec.agent.replicas in body should be greater than or equal to 0",
+        f"{as_json}: n/j: cocoon-webhook: spec.agent.replicas must be >= 0, got -1",
     ]
     assert result.stderr == "checked 2 CocoonSets in 2 files (1 other document skipped)\n"
 
@@ -223,7 +250,8 @@ def test_the_console_script_over_all_examples() -> None:
         for line in INVALID_EXAMPLES[name]
     ]
     assert proc.stdout.splitlines() == expected
-    assert proc.stderr == "checked 9 CocoonSets in 9 files (1 other document skipped)\n"
+    n = len(VALID_EXAMPLES) + len(INVALID_EXAMPLES)
+    assert proc.stderr == f"checked {n} CocoonSets in {n} files (1 other document skipped)\n"
 
     valid = subprocess.run(
         [_console_script(), "validate", *VALID_EXAMPLES],

@@ -8,6 +8,16 @@ output "runtime_service_accounts" {
   value       = module.cocoon_hibernation.runtime_service_accounts
 }
 
+output "pod_creators" {
+  description = "The functions' Kubernetes usernames: add them to cocoon-webhook's POD_CREATORS (docs/cocoon-webhook.md)."
+  value       = module.cocoon_hibernation.pod_creators
+}
+
+output "cocoon_webhook_pod_creators" {
+  description = "POD_CREATORS for cocoon-webhook: the operator's account plus pod_creators."
+  value       = module.cocoon_hibernation.cocoon_webhook_pod_creators
+}
+
 output "wake_requests_topic" {
   description = "Publish {\"namespace\":\"NS\",\"name\":\"SET\"} here to wake a set."
   value       = module.cocoon_hibernation.wake_requests_topic

@@ -24,6 +24,12 @@ locals {
       description = "Idle reclaimable seats taken for a waiting wake (victim namespace, pool)."
       labels      = ["namespace", "pool"]
     }
+    # Writes refused by admission (a plugin, or cocoon-webhook's POD_CREATORS or
+    # CocoonSet rules): one per refusal situation, with its WriteRefused Warning.
+    cocoon_hibernation_admission_refused_total = {
+      description = "Writes refused by admission (quota, PodSecurity, cocoon-webhook), once per situation."
+      labels      = ["namespace", "cocoonset", "write", "webhook"]
+    }
   }
 
   services_regex = "^${var.name_prefix}-(release|wake|sweep|ingest)$"

@@ -13,6 +13,16 @@ output "runtime_service_accounts" {
   value       = { for k, sa in google_service_account.runtime : k => sa.email }
 }
 
+output "pod_creators" {
+  description = "The Kubernetes usernames of the functions that create pods (every function reconciles, so each may create the wake's restore pod): on GKE the API server sees a Google service account as its email. cocoon-webhook admits their pods only when each is in its POD_CREATORS (docs/cocoon-webhook.md)."
+  value       = sort([for sa in google_service_account.runtime : sa.email])
+}
+
+output "cocoon_webhook_pod_creators" {
+  description = "A POD_CREATORS value for cocoon-webhook: its default (the operator's service account) followed by pod_creators. Keep any other entry your cluster already lists (docs/cocoon-webhook.md)."
+  value       = join(",", concat(["system:serviceaccount:cocoon-system:cocoon-operator"], sort([for sa in google_service_account.runtime : sa.email])))
+}
+
 output "wake_requests_topic" {
   description = "Publish {\"namespace\":\"NS\",\"name\":\"SET\"} here to wake a released set."
   value       = google_pubsub_topic.wake_requests.id

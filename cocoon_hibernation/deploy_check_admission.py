@@ -1,0 +1,215 @@
+"""deploy-check's admission part: would cocoon-webhook admit the wake's restore pod?
+
+cocoon-webhook (where installed) refuses every cocoon pod whose creator is not in
+its POD_CREATORS (docs/cocoon-webhook.md). Every function reconciles, so every
+function may create the restore pod: each runtime user must be listed. This:
+
+1. finds the webhook by its pod webhook's name (`pods.mutate.cocoonstack.io`) in
+   the cluster's MutatingWebhookConfigurations (one line when there is none);
+2. proves admission by a server-side dry run (`dryRun=All`: every admission step,
+   the webhook included, runs; nothing is stored) of a restore pod built as the
+   wake builds it, created as each runtime user (impersonation);
+3. on a refusal, FAILs with the exact POD_CREATORS value to set (the current value
+   is read from the webhook's Deployment when readable, else its default);
+4. where its CocoonSet validator (`cocoonsets.validate.cocoonstack.io`) is installed,
+   FAILs naming the sets in the namespaces that break its rules: the functions'
+   spec.suspend writes on them would be refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from cocoon_hibernation.cmd_deploy_check import Finding, Level
+from shared import admission as adm
+
+
+class AdmissionKube(Protocol):
+    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]: ...
+
+    def list_sets(self, namespace: str | None) -> Iterator[list[Any]]: ...
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def dry_run_create_pod(
+        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+PROBE_SET = "deploy-check-probe"
+
+
+def find_webhook(
+    configs: Mapping[str, Iterable[Mapping[str, Any]]], kind: str, webhook: str
+) -> str | None:
+    """The name of the `kind` ("mutating"/"validating") configuration holding `webhook`."""
+    for cfg in configs.get(kind) or ():
+        for hook in cfg.get("webhooks") or ():
+            if hook.get("name") == webhook:
+                return str((cfg.get("metadata") or {}).get("name", ""))
+    return None
+
+
+def set_findings(kube: AdmissionKube, config: str, namespaces: Sequence[str]) -> list[Finding]:
+    """Sets that break the CocoonSet webhook's rules: every spec write of the functions
+    (spec.suspend) on them would be refused (only spec-unchanged updates skip the rules)."""
+    from shared.errors import CocoonError  # noqa: PLC0415 - lazy
+    from shared.models import dump  # noqa: PLC0415
+
+    check = "cocoon-webhook sets"
+    bad: list[str] = []
+    try:
+        for ns in namespaces:
+            for page in kube.list_sets(ns):
+                for cs in page:
+                    errs = adm.cocoonset_errors(dump(cs))
+                    if errs:
+                        bad.append(f"{cs.namespace}/{cs.name} ({'; '.join(errs)})")
+    except CocoonError as err:
+        return [Finding(Level.FAIL, check, f"could not list the sets: {err}")]
+    if bad:
+        return [
+            Finding(
+                Level.FAIL,
+                check,
+                f"{config} will refuse the functions' spec.suspend writes on "
+                f"{len(bad)} set(s) breaking its rules: {', '.join(bad)} "
+                "(fix them; `cocoon-hibernation validate` lists every rule)",
+            )
+        ]
+    return [Finding(Level.OK, check, f"every set in {', '.join(namespaces)} passes {config}")]
+
+
+def current_pod_creators(deployment: Mapping[str, Any] | None) -> list[str] | None:
+    """POD_CREATORS as the webhook's Deployment sets it (its default when unset)."""
+    if deployment is None:
+        return None
+    containers = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in containers.get("containers") or ():
+        for env in container.get("env") or ():
+            if env.get("name") == "POD_CREATORS":
+                if "valueFrom" in env:
+                    return None  # from a ConfigMap or Secret: not read here
+                return adm.parse_creators(str(env.get("value") or ""))
+    return adm.parse_creators(adm.DEFAULT_POD_CREATORS)
+
+
+def probe_pod(namespace: str) -> dict[str, Any]:
+    """A restore pod exactly as the wake builds it (shared.reconcile.mainpod), for a
+    stand-in set: the webhook judges the tolerations, the owner kind and the user."""
+    from shared import constants as k  # noqa: PLC0415 - lazy: only with a cluster
+    from shared.models import CocoonSet  # noqa: PLC0415
+    from shared.reconcile.mainpod import build_main_pod  # noqa: PLC0415
+
+    cs = CocoonSet.model_validate(
+        {
+            "apiVersion": k.API_VERSION,
+            "kind": k.KIND,
+            "metadata": {
+                "name": PROBE_SET,
+                "namespace": namespace,
+                "uid": "00000000-0000-0000-0000-000000000000",
+                "generation": 1,
+            },
+            "spec": {
+                "suspend": False,
+                "hibernatePolicy": "release",
+                "agent": {"image": "deploy-check/probe:1"},
+            },
+        }
+    )
+    return build_main_pod(cs, hint="")
+
+
+def fixed_value(current: Sequence[str] | None, users: Iterable[str]) -> str:
+    keep = list(current) if current is not None else [adm.DEFAULT_POD_CREATORS]
+    return ",".join(keep + [u for u in sorted(users) if u not in keep])
+
+
+def admission_findings(
+    kube: AdmissionKube,
+    *,
+    users: Iterable[str],
+    namespaces: Sequence[str],
+) -> list[Finding]:
+    """What admission says of the restore pod of each of `users` in each namespace."""
+    from shared.errors import CocoonError, WebhookDenied  # noqa: PLC0415 - lazy
+
+    check = "cocoon-webhook"
+    try:
+        configs = kube.list_webhook_configurations()
+        config = find_webhook(configs, "mutating", adm.POD_WEBHOOK)
+        validator = find_webhook(configs, "validating", adm.COCOONSET_WEBHOOK)
+    except CocoonError as err:
+        return [Finding(Level.FAIL, check, f"could not list webhook configurations: {err}")]
+    if config is None:
+        return [
+            Finding(
+                Level.OK,
+                check,
+                f"not installed (no {adm.POD_WEBHOOK} webhook): no POD_CREATORS to satisfy",
+            )
+        ]
+    if not namespaces:
+        return [
+            Finding(
+                Level.FAIL,
+                check,
+                f"installed ({config}) but namespaces is empty: admission of the restore pod "
+                "not proven (set namespaces in the tfvars)",
+            )
+        ]
+    try:
+        current = current_pod_creators(
+            kube.get_deployment(adm.WEBHOOK_NAMESPACE, adm.WEBHOOK_DEPLOYMENT)
+        )
+    except CocoonError:
+        current = None  # not readable: the fix is phrased from the default
+    refused: dict[str, str] = {}
+    other: list[str] = []
+    wanted = sorted(set(users))
+    for ns in namespaces:
+        for user in wanted:
+            try:
+                kube.dry_run_create_pod(ns, probe_pod(ns), as_user=user)
+            except WebhookDenied as err:
+                if err.user or adm.creator_message(user) in err.server_message:
+                    refused.setdefault(user, ns)
+                else:
+                    other.append(f"{user} in {ns}: {err.server_message}")
+            except CocoonError as err:
+                other.append(f"{user} in {ns}: {err}")
+    out: list[Finding] = []
+    if refused:
+        value = fixed_value(current, wanted)
+        out.append(
+            Finding(
+                Level.FAIL,
+                check,
+                f"{config} refuses the restore pod of {', '.join(sorted(refused))} "
+                f"(not in POD_CREATORS): set POD_CREATORS={value} on Deployment "
+                f"{adm.WEBHOOK_NAMESPACE}/{adm.WEBHOOK_DEPLOYMENT} ({adm.DOCS})",
+            )
+        )
+    if other:
+        out.append(
+            Finding(
+                Level.FAIL,
+                check,
+                "could not prove admission of the restore pod (a dry run as each function, "
+                "which needs `impersonate` on users): " + "; ".join(other),
+            )
+        )
+    if not out:
+        out.append(
+            Finding(
+                Level.OK,
+                check,
+                f"{config} admits the restore pod of every function in {', '.join(namespaces)} "
+                "(dry run)",
+            )
+        )
+    if validator is not None:
+        out += set_findings(kube, validator, namespaces)
+    return out

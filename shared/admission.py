@@ -1,0 +1,325 @@
+"""cocoon-webhook, as this project meets it: its refusals and its CocoonSet rules.
+
+cocoon-webhook (github.com/cocoonstack/cocoon-webhook) registers itself as
+- `MutatingWebhookConfiguration/cocoon-webhook-mutate`, webhook
+  `pods.mutate.cocoonstack.io` (pod CREATE, `failurePolicy: Fail`): a pod that
+  tolerates `virtual-kubelet.io/provider` must be owned by a CocoonSet *and*
+  created by a username listed in its `POD_CREATORS` environment variable
+  (comma-separated; default the operator's service account). Anyone else is
+  refused with `cocoon pods must be created by the CocoonSet controller, got
+  user "<user>"` (admission/pod_mutator.go, main.go). The wake's restore pod is
+  such a pod, so the wake's identity must be listed.
+- `ValidatingWebhookConfiguration/cocoon-webhook-validate`, webhook
+  `cocoonsets.validate.cocoonstack.io` (CocoonSet CREATE and UPDATE): business
+  rules the CRD cannot express (admission/cocoonset_validator.go,
+  docs/validation.md). Only an UPDATE that leaves `spec` unchanged skips them,
+  so every `spec.suspend` write of the functions on a set that breaks a rule
+  is refused.
+
+The API server renders a webhook's refusal as `admission webhook "<name>"
+denied the request: <message>` (code 400 when the webhook sets none, as
+cocoon-webhook does; reason Forbidden). `parse_denial` reads it back.
+
+Imported by the functions: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MUTATING_CONFIGURATION = "cocoon-webhook-mutate"
+VALIDATING_CONFIGURATION = "cocoon-webhook-validate"
+POD_WEBHOOK = "pods.mutate.cocoonstack.io"
+COCOONSET_WEBHOOK = "cocoonsets.validate.cocoonstack.io"
+DEFAULT_POD_CREATORS = "system:serviceaccount:cocoon-system:cocoon-operator"
+TOLERATION_KEY = "virtual-kubelet.io/provider"
+WEBHOOK_NAMESPACE = "cocoon-system"
+WEBHOOK_DEPLOYMENT = "cocoon-webhook"
+DOCS = "docs/cocoon-webhook.md"
+
+MSG_BARE_POD = "cocoon pods must be managed by a CocoonSet"
+MSG_SPEC_PREFIX = "cocoon-webhook: invalid CocoonSet spec: "
+
+# k8s.io/apiserver/pkg/admission/plugin/webhook/errors: ToStatusErr.
+_DENIED = re.compile(
+    r'admission webhook "(?P<webhook>[^"]+)" denied the request(?::\s*(?P<msg>.*))?', re.S
+)
+_CREATOR = re.compile(
+    r'cocoon pods must be created by the CocoonSet controller, got user "(?P<user>[^"]*)"'
+)
+
+
+def creator_message(user: str) -> str:
+    """The pod webhook's refusal of `user` (admission/pod_mutator.go)."""
+    return f"cocoon pods must be created by the CocoonSet controller, got user {_q(user)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A webhook's refusal as the API server reported it."""
+
+    webhook: str
+    message: str
+    # The refused username, when the pod webhook named it.
+    user: str = ""
+
+    @property
+    def is_pod_creators(self) -> bool:
+        return bool(self.user) or _CREATOR.search(self.message) is not None
+
+    def fix(self) -> str:
+        """What the operator of the cluster does about it, in one sentence."""
+        if self.is_pod_creators:
+            return pod_creators_fix(self.user or "<the function's username>")
+        if self.webhook == COCOONSET_WEBHOOK:
+            return (
+                "the set's spec breaks cocoon-webhook's CocoonSet rules, so no spec write "
+                "(spec.suspend included) is admitted until the spec is fixed; "
+                "`cocoon-hibernation validate` lists every rule it breaks"
+            )
+        return f"the admission webhook {self.webhook!r} refuses this write; see {DOCS}"
+
+
+def pod_creators_fix(user: str) -> str:
+    return (
+        f"add {user} to cocoon-webhook's POD_CREATORS (Deployment {WEBHOOK_NAMESPACE}/"
+        f"{WEBHOOK_DEPLOYMENT}), keeping {DEFAULT_POD_CREATORS}: "
+        f"POD_CREATORS={DEFAULT_POD_CREATORS},{user}, with every other function's username "
+        f"too (terraform output cocoon_webhook_pod_creators; {DOCS})"
+    )
+
+
+def parse_denial(message: str) -> Denial | None:
+    """The webhook refusal in an API server message, or None when it is not one."""
+    m = _DENIED.search(message)
+    if m is None:
+        return None
+    text = (m["msg"] or "").strip()
+    c = _CREATOR.search(text)
+    return Denial(webhook=m["webhook"], message=text, user=c["user"] if c else "")
+
+
+# --- the pod rule -----------------------------------------------------------------------
+
+
+def pod_refusal(pod: Mapping[str, Any], username: str, creators: list[str]) -> str | None:
+    """The pod webhook's verdict on a pod CREATE by `username`: None admits it."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    tolerations = spec.get("tolerations") or [] if isinstance(spec, Mapping) else []
+    if not any(isinstance(t, Mapping) and t.get("key") == TOLERATION_KEY for t in tolerations):
+        return None  # not a cocoon pod
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    owners = meta.get("ownerReferences") or [] if isinstance(meta, Mapping) else []
+    if not any(isinstance(o, Mapping) and o.get("kind") == "CocoonSet" for o in owners):
+        return MSG_BARE_POD
+    if username not in creators:
+        return creator_message(username)
+    return None
+
+
+def parse_creators(value: str) -> list[str]:
+    """`POD_CREATORS` as main.go reads it: split on commas, each entry trimmed."""
+    return [part.strip() for part in value.split(",")]
+
+
+# --- the CocoonSet rules (docs/validation.md of cocoon-webhook) ---------------------------
+
+_MODES = ("clone", "run")
+_TOOLBOX_MODES = ("run", "clone", "static")
+_OS = ("linux", "windows", "android", "macos")
+_CONN = ("ssh", "rdp", "vnc", "adb")
+_BACKENDS = ("cloud-hypervisor", "firecracker")
+_SNAPSHOT = ("always", "main-only", "never")
+_HIBERNATE = ("retain", "release")
+# cocoon-common ociutil: a registry-relative `repo[:tag]` (no port, no digest).
+_REL_REPO = re.compile(
+    r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*\Z"
+)
+_REL_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:
+    """cocoon-webhook's CocoonSet verdict: its messages, empty when admitted.
+
+    `old` makes it an UPDATE: an unchanged `spec` skips the rules (so an invalid
+    set that predates them stays deletable, and metadata-only writes pass).
+    """
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    if old is not None:
+        old_spec = old.get("spec")
+        if _normal(old_spec if isinstance(old_spec, Mapping) else {}) == _normal(spec):
+            return []
+    errs: list[str] = []
+    agent = spec.get("agent")
+    agent = agent if isinstance(agent, Mapping) else {}
+    image = _s(agent.get("image"))
+    if not image:
+        errs.append("spec.agent.image is required")
+    replicas = agent.get("replicas")
+    if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+        errs.append(f"spec.agent.replicas must be >= 0, got {replicas}")
+    mode = _s(agent.get("mode"))
+    if mode and mode not in _MODES:
+        errs.append(f"spec.agent.mode must be clone or run, got {_q(mode)}")
+    errs += _vm_options("spec.agent", agent, image)
+    agent_mode = mode or "clone"
+    agent_backend = _s(agent.get("backend")) or "cloud-hypervisor"
+    errs += _firecracker_mode("spec.agent", agent_backend, agent_mode)
+    errs += _clone_image("spec.agent", agent_mode, image)
+
+    seen: set[str] = set()
+    toolboxes = spec.get("toolboxes")
+    for i, item in enumerate(toolboxes if isinstance(toolboxes, list) else []):
+        tb: Mapping[str, Any] = item if isinstance(item, Mapping) else {}
+        path = f"spec.toolboxes[{i}]"
+        name = _s(tb.get("name"))
+        if not name:
+            errs.append(f"{path}.name is required")
+            continue
+        label_errs = _label_errors(name)
+        if label_errs:
+            errs.append(
+                f"{path}.name {_q(name)} must match RFC 1123 label: {'; '.join(label_errs)}"
+            )
+        if _go_atoi(name):
+            errs.append(
+                f"{path}.name {_q(name)} must not be purely numeric "
+                "(conflicts with agent slot naming)"
+            )
+        if name in seen:
+            errs.append(f"{path}.name {_q(name)} duplicates an earlier toolbox")
+        seen.add(name)
+        tb_mode = _s(tb.get("mode"))
+        if tb_mode and tb_mode not in _TOOLBOX_MODES:
+            errs.append(f"{path}.mode must be run, clone, or static, got {_q(tb_mode)}")
+        if tb_mode == "static":
+            if not _s(tb.get("staticIP")):
+                errs.append(f"{path}.staticIP is required when mode=static")
+            if not _s(tb.get("staticVMID")):
+                errs.append(f"{path}.staticVMID is required when mode=static")
+            errs += _conn_type(path, _s(tb.get("connType")))
+            continue
+        tb_image = _s(tb.get("image"))
+        if not tb_image:
+            errs.append(f"{path}.image is required when mode is run or clone")
+        errs += _vm_options(path, tb, tb_image)
+        tb_backend = _s(tb.get("backend")) or "cloud-hypervisor"
+        if tb_backend != agent_backend:
+            errs.append(
+                f"{path}.backend {_q(tb_backend)} must match spec.agent.backend {_q(agent_backend)}"
+            )
+        errs += _firecracker_mode(path, tb_backend, tb_mode or "run")
+        errs += _clone_image(path, tb_mode or "run", tb_image)
+
+    snapshot = _s(spec.get("snapshotPolicy"))
+    if snapshot and snapshot not in _SNAPSHOT:
+        errs.append(f"spec.snapshotPolicy must be always, main-only, or never, got {_q(snapshot)}")
+    hibernate = _s(spec.get("hibernatePolicy"))
+    if hibernate and hibernate not in _HIBERNATE:
+        errs.append(f"spec.hibernatePolicy must be retain or release, got {_q(hibernate)}")
+    return errs
+
+
+def cocoonset_refusal(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str | None:
+    """The webhook's whole message for a refused CocoonSet write, or None."""
+    errs = cocoonset_errors(obj, old)
+    return MSG_SPEC_PREFIX + "; ".join(errs) if errs else None
+
+
+def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
+    errs: list[str] = []
+    os_ = _s(opts.get("os"))
+    if os_ and os_ not in _OS:
+        # The message omits macos, which the enum accepts (cocoon-common apis/v1/enums.go).
+        errs.append(f"{path}.os must be linux, windows, or android, got {_q(os_)}")
+    errs += _conn_type(path, _s(opts.get("connType")))
+    backend = _s(opts.get("backend"))
+    if backend and backend not in _BACKENDS:
+        errs.append(f"{path}.backend must be cloud-hypervisor or firecracker, got {_q(backend)}")
+    if (backend or "cloud-hypervisor") == "firecracker":
+        if (os_ or "linux") == "windows":
+            errs.append(f"{path}: firecracker does not support Windows guests")
+        if image.startswith(("http://", "https://")):
+            errs.append(
+                f"{path}: firecracker requires an OCI image, cloudimg URLs are not supported "
+                f"(got {_q(image)})"
+            )
+    return errs
+
+
+def _conn_type(path: str, conn: str) -> list[str]:
+    if conn and conn not in _CONN:
+        return [f"{path}.connType must be ssh, rdp, vnc, or adb, got {_q(conn)}"]
+    return []
+
+
+def _firecracker_mode(path: str, backend: str, mode: str) -> list[str]:
+    if backend != "firecracker" or mode == "run":
+        return []
+    return [f"{path}: firecracker does not support {mode} mode, use mode=run instead"]
+
+
+def _clone_image(path: str, mode: str, image: str) -> list[str]:
+    if mode != "clone" or not image or _is_relative_ref(image):
+        return []
+    return [
+        f"{path}.image {_q(image)} must be repo[:tag] when mode is clone "
+        "(no registry port or digest)"
+    ]
+
+
+def _is_relative_ref(ref: str) -> bool:
+    name, sep, tag = ref.partition(":")
+    repo, tag = (name, tag) if sep and name else (ref, "latest")
+    return bool(_REL_REPO.match(repo)) and bool(_REL_TAG.match(tag))
+
+
+def _label_errors(name: str) -> list[str]:
+    # k8s.io/apimachinery validation.IsDNS1123Label: the length, then the pattern.
+    errs = []
+    if len(name) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _LABEL.fullmatch(name):
+        errs.append(_LABEL_MSG)
+    return errs
+
+
+def _go_atoi(s: str) -> bool:
+    """Go's strconv.Atoi accepts an optional sign and decimal digits (within int64)."""
+    m = re.fullmatch(r"[+-]?[0-9]+", s)
+    return m is not None and -(2**63) <= int(s) < 2**63
+
+
+def _normal(spec: Mapping[str, Any]) -> str:
+    # equality.Semantic.DeepEqual of the decoded specs: an absent field equals its
+    # zero value (omitempty), so drop empties before comparing.
+    return json.dumps(_drop_empty(spec), sort_keys=True, default=str)
+
+
+def _drop_empty(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        out = {k: _drop_empty(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, "", 0, False, [], {})}
+    if isinstance(value, list):
+        return [_drop_empty(v) for v in value]
+    return value
+
+
+def _s(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _q(value: str) -> str:
+    """Go's %q for the strings these messages quote."""
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,138 @@
+"""What the cluster says about a CocoonSet beyond the CRD: for `cocoon-hibernation validate`.
+
+`shared.validation` answers as kube-apiserver's CRD validation would. A set that
+passes it can still be refused, or silently mean something else:
+
+- cocoon-webhook's CocoonSet rules (`shared.admission.cocoonset_errors`), where
+  cocoon-webhook is installed: reported with its own messages;
+- unknown fields: the API server prunes them without an error, so a
+  `hibernatPolicy: release` typo yields a valid *retain* set (kubectl prints a
+  warning at most). Reported as the server's strict field validation words it;
+- this project's own annotations whose values do not parse: the sweep ignores
+  them (a Warning Event at run time), so the set is never idle-suspended, put to
+  sleep or offered for reclaim. Checked with the parsers the functions use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from shared import admission
+from shared import constants as k
+from shared.crd import cocoonset_schema
+from shared.durations import parse_duration, parse_rfc3339
+from shared.seats import keys
+from shared.seats.activity import cpu_nanocores
+from shared.seats.schedule import parse_schedule
+from shared.validation import Violation
+
+# The project's annotations a user writes, and how the functions read them.
+ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
+    k.ANN_IDLE_TIMEOUT: (parse_duration, "a duration such as 30m or 2h"),
+    keys.ANN_RECLAIMABLE_AFTER: (parse_duration, "a duration such as 30m or 2h"),
+    keys.ANN_SLEEP_SCHEDULE: (parse_schedule, "a schedule"),
+    keys.ANN_WAKE_SCHEDULE: (parse_schedule, "a schedule"),
+    keys.ANN_IDLE_CPU_BELOW: (cpu_nanocores, "a CPU quantity such as 50m"),
+    k.ANN_LAST_ACTIVITY: (parse_rfc3339, "an RFC 3339 time"),
+    k.ANN_IDLE_EXEMPT_UNTIL: (parse_rfc3339, "an RFC 3339 time"),
+}
+_TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
+# ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
+# every annotation, idle-timeout included, without a word from the server.
+_OBJECT_META = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+
+
+def webhook_violations(obj: Mapping[str, Any]) -> list[Violation]:
+    """cocoon-webhook's verdict on creating `obj`, one Violation per rule broken."""
+    return [Violation("cocoon-webhook", msg) for msg in admission.cocoonset_errors(obj)]
+
+
+def unknown_fields(obj: Mapping[str, Any]) -> list[Violation]:
+    """Every field the CRD's schema does not declare (the server would drop it)."""
+    out = [
+        Violation(key, f'unknown field "{key}"')
+        for key in obj
+        if key not in _TOP_LEVEL and isinstance(key, str)
+    ]
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        out.extend(
+            Violation(f"metadata.{key}", f'unknown field "metadata.{key}"')
+            for key in meta
+            if key not in _OBJECT_META
+        )
+    schema = cocoonset_schema()["properties"]
+    for key in ("spec", "status"):
+        value = obj.get(key)
+        if isinstance(value, Mapping) and key in schema:
+            out.extend(_walk(schema[key], value, key))
+    return out
+
+
+def _walk(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Violation]:
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    kind = schema.get("type")
+    if kind == "object" and isinstance(value, Mapping):
+        properties: Mapping[str, Any] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            child = f"{path}.{key}"
+            if key in properties:
+                yield from _walk(properties[key], item, child)
+            elif isinstance(extra, Mapping):
+                yield from _walk(extra, item, f"{path}[{key}]")
+            elif not properties and extra is None:
+                continue  # an opaque object (no declared fields): the server keeps it
+            else:
+                yield Violation(child, f'unknown field "{child}"')
+    elif kind == "array" and isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, item in enumerate(value):
+            yield from _walk(schema["items"], item, f"{path}[{i}]")
+
+
+def annotation_violations(obj: Mapping[str, Any]) -> list[Violation]:
+    """The project's annotations whose values the functions cannot parse."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping):
+        return []
+    out: list[Violation] = []
+    for key, (parse, want) in ANNOTATION_PARSERS.items():
+        raw = annotations.get(key)
+        if raw is None:
+            continue
+        path = f"metadata.annotations[{key}]"
+        if not isinstance(raw, str):
+            out.append(Violation(path, f"Invalid value: {json.dumps(raw)}: must be {want}"))
+            continue
+        try:
+            parse(raw)
+        except ValueError as e:
+            out.append(Violation(path, f"Invalid value: {json.dumps(raw)}: {e}"))
+    return out
+
+
+def cluster_violations(obj: Mapping[str, Any]) -> list[Violation]:
+    """Everything beyond the CRD: the webhook's rules, unknown fields, bad annotations."""
+    return webhook_violations(obj) + unknown_fields(obj) + annotation_violations(obj)

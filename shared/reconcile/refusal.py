@@ -1,0 +1,57 @@
+"""A write refused by admission, told once: one Warning Event on the set and one count.
+
+Shared by the reconciler (the wake's pod create, the wake's `spec.suspend=false`)
+and the sweep (idle suspend, sleep windows): an admission refusal is permanent
+for the invocation, so it is acknowledged, never retried blindly; the sweep
+tries again at its own pace. The Event is named by (write, the set's generation,
+the server's message): a redelivery or the next sweep meeting the same refusal
+adds no second Warning and no second count, while a later wake (the generation
+moves with every spec.suspend flip) that is refused again is told again.
+"""
+
+from __future__ import annotations
+
+from shared import constants as k
+from shared import log
+from shared.errors import AdmissionDenied, WebhookDenied
+from shared.models import CocoonSet
+from shared.reconcile.ports import KubeApi
+
+METRIC_ADMISSION_REFUSED = "cocoon_hibernation_admission_refused_total"
+
+
+def refusal_message(write: str, err: AdmissionDenied) -> str:
+    if isinstance(err, WebhookDenied):
+        who = f" for user {err.user}" if err.user else ""
+        return (
+            f"{write} refused by the admission webhook {err.webhook}{who}: "
+            f"{err.server_message}. Fix: {err.fix}"
+        )
+    return f"{write} refused by the API server: {err.server_message}"
+
+
+def report_refusal(kube: KubeApi, cs: CocoonSet, write: str, err: AdmissionDenied) -> bool:
+    """The Warning (required: a failed POST fails the caller); True when this call made it."""
+    log.warning(
+        "write refused by admission",
+        set=f"{cs.namespace}/{cs.name}",
+        step=write,
+        webhook=getattr(err, "webhook", ""),
+        error=str(err),
+    )
+    created = kube.emit_event(
+        cs,
+        reason=k.REASON_WRITE_REFUSED,
+        message=refusal_message(write, err),
+        type="Warning",
+        key=f"{write}/{cs.metadata.generation}/{err.server_message}",
+    )
+    if created:
+        log.count(
+            METRIC_ADMISSION_REFUSED,
+            namespace=cs.namespace,
+            cocoonset=cs.name,
+            write=write,
+            webhook=getattr(err, "webhook", ""),
+        )
+    return created
