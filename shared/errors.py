@@ -59,6 +59,12 @@ class AdmissionDenied(PermanentError):
         self.server_message = server_message
 
 
+class CrdNotInstalled(ConfigError):
+    """404 on a CocoonSet path where the server does not serve the type at all (no
+    object named): the CRD is not installed. A configuration error, never read as
+    "this set does not exist"."""
+
+
 class NotFound(PermanentError):
     pass
 
