@@ -300,7 +300,8 @@ class KubeClient:
         conf = client.Configuration()
         try:
             merged = _merged_kubeconfig(paths)
-            contexts = [c.get("name") for c in merged.value.get("contexts") or []]
+            # Each entry is the library's ConfigNode (its dict in `.value`).
+            contexts = [getattr(c, "value", c).get("name") for c in merged.value["contexts"]]
             if context is not None and context not in contexts:
                 listed = ", ".join(str(c) for c in contexts) or "none"
                 raise ConfigError(

@@ -316,7 +316,11 @@ def test_gcloud_without_credentials_is_not_a_pass(tmp_path: Path) -> None:
             "ingest_invoker_members must be IAM principals like serviceAccount:..., user:..., "
             "group:...; allUsers and allAuthenticatedUsers are not allowed.",
         ),
-        ("sweep_schedule", "every minute", "sweep_schedule must be a 5-field unix-cron expression."),
+        (
+            "sweep_schedule",
+            "every minute",
+            "sweep_schedule must be a 5-field unix-cron expression.",
+        ),
     ],
 )
 def test_command_rejects_what_the_module_rejects(

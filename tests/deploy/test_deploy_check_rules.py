@@ -27,7 +27,15 @@ OBJ_REGISTRY = {"location": "europe-west1", "repository_id": "snapshots"}
 VALUES: dict[tuple[str, int], list[Any]] = {
     ("project_id", 0): ["acme-prod", "abcdef", "a", "Acme-prod", "acme-prod-", "a" * 31],
     ("region", 0): ["europe-west1", "europe-west12", "europe-west1-b", "us", "europe-west1\n"],
-    ("name_prefix", 0): ["cocoon", "abc", "ab", "Cocoon", "coc-", "a-b-c-d-e-f-g", "abcdefghijklmn"],
+    ("name_prefix", 0): [
+        "cocoon",
+        "abc",
+        "ab",
+        "Cocoon",
+        "coc-",
+        "a-b-c-d-e-f-g",
+        "abcdefghijklmn",
+    ],
     ("gke_cluster", 0): [
         OBJ_CLUSTER,
         {**OBJ_CLUSTER, "name": "Agents"},
