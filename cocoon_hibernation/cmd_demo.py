@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import fail, is_tty, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, is_tty, progress
 from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
@@ -24,7 +24,7 @@ from devstack.scenario import Scenario
 from devstack.stack import Stack, StackConfig
 
 
-@click.command(name="demo")
+@click.command(name="demo", epilog=EXIT_CODES_HELP)
 @click.option("--keep", is_flag=True, help="Leave the stack up after the summary (Ctrl-C ends it).")
 @click.option(
     "--tick",
