@@ -3,7 +3,8 @@
 - kubeconfig: `--kubeconfig`, else `$KUBECONFIG` (a list, merged as kubectl merges
   it: the first file to set a value wins), else `~/.kube/config` (where
   `gcloud container clusters get-credentials` writes), else in-cluster; `--context`.
-  Each case runs with a temporary HOME against the embedded API.
+  Each case runs with a temporary HOME, against the embedded API and a real
+  kube-apiserver (TLS, with the CA as a file path relative to the kubeconfig).
 - a cluster without the CocoonSet CRD (a fresh embedded API whose CRD was
   deleted through the API): status, wake and `sweep --dry-run` exit non-zero
   saying "CocoonSet CRD not installed".
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -46,10 +48,19 @@ def _env(home: Path, **extra: str | None) -> dict[str, str | None]:
     return {**base, **extra}
 
 
+ON_BOTH = pytest.mark.parametrize("kube_backend", ["embedded", "real"], indirect=True)
+
+
+def _http(kube: Any, backend: str) -> KubeHTTP:
+    if backend == "real":
+        return KubeHTTP(kube.url, token=kube.tokens["admin"], ca_file=str(kube.dir / "ca.crt"))
+    return KubeHTTP(kube.url)
+
+
 @pytest.fixture
-def one_set(kube: Any) -> None:
+def one_set(kube: Any, kube_backend: str) -> None:
     reset_clients()
-    api = KubeHTTP(kube.url)
+    api = _http(kube, kube_backend)
     api.post(
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     )
@@ -90,12 +101,20 @@ def _renamed(kubeconfig: Path, name: str, *, server: str | None = None) -> dict[
     }
 
 
+@ON_BOTH
 def test_home_kube_config_is_read_when_kubeconfig_is_unset(
     one_set: None, kubeconfig: Path, tmp_path: Path
 ) -> None:
     # The old main: `error: no KUBECONFIG and not running in a cluster`.
     (tmp_path / ".kube").mkdir()
-    (tmp_path / ".kube" / "config").write_text(kubeconfig.read_text("utf-8"), "utf-8")
+    cfg = _config(kubeconfig)
+    cluster = cfg["clusters"][0]["cluster"]
+    if "certificate-authority-data" in cluster:
+        # A CA file beside the kubeconfig, named relative to it (as kubectl resolves it).
+        ca = base64.b64decode(cluster.pop("certificate-authority-data"))
+        (tmp_path / ".kube" / "ca.crt").write_bytes(ca)
+        cluster["certificate-authority"] = "ca.crt"
+    (tmp_path / ".kube" / "config").write_text(yaml.safe_dump(cfg), "utf-8")
     result = CliRunner().invoke(status, ["-o", "json"], env=_env(tmp_path))
     assert _names(result) == [f"{NS}/kept"]
 
@@ -108,6 +127,7 @@ def test_no_kubeconfig_anywhere_says_where_it_looked(tmp_path: Path) -> None:
     assert str(tmp_path / ".kube" / "config") in line
 
 
+@ON_BOTH
 def test_kubeconfig_list_merged_as_kubectl_does_with_context(
     one_set: None, kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -190,6 +210,7 @@ def test_sweep_dry_run_without_the_crd_fails(no_crd: Path, tmp_path: Path) -> No
     assert "error: sweep met 1 error(s): list sets: CocoonSet CRD not installed" in result.stderr
 
 
+@ON_BOTH
 def test_sweep_takes_the_cluster_options(one_set: None, kubeconfig: Path, tmp_path: Path) -> None:
     reset_clients()
     result = CliRunner().invoke(
