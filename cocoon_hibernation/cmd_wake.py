@@ -106,7 +106,14 @@ def wake_one(
     if outcome.result == "not-found":
         return WakeResult(str(ref), False, None, f"cocoonset {ref} not found")
     if outcome.result == "not-ours":
-        return WakeResult(str(ref), False, _phase(client, ref), outcome.reason, outcome.steps)
+        after = client.get_set(ref)
+        if after is not None and after.phase is CocoonSetPhase.RUNNING and not after.suspended:
+            # Asked to suspend but not suspended yet: the unsuspend was the whole wake.
+            return WakeResult(
+                str(ref), True, "Running", "spec.suspend=false; still Running", outcome.steps
+            )
+        phase = after.phase.value if after is not None and after.phase else None
+        return WakeResult(str(ref), False, phase, outcome.reason, outcome.steps)
     phase = _phase(client, ref)
     if wait:
         deadline = time.monotonic() + wait.total_seconds()

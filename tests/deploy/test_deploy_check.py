@@ -22,7 +22,7 @@ from cocoon_hibernation import cmd_deploy_check as dc
 from cocoon_hibernation.main import main as cli
 from cocoon_hibernation.tfvars import TfvarsError, parse_tfvars, read_tfvars
 from tests.conftest import REPO_ROOT
-from tests.deploy._hcl import EXAMPLE_DIR, MODULE_DIR, hcl_regexes, load_dir, names, parse_file
+from tests.deploy._hcl import EXAMPLE_DIR, MODULE_DIR, load_dir, names, parse_file
 
 TFVARS_EXAMPLE = EXAMPLE_DIR / "terraform.tfvars.example"
 

@@ -243,3 +243,15 @@ def test_suspend_by_selector_and_all(kube: Any, env: dict[str, str]) -> None:
     assert suspended == {"a": True, "b": True, "c": None}
     assert CliRunner().invoke(suspend, ["-n", NS, "--all"], env=env).exit_code == 0
     assert api.get(set_path(NS, "c"))["spec"]["suspend"] is True
+
+
+def test_wake_of_a_running_set_asked_to_suspend_just_unsuspends(
+    kube: Any, env: dict[str, str]
+) -> None:
+    api = KubeHTTP(kube.url)
+    _running(api, "up")
+    api.merge_patch(set_path(NS, "up"), {"spec": {"suspend": True}})  # not acted on yet
+    result = CliRunner().invoke(wake, [f"{NS}/up"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"{NS}/up: spec.suspend=false; still Running"
+    assert api.get(set_path(NS, "up"))["spec"]["suspend"] is False
