@@ -17,7 +17,7 @@ from pathlib import Path
 from shared.clients.kube import KubeClient
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
-from shared.errors import CocoonError, RegistryAuthError
+from shared.errors import CocoonError, PermanentError, RegistryAuthError
 from shared.models import CocoonSet
 from shared.names import SetRef
 
@@ -101,52 +101,22 @@ def registry_probe(settings: Settings) -> Callable[[str], Snapshot]:
 
 
 def list_sets(client: KubeClient, settings: Settings, selector: str | None) -> list[CocoonSet]:
-    """Every set in scope (Settings.scopes), filtered by a label selector."""
-    out: list[CocoonSet] = []
-    for scope in settings.scopes:
-        for page in client.list_sets(scope):
-            out.extend(page)
-    if selector:
-        match = label_matcher(selector)
-        out = [cs for cs in out if match(cs.metadata.labels)]
-    return sorted(out, key=lambda cs: (cs.namespace, cs.name))
+    """Every set in scope (Settings.scopes), selected by the API server (full selector syntax).
 
-
-def label_matcher(selector: str) -> Callable[[dict[str, str]], bool]:
-    """A label selector's equality and existence terms (`a=b`, `a==b`, `a!=b`, `a`, `!a`).
-
-    Set-based terms (`in`, `notin`) are refused (ValueError) rather than half-read.
+    A selector the server cannot parse (HTTP 400) is bad usage: exit 2, its message.
     """
-    terms: list[tuple[str, str, str]] = []  # (op, key, value)
-    for raw in (t.strip() for t in selector.split(",")):
-        if not raw:
-            continue
-        if " in " in raw or " notin " in raw or "(" in raw:
-            raise ValueError(f"selector term {raw!r}: only =, ==, != and existence are supported")
-        if "!=" in raw:
-            key, value = raw.split("!=", 1)
-            terms.append(("!=", key.strip(), value.strip()))
-        elif "=" in raw:
-            key, value = raw.replace("==", "=").split("=", 1)
-            terms.append(("=", key.strip(), value.strip()))
-        elif raw.startswith("!"):
-            terms.append(("!", raw[1:].strip(), ""))
-        else:
-            terms.append(("exists", raw, ""))
+    from cocoon_hibernation._common import EXIT_USAGE, fail  # noqa: PLC0415
 
-    def match(labels: dict[str, str]) -> bool:
-        for op, key, value in terms:
-            ok = {
-                "!=": labels.get(key) != value,
-                "=": labels.get(key) == value,
-                "!": key not in labels,
-                "exists": key in labels,
-            }[op]
-            if not ok:
-                return False
-        return True
-
-    return match
+    out: list[CocoonSet] = []
+    try:
+        for scope in settings.scopes:
+            for page in client.list_sets(scope, label_selector=selector):
+                out.extend(page)
+    except PermanentError as err:
+        if selector and "HTTP 400" in str(err):
+            fail(f"-l {selector}: {err}", code=EXIT_USAGE)
+        raise
+    return sorted(out, key=lambda cs: (cs.namespace, cs.name))
 
 
 def chosen_sets(
@@ -166,8 +136,4 @@ def chosen_sets(
         fail("give NAME..., -l SELECTOR or --all (one of them)", code=EXIT_USAGE)
     if names:
         return [parse_ref(n, namespace) for n in names]
-    try:
-        found = list_sets(client, settings, selector)
-    except ValueError as err:
-        fail(str(err), code=EXIT_USAGE)
-    return [SetRef(cs.namespace, cs.name) for cs in found]
+    return [SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)]

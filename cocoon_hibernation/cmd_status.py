@@ -46,7 +46,7 @@ from cocoon_hibernation._kube import (
     Snapshot,
     cli_settings,
     kube_client,
-    label_matcher,
+    list_sets,
     registry_probe,
 )
 from shared import constants as k
@@ -294,21 +294,12 @@ def command(
     the reclaimable sets."""
     if all_namespaces and namespace:
         fail("-A and -n together", code=EXIT_USAGE)
-    try:
-        match = label_matcher(selector) if selector else None
-    except ValueError as err:
-        fail(str(err), code=EXIT_USAGE)
     now = utcnow()
     try:
         settings = cli_settings(kubeconfig, context, namespace)
         with progress("reading CocoonSets"):
             client = kube_client(settings)
-            every = [
-                s for scope in settings.scopes for page in client.list_sets(scope) for s in page
-            ]
-            if match is not None:
-                every = [cs for cs in every if match(cs.metadata.labels)]
-            every.sort(key=lambda cs: (cs.namespace, cs.name))
+            every = list_sets(client, settings, selector)
             # Every cocoon pod (the label's existence selector): seats in use.
             pods = [
                 p

@@ -2,7 +2,8 @@
 
 The same code the scheduled `sweep` function runs. With `--dry-run` it only
 reads (set and pod lists) and prints every action it would take. `-n NS`
-narrows the run to one namespace (inside COCOON_NAMESPACES). Exit status: 0
+narrows the run to one namespace (inside COCOON_NAMESPACES), `-l SELECTOR` to the
+sets matching it. Exit status: 0
 when the run completed without an error, 1 when any error (a list that failed,
 the CRD not installed, a set left undone) was met -- the table still shows
 everything that was done --, 2 on bad usage or a configuration error.
@@ -11,7 +12,7 @@ everything that was done --, 2 on bad usage or a configuration error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -27,7 +28,7 @@ from cocoon_hibernation._common import (
     output_option,
 )
 from shared.errors import CocoonError, ConfigError, CrdNotInstalled
-from shared.sweep.execute import Result, SweepIncomplete, SweepSummary
+from shared.sweep.execute import Result, SweepIncomplete, SweepKube, SweepSummary
 
 _STYLE = {
     Result.DONE: "green",
@@ -86,6 +87,21 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
     }
 
 
+class SelectedSets:
+    """A client whose set lists are narrowed by a label selector (`sweep -l`), served
+    by the API server; everything else is the wrapped client's."""
+
+    def __init__(self, inner: Any, selector: str) -> None:
+        self._inner = inner
+        self._selector = selector
+
+    def list_sets(self, namespace: str | None, *, limit: int = 500) -> Any:
+        return self._inner.list_sets(namespace, limit=limit, label_selector=self._selector)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def _first_error(summary: SweepSummary) -> str:
     failed = [*summary.failures, *(a.detail for a in summary.actions if a.result is Result.ERROR)]
     return failed[0] if failed else ""
@@ -95,6 +111,9 @@ def _first_error(summary: SweepSummary) -> str:
 @click.option("--dry-run", is_flag=True, help="Report what the sweep would do; write nothing.")
 @kube_options
 @namespace_option
+@click.option(
+    "-l", "--selector", default=None, metavar="SELECTOR", help="Only sets matching this selector."
+)
 @output_option
 def command(
     *,
@@ -102,6 +121,7 @@ def command(
     kubeconfig: Path | None,
     context: str | None,
     namespace: str | None,
+    selector: str | None,
     output: str,
 ) -> None:
     """Suspend idle sets and reconcile sets whose events were lost (one run)."""
@@ -113,8 +133,16 @@ def command(
         fail(str(err), code=EXIT_USAGE)
     from functions.sweep import run_sweep  # noqa: PLC0415  (the CLI's other commands start fast)
 
+    kube = None
+    if selector:
+        from shared.clients.kube import get_client  # noqa: PLC0415
+
+        try:
+            kube = cast("SweepKube", SelectedSets(get_client(settings), selector))
+        except ConfigError as err:
+            fail(str(err), code=EXIT_USAGE)
     try:
-        summary = run_sweep(settings=settings, dry_run=dry_run)
+        summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
     except SweepIncomplete as err:
         summary = err.summary
     except CrdNotInstalled as err:

@@ -450,11 +450,15 @@ class KubeClient:
             return None
         return parse(CocoonSet, body)
 
-    def list_sets(self, namespace: str | None, *, limit: int = 500) -> Iterator[list[CocoonSet]]:
+    def list_sets(
+        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
+    ) -> Iterator[list[CocoonSet]]:
         """Pages of sets (one namespace, or all with None); memory stays one page."""
         token: str | None = None
         while True:
             kw: dict[str, Any] = {"limit": limit}
+            if label_selector:
+                kw["label_selector"] = label_selector
             if token:
                 kw["_continue"] = token
             if namespace is None:

@@ -221,6 +221,23 @@ def test_sweep_takes_the_cluster_options(one_set: None, kubeconfig: Path, tmp_pa
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["dry_run"], summary["sets"], summary["errors"]) == (True, 1, 0)
+    # -l is the API server's selector: the full syntax, the server's verdict.
+    for selector, sets in (("team in (x,y)", 0), ("!team", 1)):
+        selected = CliRunner().invoke(
+            sweep,
+            ["--dry-run", "--kubeconfig", str(kubeconfig), "-l", selector, "-o", "json"],
+            env=_env(tmp_path),
+        )
+        assert selected.exit_code == 0, selected.output
+        assert json.loads(selected.stdout)["sets"] == sets, selector
+
+
+def test_a_malformed_selector_is_bad_usage(one_set: None, kubeconfig: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        wake, ["-l", "team in (", "--kubeconfig", str(kubeconfig)], env=_env(tmp_path)
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: -l team in (: ")
 
 
 # --- the command line as a whole ----------------------------------------------------------
