@@ -103,18 +103,23 @@ def set_verbosity(verbose: int, quiet: bool) -> None:
 
 
 def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    # Stored on the root context so `cocoon-hibernation -v status` and `status -v` agree.
+    # Recorded on the root context, so `cocoon-hibernation -v status` and `status -v`
+    # agree; applied by the commands that log through the library (apply_verbosity),
+    # never by `serve`, whose log lines are the service's JSON on stdout.
     root = ctx.find_root()
-    root.meta.setdefault("cocoon.verbosity", {"verbose": 0, "quiet": False})
+    seen = root.meta.setdefault("cocoon.verbosity", {"verbose": 0, "quiet": False})
     if param.name == "verbose" and value:
-        root.meta["cocoon.verbosity"]["verbose"] = max(
-            root.meta["cocoon.verbosity"]["verbose"], value
-        )
+        seen["verbose"] = max(seen["verbose"], value)
     if param.name == "quiet" and value:
-        root.meta["cocoon.verbosity"]["quiet"] = True
-    v = root.meta["cocoon.verbosity"]
-    set_verbosity(v["verbose"], v["quiet"])
+        seen["quiet"] = True
     return value
+
+
+def apply_verbosity() -> None:
+    """Point the library's log at stderr at the level -v/-q asked for (default warnings)."""
+    ctx = click.get_current_context(silent=True)
+    seen = ctx.find_root().meta.get("cocoon.verbosity", {}) if ctx is not None else {}
+    set_verbosity(int(seen.get("verbose", 0)), bool(seen.get("quiet", False)))
 
 
 def verbosity_options(func: F) -> F:

@@ -28,8 +28,12 @@ def cli_settings(
     """The environment's settings, with the command line's cluster choices on top.
 
     `namespace` (-n) narrows what a cluster-wide command reads (Settings.scopes),
-    inside whatever COCOON_NAMESPACES already allows.
+    inside whatever COCOON_NAMESPACES already allows. The library's log lines go to
+    stderr from here on, at the -v/-q level (stdout carries the command's answer).
     """
+    from cocoon_hibernation._common import apply_verbosity  # noqa: PLC0415
+
+    apply_verbosity()
     env = dict(os.environ)
     if kubeconfig is not None:
         if not kubeconfig.exists():

@@ -281,3 +281,19 @@ def test_log_lines_follow_v_and_q(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "hidden" not in err and "quiet hides it" not in err
     assert "shown" in err and "debug shown" in err
+
+
+def test_the_verbosity_options_leave_the_services_logs_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `serve` (a Deployment's or Knative's process) logs JSON on stdout at every level,
+    # counters included: the group's -v/-q must not turn that into warnings on stderr.
+    from shared import log
+    from shared.config import LogFormat
+
+    log.configure(LogFormat.JSON, None)
+    assert CliRunner().invoke(cli, ["-q", "crd", "-o", "json"]).exit_code == 0
+    capsys.readouterr()
+    log.debug("still here")
+    out = capsys.readouterr().out
+    assert json.loads(out)["message"] == "still here"

@@ -234,6 +234,9 @@ def test_an_unreachable_registry_is_a_failure_with_a_short_reason(
     assert "Traceback" not in table.output and "HTTPConnectionPool" not in table.output
     assert max(len(line) for line in table.stdout.splitlines()) < 160
     assert table.stderr.startswith("error: snapshot not checked for 3 set(s): registry unreachable")
+    assert "snapshot probe failed" not in table.stderr  # info lines only with -v
+    verbose = CliRunner().invoke(command, ["-n", NS, "-v"], env=env)
+    assert "INFO    snapshot probe failed" in verbose.stderr and "cannot reach" in verbose.stderr
 
 
 def test_a_bad_kubeconfig_is_one_line(tmp_path: Path) -> None:
