@@ -139,8 +139,8 @@ def _run(
         click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
         click.echo(f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ...")
         click.echo("  cocoon-hibernation status")
-        click.echo("  cocoon-hibernation suspend demo/a --wait 30")
-        click.echo("  cocoon-hibernation wake demo/a --wait 30")
+        click.echo("  cocoon-hibernation suspend demo/a --wait 30s")
+        click.echo("  cocoon-hibernation wake demo/a --wait 30s")
         click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
         sys.stdout.flush()
         while True:

@@ -178,7 +178,8 @@ def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
         shown = (
             value if not isinstance(value, dict) else value.get(verdict.rule.check.split(".")[-1])
         )
-        check(verdict.rule.check, verdict.ok, f"{shown!r}: {verdict.detail}", "ok")
+        good = shown if isinstance(shown, str) else "ok"
+        check(verdict.rule.check, verdict.ok, f"{shown!r}: {verdict.detail}", good)
     if d.routes_status_writes and not d.manage_data_write_logs:
         out.append(
             Finding(
