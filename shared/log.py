@@ -46,11 +46,6 @@ def configure(fmt: LogFormat, stream: TextIO | None = None, *, level: str = "DEB
     _State.min_level = LEVELS[level]
 
 
-def set_level(level: str) -> None:
-    """Drop records below `level` (DEBUG keeps everything: the functions' default)."""
-    _State.min_level = LEVELS[level]
-
-
 def set_format(fmt: LogFormat) -> None:
     """Change the format only, keeping any stream a test or the CLI configured."""
     _State.fmt = fmt

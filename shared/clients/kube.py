@@ -101,6 +101,11 @@ def _status(body: str | None) -> dict[str, Any] | None:
     return status if isinstance(status, dict) else {}
 
 
+# The `what` of a request on the CocoonSet resource itself ("GET cocoonset ns/x",
+# "LIST cocoonsets in ns", "PATCH cocoonset ns/x/status"), not one naming it in passing.
+_ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
+
+
 def _type_not_served(body: str | None) -> bool:
     """A 404 naming no object: the path's resource type is not served (an object that
     does not exist is named in the Status' details, on kube-apiserver and the emulator)."""
@@ -119,7 +124,7 @@ def translate(err: BaseException, what: str) -> CocoonError:
         text = f"{what}: HTTP {code} {reason or err.reason or ''} {message}".strip()
         if code == 404:
             body = err.body if isinstance(err.body, str) else None
-            if "cocoonset" in what.lower() and _type_not_served(body):
+            if _ON_COCOONSETS.match(what) and _type_not_served(body):
                 return CrdNotInstalled(
                     f"CocoonSet CRD not installed: the cluster does not serve "
                     f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
