@@ -17,7 +17,7 @@ from pathlib import Path
 from shared.clients.kube import KubeClient
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
-from shared.errors import CocoonError, PermanentError, RegistryAuthError
+from shared.errors import CocoonError, ConfigError, PermanentError, RegistryAuthError
 from shared.models import CocoonSet
 from shared.names import SetRef
 
@@ -38,18 +38,20 @@ def cli_settings(
     if kubeconfig is not None:
         if not kubeconfig.exists():
             # kubectl refuses a --kubeconfig that does not exist rather than fall back.
-            from shared.errors import ConfigError  # noqa: PLC0415
-
             raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
         env["KUBECONFIG"] = str(kubeconfig)
-    settings = Settings.from_env(env)
+    try:
+        settings = Settings.from_env(env)
+    except ConfigError as err:
+        # A variable with a bad value is unreadable input (exit 2), named by the message.
+        from cocoon_hibernation._common import EXIT_USAGE, fail  # noqa: PLC0415
+
+        fail(str(err), code=EXIT_USAGE)
     changes: dict[str, object] = {}
     if context is not None:
         changes["kube_context"] = context
     if namespace is not None:
         if settings.namespaces is not None and namespace not in settings.namespaces:
-            from shared.errors import ConfigError  # noqa: PLC0415
-
             raise ConfigError(f"-n {namespace}: outside COCOON_NAMESPACES")
         changes["namespaces"] = frozenset({namespace})
     return dataclasses.replace(settings, **changes) if changes else settings  # type: ignore[arg-type]

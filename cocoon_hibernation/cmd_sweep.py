@@ -5,8 +5,8 @@ reads (set and pod lists) and prints every action it would take. `-n NS`
 narrows the run to one namespace (inside COCOON_NAMESPACES), `-l SELECTOR` to the
 sets matching it. Exit status: 0
 when the run completed without an error, 1 when any error (a list that failed,
-the CRD not installed, a set left undone) was met -- the table still shows
-everything that was done --, 2 on bad usage or a configuration error.
+the CRD not installed, no cluster, a set left undone) was met -- the table still
+shows everything that was done --, 2 on bad usage or a variable with a bad value.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from cocoon_hibernation._common import (
     ERROR_PREFIX,
     EXIT_CODES_HELP,
     EXIT_FINDING,
-    EXIT_USAGE,
     emit_structured,
     fail,
     kube_options,
@@ -129,8 +128,8 @@ def command(
 
     try:
         settings = cli_settings(kubeconfig, context, namespace)
-    except ConfigError as err:
-        fail(str(err), code=EXIT_USAGE)
+    except ConfigError as err:  # --kubeconfig missing, -n outside COCOON_NAMESPACES
+        fail(str(err))
     from functions.sweep import run_sweep  # noqa: PLC0415  (the CLI's other commands start fast)
 
     kube = None
@@ -140,7 +139,7 @@ def command(
         try:
             kube = cast("SweepKube", SelectedSets(get_client(settings), selector))
         except ConfigError as err:
-            fail(str(err), code=EXIT_USAGE)
+            fail(str(err))
     try:
         summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
     except SweepIncomplete as err:
@@ -148,7 +147,7 @@ def command(
     except CrdNotInstalled as err:
         fail(str(err))
     except ConfigError as err:  # e.g. no kubeconfig and not in a cluster
-        fail(str(err), code=EXIT_USAGE)
+        fail(str(err))
     except CocoonError as err:
         fail(f"sweep failed: {err}")
     if output != "table":

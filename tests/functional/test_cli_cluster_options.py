@@ -297,3 +297,13 @@ def test_the_verbosity_options_leave_the_services_logs_alone(
     log.debug("still here")
     out = capsys.readouterr().out
     assert json.loads(out)["message"] == "still here"
+
+
+@pytest.mark.parametrize("command", [status, wake, sweep], ids=["status", "wake", "sweep"])
+def test_a_variable_with_a_bad_value_is_bad_input(command: Any, tmp_path: Path) -> None:
+    args = [f"{NS}/a"] if command is wake else []
+    env = _env(tmp_path, COCOON_WAKE_DEADLINE="soon")
+    result = CliRunner().invoke(command, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: COCOON_WAKE_DEADLINE")
+    assert result.output.strip().count("\n") == 0
