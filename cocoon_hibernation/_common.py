@@ -36,7 +36,8 @@ ERROR_PREFIX: Final = "error: "
 # Appended to every command's --help (click keeps a paragraph starting with \b as is).
 EXIT_CODES_HELP: Final = (
     "\b\nExit codes: 0 checked and fine; 1 a finding or a failure (something not\n"
-    "checked counts, unless --allow-unchecked where offered); 2 bad usage."
+    "checked counts, unless --allow-unchecked where offered); 2 bad usage or\n"
+    "unreadable input (a file, a variable with a bad value)."
 )
 
 
