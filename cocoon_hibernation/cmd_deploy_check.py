@@ -414,7 +414,7 @@ def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None
 
 
 def _render(findings: Sequence[Finding], output: str) -> None:
-    if output != "text":
+    if output not in ("table", "text"):
         emit_structured([asdict(f) for f in findings], output)
         return
     for f in findings:
@@ -431,7 +431,15 @@ def _render(findings: Sequence[Finding], output: str) -> None:
     help="The tfvars (or .tfvars.json) file the apply will use.",
 )
 @click.option("--offline", is_flag=True, help="Only the checks that need no cloud.")
-@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text")
+@click.option(
+    "-o",
+    "--output",
+    # `text` is the name it had first; `table` the one every other command uses.
+    type=click.Choice(["table", "text", "json", "yaml"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
 @allow_unchecked_option
 @kube_options
 def command(
