@@ -307,3 +307,10 @@ def test_a_variable_with_a_bad_value_is_bad_input(command: Any, tmp_path: Path) 
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: COCOON_WAKE_DEADLINE")
     assert result.output.strip().count("\n") == 0
+
+
+def test_status_usage_errors_are_two(tmp_path: Path) -> None:
+    result = CliRunner().invoke(status, ["-A", "-n", NS], env=_env(tmp_path))
+    assert (result.exit_code, result.output.strip()) == (2, "error: -A and -n together")
+    bad_output = CliRunner().invoke(status, ["-o", "wide"], env=_env(tmp_path))
+    assert bad_output.exit_code == 2
