@@ -1,32 +1,65 @@
-"""What every command shares: one-line errors, progress on a TTY, the kubeconfig option."""
+"""What every command shares: exit codes, one-line errors, progress on a TTY, and the
+kubectl-style options of the commands that talk to a cluster.
+
+Exit codes, for every command (docs/cli.md):
+
+- 0: everything asked for was checked (or done) and is fine;
+- 1: a finding (an invalid manifest, a failed check, a set left undone) or a
+  failure (the cluster, the registry or a cloud API could not be read). What
+  could not be checked counts as a failure unless `--allow-unchecked` is given;
+- 2: bad usage or unreadable input (an unknown option, a malformed NS/NAME, a
+  tfvars file that cannot be parsed).
+
+Errors are one line on stderr, always prefixed `error: `.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import click
-from rich.console import Console
 
 from shared.errors import InvalidName
 from shared.names import SetRef
 
+EXIT_OK: Final = 0
+EXIT_FINDING: Final = 1  # a finding, a failure, or something not checked
+EXIT_USAGE: Final = 2
 
-def fail(message: str, code: int = 1) -> NoReturn:
+ERROR_PREFIX: Final = "error: "
+
+# Appended to every command's --help (click keeps a paragraph starting with \b as is).
+EXIT_CODES_HELP: Final = (
+    "\b\nExit codes: 0 checked and fine; 1 a finding or a failure (something not\n"
+    "checked counts, unless --allow-unchecked where offered); 2 bad usage or\n"
+    "unreadable input (a file, a variable with a bad value)."
+)
+
+
+def fail(message: str, code: int = EXIT_FINDING) -> NoReturn:
     """An expected error: one clear line on stderr, a non-zero exit, no traceback."""
-    click.echo(f"error: {message}", err=True)
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    click.echo(f"{ERROR_PREFIX}{first}", err=True)
     sys.exit(code)
 
 
-def parse_ref(text: str) -> SetRef:
-    """`NS/NAME`; a malformed one is bad usage (exit 2, one line)."""
+def parse_ref(text: str, namespace: str | None = None) -> SetRef:
+    """`NS/NAME`, or `NAME` with `-n NS`; a malformed one is bad usage (exit 2, one line)."""
+    if "/" not in text:
+        if namespace is None:
+            fail(f"{text!r}: give NS/NAME, or NAME with -n NS", code=EXIT_USAGE)
+        text = f"{namespace}/{text}"
+    elif namespace is not None and text.split("/", 1)[0] != namespace:
+        fail(f"{text!r} is not in namespace {namespace} (-n)", code=EXIT_USAGE)
     try:
         return SetRef.parse(text)
     except InvalidName as err:
-        fail(str(err), code=2)
+        fail(str(err), code=EXIT_USAGE)
 
 
 def is_tty() -> bool:
@@ -42,6 +75,8 @@ def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], N
     short command prints exactly one line.
     """
     if is_tty():
+        from rich.console import Console  # noqa: PLC0415 - `--help` must stay light
+
         console = Console(stderr=True)
         with console.status(message) as status:
             yield lambda text: status.update(f"{message}: {text}")
@@ -55,14 +90,159 @@ def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], N
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# --- verbosity -------------------------------------------------------------------------
+
+
+def set_verbosity(verbose: int, quiet: bool) -> None:
+    """The library's log lines on stderr: warnings by default, -v info, -vv debug, -q errors."""
+    from shared import log  # noqa: PLC0415 - the log module is light, but only when asked
+    from shared.config import LogFormat  # noqa: PLC0415
+
+    level = "ERROR" if quiet else ("WARNING", "INFO", "DEBUG")[min(verbose, 2)]
+    # stdout carries the command's answer (a table, JSON); logs must not mix into it.
+    log.configure(LogFormat.TEXT, stream=sys.stderr, level=level)
+
+
+def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    # Recorded on the root context, so `cocoon-hibernation -v status` and `status -v`
+    # agree; applied by the commands that log through the library (apply_verbosity),
+    # never by `serve`, whose log lines are the service's JSON on stdout.
+    root = ctx.find_root()
+    seen = root.meta.setdefault("cocoon.verbosity", {"verbose": 0, "quiet": False})
+    if param.name == "verbose" and value:
+        seen["verbose"] = max(seen["verbose"], value)
+    if param.name == "quiet" and value:
+        seen["quiet"] = True
+    return value
+
+
+def apply_verbosity() -> None:
+    """Point the library's log at stderr at the level -v/-q asked for (default warnings)."""
+    ctx = click.get_current_context(silent=True)
+    seen = ctx.find_root().meta.get("cocoon.verbosity", {}) if ctx is not None else {}
+    set_verbosity(int(seen.get("verbose", 0)), bool(seen.get("quiet", False)))
+
+
+def verbosity_options(func: F) -> F:
+    """`-v/--verbose` (repeatable) and `-q/--quiet`."""
+    func = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        expose_value=False,
+        callback=_verbosity_callback,
+        help="More log lines on stderr (-v info, -vv debug; default: warnings).",
+    )(func)
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        callback=_verbosity_callback,
+        help="Only errors on stderr.",
+    )(func)
+
+
+# --- cluster options ---------------------------------------------------------------------
+
+
 def kube_options(func: F) -> F:
-    """`--kubeconfig PATH` (else $KUBECONFIG, else in-cluster / ~/.kube/config)."""
-    option = click.option(
+    """`--kubeconfig PATH` and `--context NAME`, read as kubectl reads them."""
+    func = click.option(
+        "--context",
+        "context",
+        default=None,
+        metavar="NAME",
+        help="The kubeconfig context to use (default: its current-context).",
+    )(func)
+    func = click.option(
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
-        envvar="KUBECONFIG",
-        show_envvar=True,
         default=None,
-        help="kubeconfig of the cluster (the local stack's works too).",
-    )
-    return option(func)
+        help="kubeconfig file (default: $KUBECONFIG, a list merged as kubectl merges it; "
+        "else ~/.kube/config; else the in-cluster service account).",
+    )(func)
+    return verbosity_options(func)
+
+
+def namespace_option(func: F, *, help: str = "The namespace (default: all).") -> F:
+    return click.option("-n", "--namespace", default=None, metavar="NS", help=help)(func)
+
+
+def selector_options(func: F) -> F:
+    """`-l SELECTOR` and `--all` (sets chosen by label, or every set in scope)."""
+    func = click.option(
+        "-l",
+        "--selector",
+        default=None,
+        metavar="SELECTOR",
+        help="Only sets matching this label selector (a=b,c!=d,e).",
+    )(func)
+    return click.option(
+        "--all", "all_sets", is_flag=True, help="Every set in the namespace (or all, without -n)."
+    )(func)
+
+
+def output_option(func: F, choices: tuple[str, ...] = ("table", "json", "yaml")) -> F:
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(list(choices)),
+        default=choices[0],
+        show_default=True,
+        help="Output format (json and yaml carry typed fields for scripts).",
+    )(func)
+
+
+def allow_unchecked_option(func: F) -> F:
+    return click.option(
+        "--allow-unchecked",
+        is_flag=True,
+        help="Exit 0 even when something could not be checked (it is still reported).",
+    )(func)
+
+
+class Duration(click.ParamType[timedelta, Any]):
+    """`30s`, `5m`, `1h30m` (or plain seconds, `90`), as kubectl's --timeout reads them."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip()
+        if text.replace(".", "", 1).isdigit():
+            return timedelta(seconds=float(text))
+        from shared.durations import parse_duration  # noqa: PLC0415
+
+        try:
+            return parse_duration(text)
+        except ValueError as err:
+            self.fail(f"{text!r} is not a duration like 30s or 5m ({err})", param, ctx)
+
+
+def format_seconds(delta: timedelta) -> str:
+    from shared.sweep.plan import format_duration  # noqa: PLC0415
+
+    return format_duration(delta) if delta.total_seconds() >= 1 else "0s"
+
+
+def emit_structured(data: Any, output: str) -> None:
+    """`data` as JSON or YAML on stdout."""
+    import json  # noqa: PLC0415
+
+    if output == "yaml":
+        import yaml  # noqa: PLC0415
+
+        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
+    else:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def echo_result(target: str, ok: bool, message: str) -> None:
+    """One line per set acted on: stdout when done, an error line on stderr when not."""
+    text = message if message.startswith("cocoonset ") else f"{target}: {message}"
+    if ok:
+        click.echo(text)
+    else:
+        click.echo(f"{ERROR_PREFIX}{text}", err=True)

@@ -1,32 +1,60 @@
-"""Clients for the commands that talk to a cluster: built from the environment (SPEC §11).
+"""Clients for the commands that talk to a cluster: built from the environment (docs/cli.md).
 
-`--kubeconfig` overrides `KUBECONFIG`; everything else (registry base, auth,
-insecure) comes from the same variables the functions read, so the CLI sees
-the cluster and the registry exactly as they do.
+`--kubeconfig` overrides `KUBECONFIG` and `--context` the current context; the
+kubeconfig is then found as kubectl finds it (shared/clients/kube.py). Everything
+else (registry base, auth, insecure) comes from the same variables the functions
+read, so the CLI sees the cluster and the registry exactly as they do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from shared import log
 from shared.clients.kube import KubeClient
 from shared.clients.registry import RegistryClient, get_client
-from shared.config import LogFormat, Settings
-from shared.errors import CocoonError
+from shared.config import Settings
+from shared.errors import CocoonError, ConfigError, PermanentError, RegistryAuthError
+from shared.models import CocoonSet
+from shared.names import SetRef
 
 
-def cli_settings(kubeconfig: Path | None) -> Settings:
-    """The environment's settings; the library's log lines go to stderr as text."""
-    # stdout carries the command's answer (a table, JSON); logs must not mix into it.
-    log.configure(LogFormat.TEXT, stream=sys.stderr)
+def cli_settings(
+    kubeconfig: Path | None, context: str | None = None, namespace: str | None = None
+) -> Settings:
+    """The environment's settings, with the command line's cluster choices on top.
+
+    `namespace` (-n) narrows what a cluster-wide command reads (Settings.scopes),
+    inside whatever COCOON_NAMESPACES already allows. The library's log lines go to
+    stderr from here on, at the -v/-q level (stdout carries the command's answer).
+    """
+    from cocoon_hibernation._common import apply_verbosity  # noqa: PLC0415
+
+    apply_verbosity()
     env = dict(os.environ)
     if kubeconfig is not None:
+        if not kubeconfig.exists():
+            # kubectl refuses a --kubeconfig that does not exist rather than fall back.
+            raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
         env["KUBECONFIG"] = str(kubeconfig)
-    return Settings.from_env(env)
+    try:
+        settings = Settings.from_env(env)
+    except ConfigError as err:
+        # A variable with a bad value is unreadable input (exit 2), named by the message.
+        from cocoon_hibernation._common import EXIT_USAGE, fail  # noqa: PLC0415
+
+        fail(str(err), code=EXIT_USAGE)
+    changes: dict[str, object] = {}
+    if context is not None:
+        changes["kube_context"] = context
+    if namespace is not None:
+        if settings.namespaces is not None and namespace not in settings.namespaces:
+            raise ConfigError(f"-n {namespace}: outside COCOON_NAMESPACES")
+        changes["namespaces"] = frozenset({namespace})
+    return dataclasses.replace(settings, **changes) if changes else settings  # type: ignore[arg-type]
 
 
 def kube_client(settings: Settings) -> KubeClient:
@@ -34,20 +62,84 @@ def kube_client(settings: Settings) -> KubeClient:
 
 
 def registry_client(settings: Settings) -> RegistryClient | None:
-    """None when no registry is configured (status shows `?`, wake refuses)."""
+    """None when no registry is configured (status reports it unchecked, wake refuses)."""
     return get_client(settings) if settings.registry_base is not None else None
 
 
-def registry_probe(settings: Settings) -> Callable[[str], str]:
-    """vm -> "yes" / "no" / "?" (no registry configured) / "error: ..." (never guessed)."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Whether `<vm>:hibernate` is in the registry: present True/False, or None and why."""
+
+    present: bool | None
+    reason: str = ""  # why unknown: short, for a table cell
+
+
+def short_reason(err: CocoonError) -> str:
+    """A registry error as a few words for a table cell (the full text goes to -v logs)."""
+    text = str(err)
+    if isinstance(err, RegistryAuthError):
+        return "registry refused the credentials"
+    if "timed out" in text:
+        return "registry timed out"
+    if "cannot reach" in text:
+        return "registry unreachable"
+    if "answered" in text or "unexpected status" in text:
+        return text.rsplit(": ", 1)[-1][:60]
+    return text[:60]
+
+
+def registry_probe(settings: Settings) -> Callable[[str], Snapshot]:
+    """vm -> Snapshot; an error is never read as absent."""
     client = registry_client(settings)
 
-    def probe(vm: str) -> str:
+    def probe(vm: str) -> Snapshot:
         if client is None:
-            return "?"
+            return Snapshot(None, "COCOON_REGISTRY_BASE not set")
         try:
-            return "yes" if client.snapshot_present(vm) else "no"
+            return Snapshot(client.snapshot_present(vm))
         except CocoonError as err:
-            return f"error: {err}"
+            from shared import log  # noqa: PLC0415
+
+            log.info("snapshot probe failed", vm=vm, error=str(err))
+            return Snapshot(None, short_reason(err))
 
     return probe
+
+
+def list_sets(client: KubeClient, settings: Settings, selector: str | None) -> list[CocoonSet]:
+    """Every set in scope (Settings.scopes), selected by the API server (full selector syntax).
+
+    A selector the server cannot parse (HTTP 400) is bad usage: exit 2, its message.
+    """
+    from cocoon_hibernation._common import EXIT_USAGE, fail  # noqa: PLC0415
+
+    out: list[CocoonSet] = []
+    try:
+        for scope in settings.scopes:
+            for page in client.list_sets(scope, label_selector=selector):
+                out.extend(page)
+    except PermanentError as err:
+        if selector and "HTTP 400" in str(err):
+            fail(f"-l {selector}: {err}", code=EXIT_USAGE)
+        raise
+    return sorted(out, key=lambda cs: (cs.namespace, cs.name))
+
+
+def chosen_sets(
+    client: KubeClient,
+    settings: Settings,
+    names: Iterable[str],
+    *,
+    namespace: str | None,
+    selector: str | None,
+    all_sets: bool,
+) -> list[SetRef]:
+    """The sets a command acts on: NAMEs (`NS/NAME`, or `NAME` with -n), -l, or --all."""
+    from cocoon_hibernation._common import EXIT_USAGE, fail, parse_ref  # noqa: PLC0415
+
+    names = list(names)
+    if sum((bool(names), bool(selector), all_sets)) != 1:
+        fail("give NAME..., -l SELECTOR or --all (one of them)", code=EXIT_USAGE)
+    if names:
+        return [parse_ref(n, namespace) for n in names]
+    return [SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)]

@@ -7,10 +7,11 @@ import json
 import click
 import yaml
 
+from cocoon_hibernation._common import EXIT_CODES_HELP
 from shared.crd import cocoonset_crd
 
 
-@click.command(name="crd")
+@click.command(name="crd", epilog=EXIT_CODES_HELP)
 @click.option(
     "-o",
     "--output",

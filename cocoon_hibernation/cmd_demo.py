@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import fail, is_tty, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, is_tty, progress
 from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
@@ -24,7 +24,7 @@ from devstack.scenario import Scenario
 from devstack.stack import Stack, StackConfig
 
 
-@click.command(name="demo")
+@click.command(name="demo", epilog=EXIT_CODES_HELP)
 @click.option("--keep", is_flag=True, help="Leave the stack up after the summary (Ctrl-C ends it).")
 @click.option(
     "--tick",
@@ -139,8 +139,8 @@ def _run(
         click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
         click.echo(f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ...")
         click.echo("  cocoon-hibernation status")
-        click.echo("  cocoon-hibernation suspend demo/a --wait 30")
-        click.echo("  cocoon-hibernation wake demo/a --wait 30")
+        click.echo("  cocoon-hibernation suspend demo/a --wait 30s")
+        click.echo("  cocoon-hibernation wake demo/a --wait 30s")
         click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
         sys.stdout.flush()
         while True:

@@ -3,26 +3,27 @@
 Reads the tfvars file the apply will use, then, when they are reachable,
 the live project through gcloud and the cluster through the Kubernetes API:
 
-* offline: required inputs, the location and name formats the module
-  validates, `wake_deadline`, and whether status-write triggers would fire
+* offline: required inputs, every validation the module declares on its
+  variables (cocoon_hibernation/tfrules.py), and whether status-write triggers would fire
   (GKE's DATA_WRITE audit logs) with the module's audit-config switch off;
 * gcloud (skipped when gcloud is absent or `--offline`): APIs that are off
   (fatal with `enable_apis = false`), the `gcr` topic, the snapshot
   repository, and the project's Data Access audit config;
-* Kubernetes (with `--kubeconfig` or KUBECONFIG): the ClusterRoleBinding to
+* Kubernetes (the kubeconfig kubectl would use, or `--kubeconfig`/`--context`): the
+  ClusterRoleBinding to
   `cocoon-hibernation` and, per namespace, the RoleBinding to
   `cocoon-hibernation-writer`, both naming every runtime account; where
   cocoon-webhook is installed, a dry-run create of the restore pod as each
   runtime account (its POD_CREATORS, `deploy_check_admission`).
 
-Each finding is `ok`, `warn` or `FAIL`; exit 1 when any check fails, 2 when
-the tfvars file cannot be read. Nothing is changed anywhere.
+Each finding is `ok`, `warn`, `skip` (not checked) or `FAIL`; exit 1 when any check
+fails or could not be checked (unless `--allow-unchecked`), 2 when the tfvars file
+cannot be read. Nothing is changed anywhere.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,7 +34,16 @@ from typing import Any
 
 import click
 
-from cocoon_hibernation._common import fail, kube_options
+from cocoon_hibernation._common import (
+    ERROR_PREFIX,
+    EXIT_CODES_HELP,
+    EXIT_FINDING,
+    EXIT_USAGE,
+    allow_unchecked_option,
+    emit_structured,
+    fail,
+    kube_options,
+)
 
 # The module's defaults and formats (terraform/modules/cocoon-hibernation).
 # tests/deploy/test_deploy_check.py holds these to the module's own text.
@@ -65,12 +75,6 @@ DEFAULT_POD_STATUS_METHODS = (
     "io.k8s.core.v1.pods.status.patch",
     "io.k8s.core.v1.pods.status.update",
 )
-PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+\Z")
-CLUSTER_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?\Z")
-REGISTRY_LOCATION_RE = re.compile(r"^(us|europe|asia|[a-z]+-[a-z]+[0-9]+)\Z")
-PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,11}[a-z0-9]\Z")
-NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 READER_ROLE = "cocoon-hibernation"
 WRITER_ROLE = "cocoon-hibernation-writer"
 
@@ -78,6 +82,9 @@ WRITER_ROLE = "cocoon-hibernation-writer"
 class Level(StrEnum):
     OK = "ok"
     WARN = "warn"
+    # Could not be checked (no gcloud, no credentials, no cluster): a failure of the
+    # command unless --allow-unchecked, never a pass.
+    UNCHECKED = "skip"
     FAIL = "FAIL"
 
 
@@ -165,44 +172,16 @@ def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
     if not all(r in values for r in ("project_id", "region")):
         return out
     d = deploy_from(values)
-    cluster = _object(values, "gke_cluster")
-    check(
-        "project_id",
-        bool(PROJECT_RE.match(d.project_id)),
-        f"{d.project_id!r} is no project ID",
-        "ok",
-    )
-    check("region", bool(REGION_RE.match(d.region)), f"{d.region!r} is not a region", d.region)
-    location = str(cluster.get("location", ""))
-    check(
-        "gke_cluster.location",
-        bool(CLUSTER_LOCATION_RE.match(location)),
-        f"{location!r} is neither a region nor a zone",
-        location,
-    )
-    check(
-        "artifact_registry.location",
-        bool(REGISTRY_LOCATION_RE.match(d.registry_location)),
-        f"{d.registry_location!r} is neither a region nor us/europe/asia",
-        d.registry_location,
-    )
-    check(
-        "name_prefix",
-        bool(PREFIX_RE.match(d.name_prefix)),
-        f"{d.name_prefix!r}: 3-13 lowercase letters, digits, hyphens",
-        d.name_prefix,
-    )
-    bad_ns = [ns for ns in d.namespaces if not NAMESPACE_RE.match(ns)]
-    check("namespaces", not bad_ns, f"not DNS-1123 labels: {bad_ns}", "ok")
-    deadline = values.get("wake_deadline")
-    if isinstance(deadline, str):
-        from shared.durations import parse_duration  # noqa: PLC0415 - only when set
+    # The module's own validations (cocoon_hibernation/tfrules.py, held to variables.tf).
+    from cocoon_hibernation.tfrules import evaluate  # noqa: PLC0415 - only when checking
 
-        try:
-            parse_duration(deadline)
-            check("wake_deadline", True, "", deadline)
-        except ValueError as err:
-            check("wake_deadline", False, str(err), "")
+    for verdict in evaluate(values):
+        value = values[verdict.rule.variable]
+        shown = (
+            value if not isinstance(value, dict) else value.get(verdict.rule.check.split(".")[-1])
+        )
+        good = shown if isinstance(shown, str) else "ok"
+        check(verdict.rule.check, verdict.ok, f"{shown!r}: {verdict.detail}", good)
     if d.routes_status_writes and not d.manage_data_write_logs:
         out.append(
             Finding(
@@ -262,7 +241,7 @@ def gcloud_runner(binary: str) -> Gcloud:
 
 
 def _unknown(check: str, answer: Answer) -> Finding:
-    return Finding(Level.WARN, check, f"not checked: {answer.error}")
+    return Finding(Level.UNCHECKED, check, f"not checked: {answer.error}")
 
 
 def api_findings(d: Deploy, enabled: Iterable[str]) -> list[Finding]:
@@ -399,10 +378,10 @@ def rbac_findings(
     if not d.namespaces:
         out.append(
             Finding(
-                Level.WARN,
+                Level.UNCHECKED,
                 "RBAC namespace writes",
-                "namespaces is empty: apply infra/k8s/namespace-binding.yaml in every "
-                "namespace that holds CocoonSets (not checked)",
+                "not checked: namespaces is empty: apply infra/k8s/namespace-binding.yaml in "
+                "every namespace that holds CocoonSets",
             )
         )
     for ns in d.namespaces:
@@ -420,16 +399,16 @@ def rbac_findings(
     return out
 
 
-def kube_findings(d: Deploy, kubeconfig: Path | None) -> list[Finding]:
+def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None) -> list[Finding]:
     from cocoon_hibernation._kube import cli_settings, kube_client  # noqa: PLC0415 - lazy
     from shared.errors import CocoonError  # noqa: PLC0415 - lazy
 
     try:
-        client = kube_client(cli_settings(kubeconfig))
+        client = kube_client(cli_settings(kubeconfig, context))
         cluster = client.list_role_bindings(None)
         per_ns = {ns: client.list_role_bindings(ns) for ns in d.namespaces}
     except CocoonError as err:
-        return [Finding(Level.WARN, "RBAC", f"could not read the cluster's bindings: {err}")]
+        return [Finding(Level.UNCHECKED, "RBAC", f"not checked: {err}")]
     return rbac_findings(d, cluster, per_ns) + _admission(d, client)
 
 
@@ -443,15 +422,15 @@ def _admission(d: Deploy, client: Any) -> list[Finding]:
 # --- the command -------------------------------------------------------------------
 
 
-def _render(findings: Sequence[Finding], as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps([asdict(f) for f in findings], indent=2))
+def _render(findings: Sequence[Finding], output: str) -> None:
+    if output not in ("table", "text"):
+        emit_structured([asdict(f) for f in findings], output)
         return
     for f in findings:
         click.echo(f"{f.level.value:<4}  {f.check}: {f.message}")
 
 
-@click.command(name="deploy-check")
+@click.command(name="deploy-check", epilog=EXIT_CODES_HELP)
 @click.option(
     "--var-file",
     "var_file",
@@ -461,31 +440,58 @@ def _render(findings: Sequence[Finding], as_json: bool) -> None:
     help="The tfvars (or .tfvars.json) file the apply will use.",
 )
 @click.option("--offline", is_flag=True, help="Only the checks that need no cloud.")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "-o",
+    "--output",
+    # `text` is the name it had first; `table` the one every other command uses.
+    type=click.Choice(["table", "text", "json", "yaml"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@allow_unchecked_option
 @kube_options
-def command(var_file: Path, offline: bool, output: str, kubeconfig: Path | None) -> None:
-    """Report what would fail before `terraform apply` (nothing is changed)."""
+def command(
+    var_file: Path,
+    offline: bool,
+    output: str,
+    allow_unchecked: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
+    """Report what would fail before `terraform apply` (nothing is changed).
+
+    Each finding is ok, warn, skip (not checked: no gcloud, no credentials, no
+    cluster) or FAIL. A skip fails the command unless --allow-unchecked; --offline
+    asks for the offline checks only, so the cloud ones are not owed."""
     from cocoon_hibernation.tfvars import TfvarsError, read_tfvars  # noqa: PLC0415
 
     try:
         values = read_tfvars(var_file)
     except (TfvarsError, OSError, UnicodeDecodeError) as err:
-        fail(str(err), code=2)
+        fail(str(err), code=EXIT_USAGE)
     findings = offline_findings(values)
     usable = not any(f.level is Level.FAIL and f.check.startswith("input ") for f in findings)
     if usable and not offline:
         d = deploy_from(values)
         binary = shutil.which("gcloud")
         if binary is None:
-            findings.append(Finding(Level.WARN, "gcloud", "not installed: cloud checks skipped"))
+            findings.append(
+                Finding(Level.UNCHECKED, "gcloud", "not installed: cloud checks not checked")
+            )
         else:
             findings += cloud_findings(d, gcloud_runner(binary))
-        if kubeconfig is not None:
-            findings += kube_findings(d, kubeconfig)
-        else:
-            findings.append(
-                Finding(Level.WARN, "RBAC", "no --kubeconfig/KUBECONFIG: bindings not checked")
-            )
-    _render(findings, output == "json")
-    if any(f.level is Level.FAIL for f in findings):
-        raise SystemExit(1)
+        findings += kube_findings(d, kubeconfig, context)
+    _render(findings, output)
+    failed = [f for f in findings if f.level is Level.FAIL]
+    unchecked = [f for f in findings if f.level is Level.UNCHECKED]
+    if failed:
+        click.echo(f"{ERROR_PREFIX}{len(failed)} check(s) failed", err=True)
+        raise SystemExit(EXIT_FINDING)
+    if unchecked and not allow_unchecked:
+        click.echo(
+            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked "
+            "(--allow-unchecked accepts that; --offline skips the cloud checks)",
+            err=True,
+        )
+        raise SystemExit(EXIT_FINDING)

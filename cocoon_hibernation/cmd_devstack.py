@@ -14,14 +14,14 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import fail, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, progress
 from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.processes import Interrupted, StackError, install_signal_handlers
 from devstack.simulator import NodeSpec
 from devstack.stack import Stack, StackConfig
 
 
-@click.group(name="devstack")
+@click.group(name="devstack", epilog=EXIT_CODES_HELP)
 def command() -> None:
     """The local stack: embedded Kubernetes API, registry, functions, simulated cluster."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import fail
+from cocoon_hibernation._common import EXIT_CODES_HELP, EXIT_USAGE, fail
 from functions.serve import serve
 from shared.config import Settings
 from shared.errors import ConfigError
@@ -18,7 +18,7 @@ def _default_port() -> int:
     return int(raw) if raw.isdigit() else 8080
 
 
-@click.command(name="serve")
+@click.command(name="serve", epilog=EXIT_CODES_HELP)
 @click.option(
     "--port",
     type=click.IntRange(1, 65535),
@@ -39,6 +39,6 @@ def command(*, port: int, host: str, source: Path | None) -> None:
     try:
         Settings.from_env()  # validate now: a bad variable is one line, not a crash per request
     except ConfigError as err:
-        fail(str(err))
+        fail(str(err), code=EXIT_USAGE)
     click.echo(f"serving release, wake, sweep and ingest on http://{host}:{port}", err=True)
     serve(host, port, source)

@@ -1,21 +1,33 @@
 """`cocoon-hibernation sweep [--dry-run]`: run one sweep from a terminal and show what it did.
 
 The same code the scheduled `sweep` function runs. With `--dry-run` it only
-reads (set and pod lists) and prints every action it would take. Exit status:
-0 when the run completed, 1 when a transient error left work undone (the
-table still shows everything that was done), 2 on a configuration error.
+reads (set and pod lists) and prints every action it would take. `-n NS`
+narrows the run to one namespace (inside COCOON_NAMESPACES), `-l SELECTOR` to the
+sets matching it. Exit status: 0
+when the run completed without an error, 1 when any error (a list that failed,
+the CRD not installed, no cluster, a set left undone) was met -- the table still
+shows everything that was done --, 2 on bad usage or a variable with a bad value.
 """
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
+from typing import Any, cast
 
 import click
 
-from shared import log
-from shared.config import LogFormat, Settings
-from shared.errors import CocoonError, ConfigError
-from shared.sweep.execute import Result, SweepIncomplete, SweepSummary
+from cocoon_hibernation._common import (
+    ERROR_PREFIX,
+    EXIT_CODES_HELP,
+    EXIT_FINDING,
+    emit_structured,
+    fail,
+    kube_options,
+    namespace_option,
+    output_option,
+)
+from shared.errors import CocoonError, ConfigError, CrdNotInstalled
+from shared.sweep.execute import Result, SweepIncomplete, SweepKube, SweepSummary
 
 _STYLE = {
     Result.DONE: "green",
@@ -55,29 +67,98 @@ def render(summary: SweepSummary) -> None:
     )
 
 
-class _ConfigProblem(click.ClickException):
-    exit_code = 2  # unusable input (the environment), as for every command
+def summary_dict(summary: SweepSummary) -> dict[str, Any]:
+    return {
+        "dry_run": summary.dry_run,
+        "sets": summary.sets,
+        "errors": summary.errors,
+        "deferred": summary.deferred,
+        "failures": list(summary.failures),
+        "actions": [
+            {
+                "action": a.kind.value,
+                "set": str(a.ref) if a.ref is not None else None,
+                "result": a.result.value,
+                "detail": a.detail,
+            }
+            for a in summary.actions
+        ],
+    }
 
 
-@click.command("sweep")
+class SelectedSets:
+    """A client whose set lists are narrowed by a label selector (`sweep -l`), served
+    by the API server; everything else is the wrapped client's."""
+
+    def __init__(self, inner: Any, selector: str) -> None:
+        self._inner = inner
+        self._selector = selector
+
+    def list_sets(self, namespace: str | None, *, limit: int = 500) -> Any:
+        return self._inner.list_sets(namespace, limit=limit, label_selector=self._selector)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _first_error(summary: SweepSummary) -> str:
+    failed = [*summary.failures, *(a.detail for a in summary.actions if a.result is Result.ERROR)]
+    return failed[0] if failed else ""
+
+
+@click.command("sweep", epilog=EXIT_CODES_HELP)
 @click.option("--dry-run", is_flag=True, help="Report what the sweep would do; write nothing.")
-def command(dry_run: bool) -> None:
+@kube_options
+@namespace_option
+@click.option(
+    "-l", "--selector", default=None, metavar="SELECTOR", help="Only sets matching this selector."
+)
+@output_option
+def command(
+    *,
+    dry_run: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    selector: str | None,
+    output: str,
+) -> None:
     """Suspend idle sets and reconcile sets whose events were lost (one run)."""
-    # Log lines go to stderr as text, so stdout carries only the table.
-    log.configure(LogFormat.TEXT, stream=sys.stderr)
+    from cocoon_hibernation._kube import cli_settings  # noqa: PLC0415
+
     try:
-        settings = Settings.from_env()
-    except ConfigError as err:
-        raise _ConfigProblem(str(err)) from None
+        settings = cli_settings(kubeconfig, context, namespace)
+    except ConfigError as err:  # --kubeconfig missing, -n outside COCOON_NAMESPACES
+        fail(str(err))
     from functions.sweep import run_sweep  # noqa: PLC0415  (the CLI's other commands start fast)
 
+    kube = None
+    if selector:
+        from shared.clients.kube import get_client  # noqa: PLC0415
+
+        try:
+            kube = cast("SweepKube", SelectedSets(get_client(settings), selector))
+        except ConfigError as err:
+            fail(str(err))
     try:
-        summary = run_sweep(settings=settings, dry_run=dry_run)
+        summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
     except SweepIncomplete as err:
-        render(err.summary)
-        raise SystemExit(1) from None
+        summary = err.summary
+    except CrdNotInstalled as err:
+        fail(str(err))
     except ConfigError as err:  # e.g. no kubeconfig and not in a cluster
-        raise _ConfigProblem(str(err)) from None
+        fail(str(err))
     except CocoonError as err:
-        raise click.ClickException(f"sweep failed: {err}") from None
-    render(summary)
+        fail(f"sweep failed: {err}")
+    if output != "table":
+        emit_structured(summary_dict(summary), output)
+    else:
+        render(summary)
+    if summary.errors:
+        detail = _first_error(summary)
+        click.echo(
+            f"{ERROR_PREFIX}sweep met {summary.errors} error(s)"
+            + (f": {detail}" if detail else ""),
+            err=True,
+        )
+        raise SystemExit(EXIT_FINDING)

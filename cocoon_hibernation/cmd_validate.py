@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from cocoon_hibernation._common import EXIT_CODES_HELP
 from cocoon_hibernation.manifests import ManifestError, objects, parse_documents, read_text
 from shared import constants as k
 from shared.manifest_checks import cluster_violations
@@ -81,7 +82,7 @@ def check_files(sources: list[str]) -> Report:
     return report
 
 
-@click.command(name="validate")
+@click.command(name="validate", epilog=EXIT_CODES_HELP)
 @click.argument("files", nargs=-1, required=True, metavar="FILE…")
 def command(files: tuple[str, ...]) -> None:
     """Check CocoonSet manifests (YAML or JSON, `-` for stdin) as the cluster would.

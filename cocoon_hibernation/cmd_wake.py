@@ -1,61 +1,185 @@
-"""`cocoon-hibernation wake NS/NAME`: a wake request from a terminal.
+"""`cocoon-hibernation wake NAME...`: a wake request from a terminal.
 
 The same path as the wake function's `io.cocoonstack.cocoonset.wake.requested`:
 `request_wake` makes `spec.suspend=false` durable, then runs the wake
 reconcile (probe the snapshot, persist `Waking`, create the restore-marked
 main pod with the hint). The restore itself completes as the cluster
-schedules the pod; `--wait` follows the phase until `Running`.
+schedules the pod; `--wait` follows the phase until `Running`, and when it
+gives up says why the pod is not running (the pool has no free seat: the
+WakeNoCapacity Event, else the pod's Unschedulable condition).
+
+A set already `Running` (and not asked to suspend) is a no-op success.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import click
 
-from cocoon_hibernation._common import fail, kube_options, parse_ref, progress
-from cocoon_hibernation._kube import cli_settings, kube_client, registry_client
+from cocoon_hibernation._common import (
+    EXIT_CODES_HELP,
+    EXIT_FINDING,
+    Duration,
+    echo_result,
+    emit_structured,
+    fail,
+    format_seconds,
+    kube_options,
+    namespace_option,
+    output_option,
+    progress,
+    selector_options,
+)
+from cocoon_hibernation._kube import chosen_sets, cli_settings, kube_client, registry_client
+from shared import constants as k
+from shared.clients.kube import KubeClient
+from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
+from shared.names import SetRef
 from shared.reconcile import request_wake
 
+POLL_S = 0.25
 
-@click.command(name="wake")
-@click.argument("target", metavar="NS/NAME")
+
+@dataclass(frozen=True, slots=True)
+class WakeResult:
+    set: str
+    ok: bool
+    phase: str | None
+    message: str
+    steps: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "set": self.set,
+            "ok": self.ok,
+            "phase": self.phase,
+            "message": self.message,
+            "steps": list(self.steps),
+        }
+
+
+def why_not_running(client: KubeClient, ref: SetRef) -> str:
+    """Why a waking set's pod is not running, in words: no free seat, or just not yet."""
+    try:
+        events = client.list_events(
+            ref.namespace,
+            f"involvedObject.name={ref.name},reason={k.REASON_WAKE_NO_CAPACITY}",
+        )
+    except CocoonError:
+        events = []
+    events = [e for e in events if (e.get("involvedObject") or {}).get("kind") == k.KIND]
+    if events:
+        latest = max(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return f"the pool has no free seat ({latest.get('message', '')})"
+    try:
+        pod = client.get_pod(ref.namespace, f"{ref.name}-0")
+    except CocoonError:
+        pod = None
+    if pod is not None:
+        raw = pod.model_dump(by_alias=True, mode="json")
+        for cond in (raw.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                return f"the pool has no free seat (main pod unschedulable: {cond.get('message')})"
+    return "the restore has not finished"
+
+
+def _phase(client: KubeClient, ref: SetRef) -> str | None:
+    cs = client.get_set(ref)
+    return cs.phase.value if cs is not None and cs.phase else None
+
+
+def wake_one(
+    client: KubeClient, settings: Any, ref: SetRef, wait: timedelta | None, step: Any
+) -> WakeResult:
+    before = client.get_set(ref)
+    if before is None:
+        return WakeResult(str(ref), False, None, f"cocoonset {ref} not found")
+    if before.phase is CocoonSetPhase.RUNNING and not before.suspended:
+        return WakeResult(str(ref), True, "Running", "already Running: nothing to do")
+    outcome = request_wake(ref, kube=client, registry=registry_client(settings), settings=settings)
+    if outcome.result == "not-found":
+        return WakeResult(str(ref), False, None, f"cocoonset {ref} not found")
+    if outcome.result == "not-ours":
+        after = client.get_set(ref)
+        if after is not None and after.phase is CocoonSetPhase.RUNNING and not after.suspended:
+            # Asked to suspend but not suspended yet: the unsuspend was the whole wake.
+            return WakeResult(
+                str(ref), True, "Running", "spec.suspend=false; still Running", outcome.steps
+            )
+        phase = after.phase.value if after is not None and after.phase else None
+        return WakeResult(str(ref), False, phase, outcome.reason, outcome.steps)
+    phase = _phase(client, ref)
+    if wait:
+        deadline = time.monotonic() + wait.total_seconds()
+        while phase != "Running" and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            phase = _phase(client, ref)
+            step(f"{ref}: phase {phase or '-'}")
+        if phase != "Running":
+            return WakeResult(
+                str(ref),
+                False,
+                phase,
+                f"wake requested, but still {phase or '-'} after {format_seconds(wait)}: "
+                f"{why_not_running(client, ref)}",
+                outcome.steps,
+            )
+    steps = ", ".join(outcome.steps) or "nothing to do"
+    return WakeResult(
+        str(ref), True, phase, f"wake requested ({steps}); phase {phase or '-'}", outcome.steps
+    )
+
+
+@click.command(name="wake", epilog=EXIT_CODES_HELP)
+@click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
 @kube_options
+@namespace_option
+@selector_options
 @click.option(
     "--wait",
-    "wait_seconds",
-    type=click.FloatRange(0),
-    default=0,
-    show_default=True,
-    help="Seconds to wait for phase Running (0 = do not wait).",
+    type=Duration(),
+    default=None,
+    help="Wait up to this long (30s, 5m) for phase Running; default: do not wait.",
 )
-def command(*, target: str, kubeconfig: Path | None, wait_seconds: float) -> None:
-    """Wake a release-policy CocoonSet (spec.suspend=false, then the wake reconcile)."""
-    ref = parse_ref(target)
+@output_option
+def command(
+    *,
+    names: tuple[str, ...],
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    selector: str | None,
+    all_sets: bool,
+    wait: timedelta | None,
+    output: str,
+) -> None:
+    """Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
+
+    A set already Running is left alone (exit 0, said so)."""
+    results: list[WakeResult] = []
     try:
-        settings = cli_settings(kubeconfig)
-        with progress(f"waking {ref}") as step:
-            client = kube_client(settings)
-            outcome = request_wake(
-                ref, kube=client, registry=registry_client(settings), settings=settings
-            )
-            if outcome.result == "not-found":
-                fail(f"cocoonset {ref} not found")
-            if outcome.result == "not-ours":
-                fail(f"{ref}: {outcome.reason}")
-            cs = client.get_set(ref)
-            phase = cs.phase.value if cs is not None and cs.phase else "-"
-            deadline = time.monotonic() + wait_seconds
-            while wait_seconds and phase != "Running" and time.monotonic() < deadline:
-                time.sleep(0.25)
-                cs = client.get_set(ref)
-                phase = cs.phase.value if cs is not None and cs.phase else "-"
-                step(f"phase {phase}")
+        settings = cli_settings(kubeconfig, context, namespace)
+        client = kube_client(settings)
+        refs = chosen_sets(
+            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
+        )
+        for ref in refs:
+            with progress(f"waking {ref}") as step:
+                results.append(wake_one(client, settings, ref, wait, step))
     except CocoonError as err:
         fail(str(err))
-    if wait_seconds and phase != "Running":
-        fail(f"{ref}: wake requested, but still {phase} after {wait_seconds:.0f}s")
-    steps = ", ".join(outcome.steps) or "nothing to do"
-    click.echo(f"{ref}: wake requested ({steps}); phase {phase}")
+    if output != "table":
+        emit_structured([r.as_dict() for r in results], output)
+    else:
+        for r in results:
+            echo_result(r.set, r.ok, r.message)
+        if not results:
+            click.echo("no CocoonSet matched")
+    if any(not r.ok for r in results):
+        raise SystemExit(EXIT_FINDING)

@@ -14,17 +14,26 @@ Adding a command is one line in :data:`COMMANDS`:
 plus the module `cocoon_hibernation/cmd_status.py` with `command = click.Command(...)` (or a
 `@click.command()` function named `command`).
 
-Exit codes, for every command: 0 success, 1 the command ran and found a
-problem (an invalid manifest, ...), 2 bad usage or unreadable input. Errors are
-one line on stderr.
+Exit codes, for every command (cocoon_hibernation/_common.py, docs/cli.md):
+0 checked and fine, 1 a finding or a failure (what could not be checked counts,
+unless `--allow-unchecked`), 2 bad usage or unreadable input. Errors are one
+line on stderr prefixed `error: `, click's usage errors included.
+
+The version is the installed distribution's (pyproject.toml's `version`, the
+one source), so `--version` and the wheel always agree.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Final
+import sys
+from typing import Any, Final, NoReturn
 
 import click
+
+from cocoon_hibernation._common import ERROR_PREFIX, EXIT_USAGE, verbosity_options
+
+DIST: Final = "cocoon-hibernation"
 
 _CMD: Final = "cocoon_hibernation."
 
@@ -32,7 +41,7 @@ _CMD: Final = "cocoon_hibernation."
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "validate": (_CMD + "cmd_validate", "Check CocoonSet manifests as kube-apiserver would."),
     "crd": (_CMD + "cmd_crd", "Print the CocoonSet CRD generated from the models."),
-    "status": (_CMD + "cmd_status", "Release-policy sets: phase, hint node, snapshot presence."),
+    "status": (_CMD + "cmd_status", "Every set (phase, hint, snapshot), then seats per pool."),
     "wake": (_CMD + "cmd_wake", "Wake a release-policy set (suspend=false, then the wake)."),
     "suspend": (_CMD + "cmd_suspend", "Suspend a set (spec.suspend=true)."),
     "serve": (_CMD + "cmd_serve", "Serve every target in one process (Deployment, Knative)."),
@@ -59,6 +68,23 @@ class LazyGroup(click.Group):
             raise click.ClickException(f"{entry[0]} defines no click command named `command`")
         return command
 
+    def main(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """click's own errors with the one prefix every command uses (`error: `)."""
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.UsageError as err:
+            hint = f" (see {err.ctx.command_path} --help)" if err.ctx is not None else ""
+            click.echo(f"{ERROR_PREFIX}{err.format_message()}{hint}", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as err:
+            click.echo(f"{ERROR_PREFIX}{err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo(f"{ERROR_PREFIX}aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # The summaries come from the table so listing them imports no command module.
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
@@ -68,6 +94,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name=DIST, prog_name=DIST, message="%(prog)s %(version)s")
+@verbosity_options
 def main() -> None:
     """Slot-release hibernation for cocoonstack.
 

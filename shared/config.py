@@ -129,6 +129,8 @@ def parse_registry_base(raw: str) -> RegistryBase:
 class Settings:
     kube_auth: KubeAuth = KubeAuth.KUBECONFIG
     kubeconfig: str | None = None
+    # A kubeconfig context other than the current one (the CLI's --context; no variable).
+    kube_context: str | None = None
     kube_server: str | None = None
     kube_ca: str | None = None
     registry_base: RegistryBase | None = None

@@ -75,6 +75,12 @@ class WebhookDenied(AdmissionDenied):
         self.fix = fix
 
 
+class CrdNotInstalled(ConfigError):
+    """404 on a CocoonSet path where the server does not serve the type at all (no
+    object named): the CRD is not installed. A configuration error, never read as
+    "this set does not exist"."""
+
+
 class NotFound(PermanentError):
     pass
 

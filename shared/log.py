@@ -28,15 +28,22 @@ _counter_sinks: list[CounterSink] = []
 class _State:
     fmt = LogFormat.JSON
     stream: TextIO | None = None
+    # Records below this severity are dropped (the CLI's -v/-q); counts are INFO.
+    min_level = 0
+
+
+# Cloud Logging's severities, in order.
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
 
 # Never let a secret reach a log line, whatever a caller passes.
 _REDACT = frozenset({"token", "authorization", "password", "ingest_token"})
 
 
-def configure(fmt: LogFormat, stream: TextIO | None = None) -> None:
+def configure(fmt: LogFormat, stream: TextIO | None = None, *, level: str = "DEBUG") -> None:
     _State.fmt = fmt
     _State.stream = stream
+    _State.min_level = LEVELS[level]
 
 
 def set_format(fmt: LogFormat) -> None:
@@ -49,6 +56,8 @@ def _clean(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def emit(severity: str, message: str, **fields: Any) -> None:
+    if LEVELS.get(severity, 40) < _State.min_level:
+        return
     record = _clean(fields)
     out = _State.stream or sys.stdout
     if _State.fmt is LogFormat.TEXT:

@@ -57,6 +57,7 @@ from shared.errors import (
     CocoonError,
     ConfigError,
     Conflict,
+    CrdNotInstalled,
     Invalid,
     NotFound,
     PermanentError,
@@ -86,15 +87,33 @@ READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
 def _status_message(body: str | None) -> tuple[str, str]:
     """(reason, message) of a Kubernetes `Status` body, tolerant of anything else."""
+    status = _status(body)
+    if status is None:
+        return "", (body or "")[:200]
+    return str(status.get("reason") or ""), str(status.get("message") or "")
+
+
+def _status(body: str | None) -> dict[str, Any] | None:
     if not body:
-        return "", ""
+        return {}
     try:
         status = json.loads(body)
     except ValueError:
-        return "", body[:200]
-    if not isinstance(status, dict):
-        return "", ""
-    return str(status.get("reason") or ""), str(status.get("message") or "")
+        return None
+    return status if isinstance(status, dict) else {}
+
+
+# The `what` of a request on the CocoonSet resource itself ("GET cocoonset ns/x",
+# "LIST cocoonsets in ns", "PATCH cocoonset ns/x/status"), not one naming it in passing.
+_ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
+
+
+def _type_not_served(body: str | None) -> bool:
+    """A 404 naming no object: the path's resource type is not served (an object that
+    does not exist is named in the Status' details, on kube-apiserver and the emulator)."""
+    status = _status(body)
+    details = (status or {}).get("details")
+    return status is not None and not (isinstance(details, dict) and details.get("name"))
 
 
 def translate(err: BaseException, what: str) -> CocoonError:
@@ -110,6 +129,13 @@ def translate(err: BaseException, what: str) -> CocoonError:
             if denied is not None:
                 return denied
         if code == 404:
+            body = err.body if isinstance(err.body, str) else None
+            if _ON_COCOONSETS.match(what) and _type_not_served(body):
+                return CrdNotInstalled(
+                    f"CocoonSet CRD not installed: the cluster does not serve "
+                    f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
+                    "`cocoon-hibernation crd | kubectl apply -f -` or cocoon-operator's chart"
+                )
             return NotFound(text)
         if code == 409:
             return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
@@ -172,6 +198,32 @@ def _webhook_denial(text: str, message: str) -> WebhookDenied | None:
         user=d.user,
         fix=d.fix(),
     )
+
+
+def default_kubeconfig() -> str:
+    """`~/.kube/config`, resolved now (the library resolves `$KUBECONFIG` at import)."""
+    return os.path.join(os.path.expanduser("~"), ".kube", "config")
+
+
+def _merged_kubeconfig(paths: str) -> Any:
+    """The files of `paths` (os.pathsep-separated) merged by kubectl's rules.
+
+    Missing files are skipped, as kubectl skips them; the first file to define a
+    cluster, user or context wins, and so does the first `current-context` (the
+    library's merger lets the last one win: corrected here). The result is the
+    library's ConfigNode, which keeps each entry's file for relative cert paths.
+    """
+    from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
+
+    merger = kube_config.KubeConfigMerger(paths)  # type: ignore[no-untyped-call]  # untyped upstream
+    if merger.config is None:
+        raise ConfigException(f"no kubeconfig file found in {paths}")
+    for found in merger.paths:
+        current = (merger.config_files.get(found) or {}).get("current-context")
+        if current:
+            merger.config.value["current-context"] = current
+            break
+    return merger.config
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -256,17 +308,36 @@ class KubeClient:
     # --- construction -----------------------------------------------------------
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, **kw: Any) -> KubeClient:
-        """From a kubeconfig file (`path`, else $KUBECONFIG / ~/.kube/config)."""
-        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
+    def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, **kw: Any
+    ) -> KubeClient:
+        """From kubeconfig files, merged as kubectl merges them.
 
+        `path` is one file or an os.pathsep-separated list (`KUBECONFIG`'s
+        form); None is `~/.kube/config`. `context` picks a context other than
+        the current one (kubectl's `--context`).
+        """
+        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
+        from kubernetes.config import kube_config  # noqa: PLC0415 - lazy: cold start
+
+        paths = path if path is not None else default_kubeconfig()
+        what = path or default_kubeconfig()
         conf = client.Configuration()
         try:
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped upstream
-                config_file=path, client_configuration=conf, persist_config=False
+            merged = _merged_kubeconfig(paths)
+            # Each entry is the library's ConfigNode (its dict in `.value`).
+            contexts = [getattr(c, "value", c).get("name") for c in merged.value["contexts"]]
+            if context is not None and context not in contexts:
+                listed = ", ".join(str(c) for c in contexts) or "none"
+                raise ConfigError(
+                    f"context {context!r} is not in kubeconfig {what} (contexts: {listed})"
+                )
+            loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped upstream
+                config_dict=merged, active_context=context, config_base_path=None
             )
-        except (config.ConfigException, OSError, ValueError) as e:
-            raise ConfigError(f"cannot load kubeconfig {path or '(default)'}: {e}") from e
+            loader.load_and_set(conf)  # type: ignore[no-untyped-call]  # untyped upstream
+        except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"cannot load kubeconfig {what}: {e}") from e
         return cls(_api_client(conf), **kw)
 
     @classmethod
@@ -278,8 +349,9 @@ class KubeClient:
             config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]  # untyped upstream
         except config.ConfigException as e:
             raise ConfigError(
-                f"no KUBECONFIG and not running in a cluster ({e}); set KUBECONFIG "
-                "or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
+                f"no kubeconfig ($KUBECONFIG is unset, {default_kubeconfig()} does not "
+                f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
+                "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
             ) from e
         return cls(_api_client(conf), **kw)
 
@@ -330,8 +402,17 @@ class KubeClient:
             if not settings.kube_server:
                 raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
             return cls.from_google(settings.kube_server, settings.kube_ca)
+        # kubectl's order (and the official client's load_config): $KUBECONFIG,
+        # else ~/.kube/config, else the in-cluster service account.
         if settings.kubeconfig:
-            return cls.from_kubeconfig(settings.kubeconfig)
+            return cls.from_kubeconfig(settings.kubeconfig, context=settings.kube_context)
+        if os.path.exists(default_kubeconfig()):
+            return cls.from_kubeconfig(None, context=settings.kube_context)
+        if settings.kube_context is not None:
+            raise ConfigError(
+                f"--context {settings.kube_context}: no kubeconfig ($KUBECONFIG is unset "
+                f"and {default_kubeconfig()} does not exist)"
+            )
         return cls.in_cluster()
 
     # --- plumbing ---------------------------------------------------------------
@@ -394,11 +475,15 @@ class KubeClient:
             return None
         return parse(CocoonSet, body)
 
-    def list_sets(self, namespace: str | None, *, limit: int = 500) -> Iterator[list[CocoonSet]]:
+    def list_sets(
+        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
+    ) -> Iterator[list[CocoonSet]]:
         """Pages of sets (one namespace, or all with None); memory stays one page."""
         token: str | None = None
         while True:
             kw: dict[str, Any] = {"limit": limit}
+            if label_selector:
+                kw["label_selector"] = label_selector
             if token:
                 kw["_continue"] = token
             if namespace is None:
@@ -679,6 +764,24 @@ class KubeClient:
             _headers=headers,
         )
         return out
+
+    # --- read by the command line only (nodes need RBAC the functions do not have) --
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
+        kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        body = self._read("LIST nodes", self._core.list_node, **kw)
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+    def list_events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
+        """Raw core/v1 Event items of a namespace matching a field selector (one LIST)."""
+        body = self._read(
+            f"LIST events in {namespace}",
+            self._core.list_namespaced_event,
+            namespace,
+            field_selector=field_selector,
+        )
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     # --- events -----------------------------------------------------------------
 

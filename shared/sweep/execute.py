@@ -127,6 +127,8 @@ class SweepSummary:
     errors: int = 0
     transient_errors: int = 0
     actions: list[SweepAction] = field(default_factory=list)
+    # Errors no set owns (a LIST that failed): "what: error", for the CLI's last line.
+    failures: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """`<kind>` for done actions, `would-<kind>` in a dry run, plus `conflict`, `error`."""
@@ -481,6 +483,8 @@ class Sweeper:
             self.summary.transient_errors += 1
         if ref is not None and kind is not None:
             self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err}"))
+        else:
+            self.summary.failures.append(f"{what}: {err}")
         log.emit(
             "WARNING" if transient else "INFO",
             f"sweep: {what} failed",

@@ -22,7 +22,7 @@ from cocoon_hibernation import cmd_deploy_check as dc
 from cocoon_hibernation.main import main as cli
 from cocoon_hibernation.tfvars import TfvarsError, parse_tfvars, read_tfvars
 from tests.conftest import REPO_ROOT
-from tests.deploy._hcl import EXAMPLE_DIR, MODULE_DIR, hcl_regexes, load_dir, names, parse_file
+from tests.deploy._hcl import EXAMPLE_DIR, MODULE_DIR, load_dir, names, parse_file
 
 TFVARS_EXAMPLE = EXAMPLE_DIR / "terraform.tfvars.example"
 
@@ -94,21 +94,6 @@ def test_reads_tfvars_json(tmp_path: Path) -> None:
 
 
 # --- the command's copies agree with the module ------------------------------------------
-
-
-def _module_regex(variable: str, index: int = 0) -> str:
-    module = load_dir(MODULE_DIR)
-    (pattern,) = hcl_regexes(module.variables[variable]["validation"][index]["condition"])
-    return pattern.pattern.replace("$", r"\Z")
-
-
-def test_formats_are_the_module_validations() -> None:
-    assert dc.PROJECT_RE.pattern == _module_regex("project_id")
-    assert dc.REGION_RE.pattern == _module_regex("region")
-    assert dc.CLUSTER_LOCATION_RE.pattern == _module_regex("gke_cluster", 1)
-    assert dc.REGISTRY_LOCATION_RE.pattern == _module_regex("artifact_registry")
-    assert dc.PREFIX_RE.pattern == _module_regex("name_prefix")
-    assert dc.NAMESPACE_RE.pattern == _module_regex("namespaces")
 
 
 def test_apis_and_defaults_are_the_module_ones() -> None:
@@ -219,10 +204,10 @@ def test_cloud_checks_tell_absent_from_unreadable() -> None:
 
     found = _levels(dc.cloud_findings(d, gcloud))
     assert found == {
-        "APIs": "warn",
+        "APIs": "skip",
         "gcr topic": "FAIL",
         "snapshot repository": "ok",
-        "Data Access logs": "warn",
+        "Data Access logs": "skip",
     }
 
 
@@ -282,7 +267,10 @@ def test_command_fails_on_a_bad_region(tmp_path: Path) -> None:
     path.write_text(re.sub(r'region\s*=\s*"[^"]+"', 'region = "europe-west1-b"', text, count=1))
     result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
     assert result.exit_code == 1
-    assert "FAIL  region: 'europe-west1-b' is not a region" in result.output
+    assert (
+        "FAIL  region: 'europe-west1-b': region must be a Google Cloud region such as "
+        "europe-west1." in result.output
+    )
 
 
 def test_command_refuses_an_unreadable_file_in_one_line(tmp_path: Path) -> None:
@@ -293,12 +281,54 @@ def test_command_refuses_an_unreadable_file_in_one_line(tmp_path: Path) -> None:
     assert result.output.strip().count("\n") == 0 and "t.tfvars:1:" in result.output
 
 
-def test_command_without_gcloud_says_what_it_skipped(
+def test_command_without_gcloud_or_cluster_fails_unless_allowed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Nothing can be checked in the cloud: that is no pass (it exited 0 on the old main).
     monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud there
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
     monkeypatch.delenv("KUBECONFIG", raising=False)
-    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(TFVARS_EXAMPLE)])
-    assert result.exit_code == 0, result.output
-    assert "warn  gcloud: not installed: cloud checks skipped" in result.output
-    assert "warn  RBAC: no --kubeconfig/KUBECONFIG" in result.output
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    args = ["deploy-check", "--var-file", str(TFVARS_EXAMPLE)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert "skip  gcloud: not installed" in result.output
+    assert "skip  RBAC: not checked: no kubeconfig" in result.output
+    assert "error: 2 check(s) not checked (--allow-unchecked accepts" in result.output
+    allowed = CliRunner().invoke(cli, [*args, "--allow-unchecked"])
+    assert allowed.exit_code == 0, allowed.output
+    assert "skip  gcloud: not installed" in allowed.output
+
+
+def test_gcloud_without_credentials_is_not_a_pass(tmp_path: Path) -> None:
+    # A gcloud that answers every call with an error (no credentials): four skips.
+    d = dc.deploy_from(_values())
+    found = dc.cloud_findings(d, lambda _args: dc.Answer(error="ERROR: no credentials"))
+    assert {f.level for f in found} == {dc.Level.UNCHECKED}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "ingest_invoker_members",
+            ["allUsers"],
+            "ingest_invoker_members must be IAM principals like serviceAccount:..., user:..., "
+            "group:...; allUsers and allAuthenticatedUsers are not allowed.",
+        ),
+        (
+            "sweep_schedule",
+            "every minute",
+            "sweep_schedule must be a 5-field unix-cron expression.",
+        ),
+    ],
+)
+def test_command_rejects_what_the_module_rejects(
+    tmp_path: Path, variable: str, value: Any, message: str
+) -> None:
+    # Both were accepted (exit 0) on the old main; the module's validations refuse them.
+    path = tmp_path / "t.tfvars.json"
+    path.write_text(json.dumps({**read_tfvars(TFVARS_EXAMPLE), variable: value}), "utf-8")
+    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    assert result.exit_code == 1, result.output
+    assert f"FAIL  {variable}: {value!r}: {message}" in result.output

@@ -43,7 +43,7 @@ from tests.fixtures.tools import require_tool
 pytestmark = pytest.mark.needs_tool("uv")
 
 TOP_LEVEL = {"cocoon_hibernation", "devstack", "functions", "shared"}
-INSTALL_HINT = "pip install 'cocoon-hibernation[local]'"
+INSTALL_HINT = "in a clone: uv sync --extra local; from the wheel"
 
 
 def _uv(args: list[str], *, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -190,6 +190,13 @@ def test_validate_from_the_installed_wheel(installed: Installed) -> None:
     # One `FILE: NS/NAME: field: message` line per invalid manifest.
     for path in invalid:
         assert f"{path}: " in bad.stdout + bad.stderr
+
+
+def test_version_is_the_wheels(installed: Installed) -> None:
+    done = installed.run(installed.cli, "--version")
+    assert done.returncode == 0, done.stderr
+    version = installed.wheel.name.split("-")[1]
+    assert done.stdout.strip() == f"cocoon-hibernation {version}"
 
 
 def test_python_dash_m_runs_the_same_command_line(installed: Installed) -> None:

@@ -101,7 +101,7 @@ def create_set(stack: Stack, name: str, policy: str = "release") -> None:
 def status_json(stack: Stack) -> dict[str, dict[str, Any]]:
     proc = cli(stack, "status", "-n", NS, "-o", "json")
     assert proc.returncode == 0, proc.stderr
-    return {row["name"]: row for row in json.loads(proc.stdout)}
+    return {row["name"]: row for row in json.loads(proc.stdout)["sets"]}
 
 
 def test_status_follows_a_set_through_suspend_and_wake(stack: Stack) -> None:
@@ -110,21 +110,22 @@ def test_status_follows_a_set_through_suspend_and_wake(stack: Stack) -> None:
     wait_until("s1 Running", lambda: phase(stack, "s1") == "Running")
 
     rows = status_json(stack)
-    assert "r1" not in rows  # retain sets are not ours
+    assert rows["r1"]["policy"] == "retain"  # listed: a retain set holds a seat too
+    assert rows["r1"]["snapshot"] is None
     assert rows["s1"]["phase"] == "Running"
-    assert rows["s1"]["snapshot"] == "no"
-    assert rows["s1"]["hint"] == ""
-    assert rows["s1"]["flag"] == ""
+    assert rows["s1"]["snapshot"] is False
+    assert rows["s1"]["hint"] is None
+    assert rows["s1"]["flag"] is None
 
-    out = cli(stack, "suspend", f"{NS}/s1", "--wait", "30")
+    out = cli(stack, "suspend", f"{NS}/s1", "--wait", "30s")
     assert out.returncode == 0, out.stderr
     assert "spec.suspend=true" in out.stdout
 
     rows = status_json(stack)
     assert rows["s1"]["phase"] == "Suspended"
-    assert rows["s1"]["snapshot"] == "yes"
+    assert rows["s1"]["snapshot"] is True
     assert rows["s1"]["hint"] in ("node-1", "node-2")
-    assert rows["s1"]["main_pod"] == "-"
+    assert rows["s1"]["main_pod"] is None
 
     # The table form a user reads shows the same facts.
     table = cli(stack, "status", "-n", NS)
@@ -132,7 +133,7 @@ def test_status_follows_a_set_through_suspend_and_wake(stack: Stack) -> None:
     line = next(x for x in table.stdout.splitlines() if x.startswith(f"{NS}/s1"))
     assert "Suspended" in line and "yes" in line and rows["s1"]["hint"] in line
 
-    out = cli(stack, "wake", f"{NS}/s1", "--wait", "30")
+    out = cli(stack, "wake", f"{NS}/s1", "--wait", "30s")
     assert out.returncode == 0, out.stderr
     # The wake completes asynchronously (hint cleared, tag dropped): watch the API, then ask.
     wait_until(
@@ -145,8 +146,8 @@ def test_status_follows_a_set_through_suspend_and_wake(stack: Stack) -> None:
         ),
     )
     rows = status_json(stack)
-    assert (rows["s1"]["phase"], rows["s1"]["hint"]) == ("Running", "")
-    assert rows["s1"]["snapshot"] == "no"  # the tag goes before the hint is cleared
+    assert (rows["s1"]["phase"], rows["s1"]["hint"]) == ("Running", None)
+    assert rows["s1"]["snapshot"] is False  # the tag goes before the hint is cleared
 
 
 def test_a_woken_vm_keeps_its_state_beside_the_operators_drift_check(stack: Stack) -> None:

@@ -94,7 +94,7 @@ def test_serve_refuses_a_bad_environment_in_one_line(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setenv("COCOON_REGISTRY_INSECURE", "perhaps")
     result = CliRunner().invoke(command, ["--port", "18080"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unreadable input, as for every command
     assert "COCOON_REGISTRY_INSECURE" in result.output
     assert "Traceback" not in result.output
 

@@ -95,76 +95,177 @@ def world(kube: Any, kubeconfig: Path, registry: DistributionServer) -> dict[str
     }
 
 
-def _rows(env: dict[str, str], *args: str) -> dict[str, dict[str, Any]]:
-    result = CliRunner().invoke(command, ["-o", "json", *args], env=env)
-    assert result.exit_code == 0, result.output
-    return {row["name"]: row for row in json.loads(result.output)}
+def _status(env: dict[str, str], *args: str) -> Any:
+    return CliRunner().invoke(command, ["-o", "json", *args], env=env)
+
+
+def _rows(env: dict[str, str], *args: str, code: int = 1) -> dict[str, dict[str, Any]]:
+    # The world holds a flagged set (stale): a finding, so exit 1 with every row shown.
+    result = _status(env, *args)
+    assert result.exit_code == code, result.output
+    return {row["name"]: row for row in json.loads(result.stdout)["sets"]}
 
 
 def test_status_reports_phase_hint_snapshot_and_the_stale_operator_flag(
     world: dict[str, str],
 ) -> None:
-    rows = _rows(world)
-    assert set(rows) == {"running", "released", "stale", "waking"}  # retain is not ours
-    assert rows["running"] | {"main_pod": ""} == {
+    result = _status(world)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == f"error: 1 set(s) flagged: {FLAG_STALE_OPERATOR}"
+    rows = {row["name"]: row for row in json.loads(result.stdout)["sets"]}
+    # Retain sets hold seats too: listed (the old main left them out).
+    assert set(rows) == {"running", "released", "stale", "waking", "kept"}
+    assert rows["running"] == {
         "namespace": NS,
         "name": "running",
+        "policy": "release",
         "phase": "Running",
         "suspend": False,
-        "hint": "",
-        "snapshot": "no",
-        "main_pod": "",
-        "flag": "",
+        "hint": None,
+        "snapshot": False,
+        "snapshot_unknown": None,
+        "main_pod": "running-0",
+        "node": "node-1",
+        "flag": None,
     }
-    assert rows["running"]["main_pod"] == "running-0 on node-1"
     assert (rows["released"]["phase"], rows["released"]["hint"], rows["released"]["snapshot"]) == (
         "Suspended",
         "node-2",
-        "yes",
+        True,
     )
-    assert rows["released"]["flag"] == ""
+    assert rows["released"]["flag"] is None
     assert rows["stale"]["flag"] == FLAG_STALE_OPERATOR
     # A restore-marked main while Waking is the wake in flight, not a stale operator.
-    assert rows["waking"]["flag"] == ""
-    assert rows["waking"]["snapshot"] == "yes"
+    assert rows["waking"]["flag"] is None
+    assert rows["waking"]["snapshot"] is True
+    # A retain set keeps its VM: no snapshot to look for, and not "unchecked".
+    assert rows["kept"] | {"phase": "Running"} == {
+        "namespace": NS,
+        "name": "kept",
+        "policy": "retain",
+        "phase": "Running",
+        "suspend": False,
+        "hint": None,
+        "snapshot": None,
+        "snapshot_unknown": None,
+        "main_pod": None,
+        "node": None,
+        "flag": None,
+    }
+
+
+def test_status_is_zero_when_all_is_checked_and_fine(world: dict[str, str], kube: Any) -> None:
+    KubeHTTP(kube.url).delete(set_path(NS, "stale"))
+    result = _status(world)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_status_yaml_carries_the_same_typed_fields(world: dict[str, str]) -> None:
+    import yaml
+
+    as_json = json.loads(_status(world).stdout)
+    as_yaml = yaml.safe_load(_status(world, "-o", "yaml").stdout)
+    assert as_yaml["sets"] == as_json["sets"]
 
 
 def test_status_table_for_people(world: dict[str, str]) -> None:
     result = CliRunner().invoke(command, ["--namespace", NS], env=world)
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert lines[0].split()[:6] == ["SET", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "MAIN"]
+    assert result.exit_code == 1, result.output  # the stale set is flagged
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "SET",
+        "POLICY",
+        "PHASE",
+        "SUSPEND",
+        "HINT",
+        "SNAPSHOT",
+        "POD",
+        "NODE",
+        "FLAG",
+    ]
     released = next(line for line in lines if line.startswith(f"{NS}/released "))
-    assert released.split()[:5] == [f"{NS}/released", "Suspended", "yes", "node-2", "yes"]
+    assert released.split()[:6] == [
+        f"{NS}/released",
+        "release",
+        "Suspended",
+        "yes",
+        "node-2",
+        "yes",
+    ]
+    kept = next(line for line in lines if line.startswith(f"{NS}/kept "))
+    assert kept.split()[:2] == [f"{NS}/kept", "retain"]
     stale = next(line for line in lines if line.startswith(f"{NS}/stale "))
     assert FLAG_STALE_OPERATOR in stale
 
 
-def test_without_a_registry_the_snapshot_column_is_unknown(world: dict[str, str]) -> None:
+def test_without_a_registry_the_snapshot_is_unchecked(world: dict[str, str], kube: Any) -> None:
+    KubeHTTP(kube.url).delete(set_path(NS, "stale"))
     env = {**world, "COCOON_REGISTRY_BASE": ""}
-    rows = _rows(env)
-    assert {r["snapshot"] for r in rows.values()} == {"?"}
+    result = _status(env)
+    assert result.exit_code == 1, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)["sets"]}
+    release = [r for r in rows.values() if r["policy"] == "release"]
+    assert {(r["snapshot"], r["snapshot_unknown"]) for r in release} == {
+        (None, "COCOON_REGISTRY_BASE not set")
+    }
+    assert "--allow-unchecked" in result.stderr
+    assert _status(env, "--allow-unchecked").exit_code == 0
 
 
-def test_a_registry_error_is_shown_never_read_as_absent(
-    world: dict[str, str], fresh_registry: DistributionServer
+def test_an_unreachable_registry_is_a_failure_with_a_short_reason(
+    world: dict[str, str], kube: Any, fresh_registry: DistributionServer
 ) -> None:
+    # The old main exited 0 with a urllib3 traceback text in every row's SNAPSHOT cell.
+    KubeHTTP(kube.url).delete(set_path(NS, "stale"))
     host = fresh_registry.host
     fresh_registry.stop()  # nothing listens there any more
-    rows = _rows({**world, "COCOON_REGISTRY_BASE": f"{host}/{PREFIX}"})
-    assert all(r["snapshot"].startswith("error:") for r in rows.values())
+    env = {**world, "COCOON_REGISTRY_BASE": f"{host}/{PREFIX}"}
+    result = _status(env)
+    assert result.exit_code == 1, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)["sets"]}
+    release = [r for r in rows.values() if r["policy"] == "release"]
+    assert {(r["snapshot"], r["snapshot_unknown"]) for r in release} == {
+        (None, "registry unreachable")
+    }
+    table = CliRunner().invoke(command, ["-n", NS], env=env)
+    assert table.exit_code == 1
+    assert "unknown (registry unreachable)" in table.stdout
+    assert "Traceback" not in table.output and "HTTPConnectionPool" not in table.output
+    assert max(len(line) for line in table.stdout.splitlines()) < 160
+    assert table.stderr.startswith("error: snapshot not checked for 3 set(s): registry unreachable")
+    assert "snapshot probe failed" not in table.stderr  # info lines only with -v
+    verbose = CliRunner().invoke(command, ["-n", NS, "-v"], env=env)
+    assert "INFO    snapshot probe failed" in verbose.stderr and "cannot reach" in verbose.stderr
 
 
 def test_a_bad_kubeconfig_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
     result = CliRunner().invoke(command, ["--kubeconfig", str(missing)])
     assert result.exit_code == 1
-    assert result.output.strip().startswith("error:")
-    assert result.output.strip().count("\n") == 0
+    assert result.output.strip() == f"error: --kubeconfig {missing}: no such file"
+
+
+def _node(api: KubeHTTP, name: str, pool: str, seats: int, *, ready: bool = True) -> None:
+    api.post(
+        "/api/v1/nodes",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {k.LABEL_POOL: pool}},
+            "status": {
+                "allocatable": {"pods": str(seats)},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        },
+    )
 
 
 def test_the_seat_view_per_pool(world: dict[str, str], kube: Any) -> None:
     api = KubeHTTP(kube.url)
+    _node(api, "node-1", "default", 2)
+    _node(api, "node-2", "default", 2)
+    _node(api, "node-3", "default", 5, ready=False)  # offers no seat
     since = (datetime.now(UTC) - timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     wait = json.dumps({"pod": "uid-1", "since": since, "victim": f"{NS}/running"})
     api.merge_patch(set_path(NS, "waking"), {"metadata": {"annotations": {ANN_SEAT_WAIT: wait}}})
@@ -174,17 +275,19 @@ def test_the_seat_view_per_pool(world: dict[str, str], kube: Any) -> None:
 
     result = CliRunner().invoke(command, ["--seats", "-o", "json"], env=world)
     assert result.exit_code == 0, result.output
-    [pool] = json.loads(result.output)
-    # running-0 and stale-0 on node-1, waking-0 on node-2.
-    assert (pool["pool"], pool["used"]) == ("default", 3)
+    [pool] = json.loads(result.stdout)
+    # running-0 and stale-0 on node-1, waking-0 on node-2; two Ready nodes of 2 seats.
+    assert (pool["pool"], pool["used"], pool["capacity"], pool["nodes"]) == ("default", 3, 4, 2)
+    assert pool["capacity_unknown"] is None
     [waiting] = pool["waiting"]
     assert waiting["set"] == f"{NS}/waking" and 175 <= waiting["age_seconds"] <= 240
+    assert waiting["since"].endswith("Z") and waiting["since"][:16] == since[:16]
     assert waiting["victim"] == f"{NS}/running"
     [rec] = pool["reclaimable"]
     assert rec["set"] == f"{NS}/running" and rec["eligible"] is False
     assert rec["reclaimable_after_seconds"] == 3600
 
     table = CliRunner().invoke(command, ["--namespace", NS], env=world)
-    assert "pool default: 3 seat(s) used" in table.output
-    assert f"{NS}/waking  waiting 3m" in table.output
-    assert f"{NS}/running  idle " in table.output and "reclaimable after 1h" in table.output
+    assert "pool default: 3 seat(s) used of 4 (2 node(s))" in table.stdout
+    assert f"{NS}/waking  waiting 3m" in table.stdout
+    assert f"{NS}/running  idle " in table.stdout and "reclaimable after 1h" in table.stdout

@@ -74,7 +74,9 @@ def test_wake_unsuspends_then_recreates_the_main_pod_with_restore_intent(
     result = CliRunner().invoke(wake, [f"{NS}/agent"], env=env)
 
     assert result.exit_code == 0, result.output
-    assert f"{NS}/agent: wake requested" in result.output
+    assert f"{NS}/agent: wake requested" in result.stdout
+    # No log lines by default (the old main printed its INFO and DEBUG lines here).
+    assert result.stderr == ""
     cs = api.get(set_path(NS, "agent"))
     assert cs["spec"]["suspend"] is False
     assert cs["status"]["phase"] == "Waking"
@@ -93,6 +95,7 @@ def test_wake_refuses_a_retain_set_in_one_line(kube: Any, env: dict[str, str]) -
     result = CliRunner().invoke(wake, [f"{NS}/kept"], env=env)
     assert result.exit_code == 1
     assert result.output.count("\n") == 1
+    assert result.stderr.startswith(f"error: {NS}/kept: ")
     assert "release-policy" in result.output
 
 
@@ -120,3 +123,135 @@ def test_suspend_sets_the_desired_state(kube: Any, env: dict[str, str]) -> None:
     missing = CliRunner().invoke(suspend, [f"{NS}/nope"], env=env)
     assert missing.exit_code == 1
     assert missing.output.strip() == f"error: cocoonset {NS}/nope not found"
+
+
+def _running(api: KubeHTTP, name: str) -> None:
+    api.post(
+        set_path(NS),
+        {
+            "apiVersion": k.API_VERSION,
+            "kind": k.KIND,
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"hibernatePolicy": "release", "agent": {"image": "img:1"}},
+        },
+    )
+    api.merge_patch(set_path(NS, name) + "/status", {"status": {"phase": "Running"}})
+
+
+def test_wake_on_a_running_set_is_a_no_op_success(kube: Any, env: dict[str, str]) -> None:
+    # The old main answered `error: ...: phase Running: the normal flow's` with exit 1.
+    api = KubeHTTP(kube.url)
+    _running(api, "up")
+    before = api.get(set_path(NS, "up"))
+    result = CliRunner().invoke(wake, ["up", "-n", NS], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"{NS}/up: already Running: nothing to do"
+    assert (
+        api.get(set_path(NS, "up"))["metadata"]["resourceVersion"]
+        == (before["metadata"]["resourceVersion"])
+    )
+
+
+def test_name_with_namespace_flag_and_bad_usage(kube: Any, env: dict[str, str]) -> None:
+    _running(KubeHTTP(kube.url), "up")
+    assert CliRunner().invoke(wake, ["up", "--namespace", NS], env=env).exit_code == 0
+    bare = CliRunner().invoke(wake, ["up"], env=env)
+    assert bare.exit_code == 2
+    assert bare.output.strip() == "error: 'up': give NS/NAME, or NAME with -n NS"
+    none = CliRunner().invoke(wake, [], env=env)
+    assert none.exit_code == 2 and "-l SELECTOR or --all" in none.output
+
+
+def test_wake_wait_in_a_full_pool_names_the_missing_seat(
+    kube: Any, env: dict[str, str], registry: DistributionServer
+) -> None:
+    api = KubeHTTP(kube.url)
+    _released(api, "agent")
+    push_image(registry.url, f"{PREFIX}/vk-{NS}-agent-0", k.TAG_HIBERNATE)
+    cs = api.get(set_path(NS, "agent"))
+    # What the wake function records when the scheduler answers for the restore pod
+    # (no scheduler runs here: the pod stays Pending, the set Waking).
+    message = "main pod agent-0 unschedulable: 0/2 nodes are available: 2 Insufficient seats."
+    api.post(
+        f"/api/v1/namespaces/{NS}/events",
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "agent.nocapacity", "namespace": NS},
+            "involvedObject": {
+                "apiVersion": k.API_VERSION,
+                "kind": k.KIND,
+                "name": "agent",
+                "namespace": NS,
+                "uid": cs["metadata"]["uid"],
+            },
+            "reason": k.REASON_WAKE_NO_CAPACITY,
+            "message": message,
+            "type": "Warning",
+            "firstTimestamp": "2026-01-01T00:00:00Z",
+            "lastTimestamp": "2026-01-01T00:00:00Z",
+            "count": 1,
+        },
+    )
+    result = CliRunner().invoke(wake, [f"{NS}/agent", "--wait", "1s"], env=env)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == (
+        f"error: {NS}/agent: wake requested, but still Waking after 1s: "
+        f"the pool has no free seat ({message})"
+    )
+
+
+def test_wake_wait_takes_kubectl_durations(kube: Any, env: dict[str, str]) -> None:
+    _running(KubeHTTP(kube.url), "up")
+    assert CliRunner().invoke(wake, [f"{NS}/up", "--wait", "5m"], env=env).exit_code == 0
+    bad = CliRunner().invoke(wake, [f"{NS}/up", "--wait", "soon"], env=env)
+    assert bad.exit_code == 2 and "not a duration like 30s or 5m" in bad.output
+
+
+def test_wake_output_json_is_typed(kube: Any, env: dict[str, str]) -> None:
+    import json
+
+    _running(KubeHTTP(kube.url), "up")
+    result = CliRunner().invoke(wake, [f"{NS}/up", "-o", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [
+        {
+            "set": f"{NS}/up",
+            "ok": True,
+            "phase": "Running",
+            "message": "already Running: nothing to do",
+            "steps": [],
+        }
+    ]
+
+
+def test_suspend_by_selector_and_all(kube: Any, env: dict[str, str]) -> None:
+    api = KubeHTTP(kube.url)
+    for name, team in (("a", "x"), ("b", "x"), ("c", "y")):
+        api.post(
+            set_path(NS),
+            {
+                "apiVersion": k.API_VERSION,
+                "kind": k.KIND,
+                "metadata": {"name": name, "namespace": NS, "labels": {"team": team}},
+                "spec": {"hibernatePolicy": "release", "agent": {"image": "img:1"}},
+            },
+        )
+    result = CliRunner().invoke(suspend, ["-n", NS, "-l", "team=x"], env=env)
+    assert result.exit_code == 0, result.output
+    suspended = {n: api.get(set_path(NS, n))["spec"].get("suspend") for n in "abc"}
+    assert suspended == {"a": True, "b": True, "c": None}
+    assert CliRunner().invoke(suspend, ["-n", NS, "--all"], env=env).exit_code == 0
+    assert api.get(set_path(NS, "c"))["spec"]["suspend"] is True
+
+
+def test_wake_of_a_running_set_asked_to_suspend_just_unsuspends(
+    kube: Any, env: dict[str, str]
+) -> None:
+    api = KubeHTTP(kube.url)
+    _running(api, "up")
+    api.merge_patch(set_path(NS, "up"), {"spec": {"suspend": True}})  # not acted on yet
+    result = CliRunner().invoke(wake, [f"{NS}/up"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"{NS}/up: spec.suspend=false; still Running"
+    assert api.get(set_path(NS, "up"))["spec"]["suspend"] is False
