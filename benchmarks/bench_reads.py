@@ -52,6 +52,8 @@ READS: tuple[tuple[str, str], ...] = (
     ),
 )
 
+WRITE = "patch_set"
+
 
 def run(*, quick: bool) -> dict[str, Any]:
     """Both backends in one run (real figures suffixed `_real`), plus real/embedded ratios."""
@@ -80,9 +82,19 @@ def run(*, quick: bool) -> dict[str, Any]:
             figures[f"read_{key}_p99{suffix}"] = figure(
                 percentile(xs, 99), "ms", f"as above, p99 over {len(xs)} samples"
             )
+        w = timed[WRITE]
+        samples[f"write_patch_set_ms{suffix}"] = w
+        p50[backend][WRITE] = statistics.median(w)
+        figures[f"write_patch_set_p50{suffix}"] = figure(
+            statistics.median(w),
+            "ms",
+            "for comparison, the write before each read: a merge PATCH of a CocoonSet's "
+            f"annotations (the official client); {len(w)} samples, {backend} Kubernetes API",
+        )
     if "embedded" in p50 and "real" in p50:
-        for key, _ in READS:
-            figures[f"read_{key}_real_over_embedded"] = figure(
+        for key in (*(key for key, _ in READS), WRITE):
+            name = "write_patch_set" if key == WRITE else f"read_{key}"
+            figures[f"{name}_real_over_embedded"] = figure(
                 p50["real"][key] / p50["embedded"][key],
                 "x",
                 f"p50 {p50['real'][key]:.2f} ms real vs {p50['embedded'][key]:.2f} ms embedded, "
@@ -119,11 +131,14 @@ def _run_backend(backend: str, *, runs: int) -> dict[str, list[float]]:
         }
         assert len(client.list_pods(ref, not_older_than=set_rv)) == 1
         timed: dict[str, list[float]] = {key: [] for key, _ in READS}
+        writes: list[float] = []
+        timed[WRITE] = writes
         n = 0
         for i in range(runs + 1):
             # Interleaved: each read meets the same machine and server state in turn.
             for key, _ in READS:
                 n += 1
+                w0 = time.perf_counter()
                 st.custom.patch_namespaced_custom_object(
                     k.GROUP,
                     k.VERSION,
@@ -138,6 +153,7 @@ def _run_backend(backend: str, *, runs: int) -> dict[str, list[float]]:
                 elapsed = (time.perf_counter() - t0) * 1000.0
                 if i > 0:  # the first round warms the connections
                     timed[key].append(elapsed)
+                    writes.append((t0 - w0) * 1000.0)
         return timed
 
 
