@@ -91,7 +91,28 @@ def run(*, quick: bool) -> dict[str, Any]:
             "for comparison, the write before each read: a merge PATCH of a CocoonSet's "
             f"annotations (the official client); {len(w)} samples, {backend} Kubernetes API",
         )
+        for key in sorted(k_ for k_ in timed if k_.startswith("release: ")):
+            xs = timed[key]
+            name = "release_request_" + key.removeprefix("release: ").replace(" ", "_").replace(
+                "/", "_"
+            )
+            samples[f"{name}_ms{suffix}"] = xs
+            p50[backend][name] = statistics.median(xs)
+            figures[f"{name}_p50{suffix}"] = figure(
+                statistics.median(xs),
+                "ms",
+                f"{key.removeprefix('release: ')} inside complete releases (reconcile_set of a "
+                f"main-only set, as bench_release counts them); {len(xs)} requests, {backend}",
+            )
     if "embedded" in p50 and "real" in p50:
+        for name in sorted(k_ for k_ in p50["real"] if k_.startswith("release_request_")):
+            if name in p50["embedded"]:
+                figures[f"{name}_real_over_embedded"] = figure(
+                    p50["real"][name] / p50["embedded"][name],
+                    "x",
+                    f"p50 {p50['real'][name]:.2f} ms real vs {p50['embedded'][name]:.2f} ms "
+                    "embedded, same run",
+                )
         for key in (*(key for key, _ in READS), WRITE):
             name = "write_patch_set" if key == WRITE else f"read_{key}"
             figures[f"{name}_real_over_embedded"] = figure(
@@ -154,7 +175,54 @@ def _run_backend(backend: str, *, runs: int) -> dict[str, list[float]]:
                 if i > 0:  # the first round warms the connections
                     timed[key].append(elapsed)
                     writes.append((t0 - w0) * 1000.0)
+        timed.update(_release_requests(st, runs=max(10, runs // 3)))
         return timed
+
+
+def _kind(what: str) -> str:
+    """`PATCH cocoonset bench/r0/status` -> `PATCH cocoonset/status` (one figure per kind)."""
+    verb, noun = what.split(" ")[:2]
+    return f"{verb} {noun}" + ("/status" if what.endswith("/status") else "")
+
+
+def _release_requests(st: Any, *, runs: int) -> dict[str, list[float]]:
+    """Every request of `runs` complete releases (reconcile_set), timed by kind: where the
+    release's time goes on each backend, reads and writes alike. Bench-only
+    instrumentation: the client's single send path is wrapped for the measurement."""
+    from shared.names import vm_name
+    from shared.reconcile import reconcile_set
+
+    names = [f"rel{i}" for i in range(runs + 1)]
+    for name in names:
+        cs = st.create_set(name, suspend=True, phase="Suspending", annotations={})
+        st.hibernated_main(cs)
+        st.push(vm_name(NS, name, 0))
+    out: dict[str, list[float]] = {}
+    client = st.client
+    send = client._call
+    record = False
+
+    def timed_call(what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return send(what, fn, *args, **kw)
+        finally:
+            if record:
+                out.setdefault(f"release: {_kind(what)}", []).append(
+                    (time.perf_counter() - t0) * 1000.0
+                )
+
+    client._call = timed_call
+    try:
+        for i, name in enumerate(names):
+            record = i > 0  # the first warms the registry client
+            done = reconcile_set(
+                SetRef(NS, name), kube=client, registry=st.snapshots, settings=st.settings
+            )
+            assert done.deleted_pods == 1, done
+    finally:
+        del client._call
+    return out
 
 
 def main() -> None:
