@@ -173,10 +173,11 @@ class _Run:
         if self.cs is None:
             return False
         # Listed by label, kept only if the set controls them (as the operator keeps them).
-        # Not older than the set as read (docs/reads.md): the set is unchanged from its
-        # resourceVersion until now, so these pods and that set are one state the
-        # cluster was in; anything newer meets a precondition on the write it would
-        # change (the set's CAS, a pod's uid + resourceVersion, the main pod's name).
+        # Not older than the set as read (docs/reads.md): every pod write made before the
+        # set's last write is in the answer, without waiting for the watch cache to hear
+        # of etcd's newest revision. What it may lack is milliseconds new, and each write
+        # it could mislead carries a precondition (the set's CAS, a pod's uid +
+        # resourceVersion, the main pod's deterministic name).
         # `pods_at`: the set's version before this invocation's own write to it.
         bound = pods_at or self.cs.metadata.resource_version
         self.pods = owned_pods(self.cs, tuple(self.kube.list_pods(self.ref, not_older_than=bound)))
