@@ -22,6 +22,7 @@ from typing import Any
 
 ORDER = [
     "kubeapi",
+    "reads",
     "coldstart",
     "ingest",
     "release",

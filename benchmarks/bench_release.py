@@ -269,6 +269,14 @@ def run(*, quick: bool) -> dict[str, Any]:
         suffix = "" if backend == "embedded" else "_real"
         figures.update({key + suffix: v for key, v in f.items()})
         samples.update({key + suffix: v for key, v in s_.items()})
+    if "release_latency_ms_real" in samples:
+        real, emb = (statistics.median(samples[f"release_latency_ms{s}"]) for s in ("_real", ""))
+        figures["release_latency_p50_real_over_embedded"] = figure(
+            real / emb,
+            "x",
+            f"release p50 {real:.1f} ms on the real kube-apiserver vs {emb:.1f} ms embedded, "
+            "same run (target <= 1.5x, docs/reads.md)",
+        )
     return {"figures": figures, "samples": samples}
 
 

@@ -80,6 +80,66 @@ class Query:
     rv_match: str
 
 
+def _too_large_resource_version(wanted: int, current: int) -> ApiError:
+    return ApiError(
+        504,
+        "Timeout",
+        # errors.NewTimeoutError prefixes "Timeout: " to the message.
+        f"Timeout: Too large resource version: {wanted}, current: {current}",
+        retry_after=1,
+        causes=[
+            Cause(
+                "ResourceVersionTooLarge",
+                f"Too large resource version: {wanted}, current: {current}",
+            )
+        ],
+    )
+
+
+def validate_list_options(q: Query) -> None:
+    """ValidateListOptions for a LIST (not a watch), as kube-apiserver: a 422 Invalid on
+    `ListOptions.meta.k8s.io` listing every broken rule
+    (k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go)."""
+    if not q.rv_match:
+        return
+    where = "resourceVersionMatch"
+    causes: list[Cause] = []
+    if not q.rv:
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                where,
+            )
+        )
+    if q.cont:
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                where,
+            )
+        )
+    if q.rv_match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            Cause(
+                "FieldValueNotSupported",
+                f'Unsupported value: "{q.rv_match}": supported values: "Exact", "NotOlderThan", ""',
+                where,
+            )
+        )
+    if q.rv_match == "Exact" and q.rv == "0":
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                where,
+            )
+        )
+    if causes:
+        raise errors.invalid("ListOptions", "meta.k8s.io", "", causes)
+
+
 @dataclass(slots=True)
 class WriteResult:
     code: int
@@ -205,7 +265,17 @@ class Api:
     def list_objects(
         self, rt: ResourceType, version: str, namespace: str | None, q: Query
     ) -> tuple[list[dict[str, Any]], bytes]:
-        """(items in served form, the List JSON) honouring selectors and pagination."""
+        """(items in served form, the List JSON) honouring selectors and pagination.
+
+        resourceVersion / resourceVersionMatch as kube-apiserver reads them for a LIST
+        (k8s.io/apiserver/pkg/storage/cacher/cacher.go, GetList): unset is the newest
+        state; `Exact` is the state at that revision; `NotOlderThan` (and a bare non-zero
+        resourceVersion) is any state at or after it, which this store, never behind,
+        answers with its newest. A revision the store has not reached yet is a 504
+        "Too large resource version" (kube-apiserver answers so after waiting up to 3 s
+        for its watch cache: nothing here is ever behind, so it answers at once).
+        """
+        validate_list_options(q)
         start_after: Key | None = None
         with self.store.lock:
             current_rv = self.store.rv
@@ -221,26 +291,15 @@ class Api:
                         "continue key is not valid: incorrect encoded start resourceVersion "
                         "(version meta.k8s.io/v1)"
                     ) from None
-            elif q.rv and q.rv != "0" and q.rv_match == "Exact":
+            elif q.rv and q.rv != "0":
                 try:
-                    snapshot_rv = int(q.rv)
+                    wanted = int(q.rv)
                 except ValueError:
                     raise errors.bad_request(f"invalid resource version: {q.rv!r}") from None
-                if snapshot_rv > current_rv:
-                    raise ApiError(
-                        504,
-                        "Timeout",
-                        # errors.NewTimeoutError prefixes "Timeout: " to the message.
-                        f"Timeout: Too large resource version: {snapshot_rv}, "
-                        f"current: {current_rv}",
-                        retry_after=1,
-                        causes=[
-                            Cause(
-                                "ResourceVersionTooLarge",
-                                f"Too large resource version: {snapshot_rv}, current: {current_rv}",
-                            )
-                        ],
-                    )
+                if wanted > current_rv:
+                    raise _too_large_resource_version(wanted, current_rv)
+                if q.rv_match == "Exact":
+                    snapshot_rv = wanted
             try:
                 overrides = (
                     self.store.overrides_since(rt.storage, snapshot_rv)

@@ -85,6 +85,11 @@ READ_ATTEMPTS = 3
 READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
 
+class ResourceVersionTooLarge(TransientError):
+    """A read bounded by a resourceVersion the server has not reached: it already
+    waited for it (kube-apiserver, 3 s), so the read is not repeated as it was."""
+
+
 def _status_message(body: str | None) -> tuple[str, str]:
     """(reason, message) of a Kubernetes `Status` body, tolerant of anything else."""
     status = _status(body)
@@ -145,6 +150,8 @@ def translate(err: BaseException, what: str) -> CocoonError:
             return _forbidden(text, message)
         if code == 401:
             return ConfigError(f"{text} (check the function's Kubernetes credentials)")
+        if code == 504 and "Too large resource version" in message:
+            return ResourceVersionTooLarge(text)
         if code in (0, 410, 429) or code >= 500:
             return TransientError(text)
         return PermanentError(text)
@@ -431,6 +438,8 @@ class KubeClient:
         for attempt in range(READ_ATTEMPTS):
             try:
                 return self._call(what, fn, *args, **kw)
+            except ResourceVersionTooLarge:
+                raise  # the caller decides (a bound the server did not reach)
             except TransientError as e:
                 if attempt + 1 >= READ_ATTEMPTS:
                     raise
@@ -568,13 +577,45 @@ class KubeClient:
 
     # --- pods -------------------------------------------------------------------
 
-    def list_pods(self, ref: SetRef) -> list[Pod]:
-        body = self._read(
-            f"LIST pods of {ref}",
-            self._core.list_namespaced_pod,
-            ref.namespace,
-            label_selector=f"{k.LABEL_SET_NAME}={ref.name}",
-        )
+    def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
+        """The pods labelled with the set's name (one LIST).
+
+        `not_older_than`: a resourceVersion the caller already holds (the set's, as
+        read): the answer is any state at or after it (`resourceVersionMatch=
+        NotOlderThan`), which kube-apiserver serves from its watch cache at once when
+        the cache has reached it. Without it the LIST is a consistent read, which since
+        v1.31 waits until the cache has caught up with etcd's newest revision: after a
+        write to any other resource that is a progress notification away, up to
+        ~100 ms (k8s.io/apiserver/pkg/storage/cacher/progress/watch_progress.go).
+        docs/reads.md says why each caller's bound is fresh enough.
+        """
+        what = f"LIST pods of {ref}"
+        selector = f"{k.LABEL_SET_NAME}={ref.name}"
+        if not not_older_than:
+            body = self._read(
+                what, self._core.list_namespaced_pod, ref.namespace, label_selector=selector
+            )
+            return [parse(Pod, item) for item in body.get("items") or []]
+        try:
+            body = self._read(
+                what,
+                self._core.list_namespaced_pod,
+                ref.namespace,
+                label_selector=selector,
+                resource_version=not_older_than,
+                resource_version_match="NotOlderThan",
+            )
+        except ResourceVersionTooLarge as e:
+            # The server did not reach the bound within its own wait (3 s): a cache
+            # that far behind, or resources kept in different etcd clusters (their
+            # revisions are not comparable). A consistent read asks for no bound and
+            # is what this LIST was before bounds: a decision, logged, taken once.
+            log.warning(
+                "bounded LIST answered too large; listing consistently", what=what, error=str(e)
+            )
+            body = self._read(
+                what, self._core.list_namespaced_pod, ref.namespace, label_selector=selector
+            )
         return [parse(Pod, item) for item in body.get("items") or []]
 
     def list_pods_matching(

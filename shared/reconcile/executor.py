@@ -166,12 +166,22 @@ class _Run:
 
     # --- state ------------------------------------------------------------------
 
-    def read(self, cs: CocoonSet | None = None) -> bool:
+    def read(self, cs: CocoonSet | None = None, *, pods_at: str | None = None) -> bool:
+        # GET by name: a quorum read of etcd (kube-apiserver serves no GET from its
+        # cache unless asked), ~2 ms; every set write that depends on it carries its
+        # resourceVersion.
         self.cs = cs if cs is not None else self.kube.get_set(self.ref)
         if self.cs is None:
             return False
         # Listed by label, kept only if the set controls them (as the operator keeps them).
-        self.pods = owned_pods(self.cs, tuple(self.kube.list_pods(self.ref)))
+        # Not older than the set as read (docs/reads.md): every pod write made before the
+        # set's last write is in the answer, without waiting for the watch cache to hear
+        # of etcd's newest revision. What it may lack is milliseconds new, and each write
+        # it could mislead carries a precondition (the set's CAS, a pod's uid +
+        # resourceVersion, the main pod's deterministic name).
+        # `pods_at`: the set's version before this invocation's own write to it.
+        bound = pods_at or self.cs.metadata.resource_version
+        self.pods = owned_pods(self.cs, tuple(self.kube.list_pods(self.ref, not_older_than=bound)))
         # What this invocation learned from the pods no longer holds after a re-read.
         self.reread.clear()
         return True
@@ -237,8 +247,8 @@ class _Run:
 
     # --- the loop ---------------------------------------------------------------
 
-    def run(self, initial: CocoonSet | None = None) -> Outcome:
-        if not self.read(initial):
+    def run(self, initial: CocoonSet | None = None, *, pods_at: str | None = None) -> Outcome:
+        if not self.read(initial, pods_at=pods_at):
             return self.outcome("not-found", "the set does not exist")
         for _ in range(MAX_STEPS):
             step = decide(self.observed())
@@ -763,6 +773,10 @@ def request_wake(
             "release-policy sets",
         )
     steps: tuple[str, ...] = ()
+    # The pods are read not older than the set as read here, not as this invocation
+    # writes it below: that write changes no pod, and a bound at its own revision would
+    # wait for the pods' watch cache to hear of it (~100 ms, docs/reads.md).
+    read_at = cs.metadata.resource_version
     if cs.spec.suspend:
         # Desired state, not a derived one: no precondition, so concurrent
         # requests all succeed and agree.
@@ -782,5 +796,5 @@ def request_wake(
         hook=hook,
         publisher=resolve_publisher(publisher, settings),
         settings=settings,
-    ).run(cs)
+    ).run(cs, pods_at=read_at)
     return replace(out, steps=steps + out.steps)

@@ -19,6 +19,7 @@ from tests.fixtures.registry import require_registry_binary
 
 EXPECTED = {
     "kubeapi",
+    "reads",
     "coldstart",
     "ingest",
     "release",
