@@ -20,8 +20,10 @@ them: an event dropped by the adapters never imports `kubernetes`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+from functions import report_wait
 from functions import settings as process_settings
 from shared import log
 from shared.clients import kube as kube_clients
@@ -89,6 +91,19 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
                 raise TransientError(
                     f"the registry announced {trigger.vm_name}:hibernate but does not serve "
                     "it yet; retry (the announcement can precede the tag)"
+                )
+            if out.result == "waiting":
+                # The push beat vk-cocoon's report (it pushes, removes the VM, then
+                # reports): wait for the report here, bounded (functions.report_wait).
+                out = report_wait.settle(
+                    ref,
+                    trigger.vm_name,
+                    out,
+                    kube=kube,
+                    reconcile=partial(
+                        reconcile_set, ref, kube=kube, registry=registry, settings=s
+                    ),
+                    settings=s,
                 )
         except (TransientError, ConfigError) as e:
             first_error = first_error or e
