@@ -100,9 +100,7 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
                     trigger.vm_name,
                     out,
                     kube=kube,
-                    reconcile=partial(
-                        reconcile_set, ref, kube=kube, registry=registry, settings=s
-                    ),
+                    reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
                     settings=s,
                 )
         except (TransientError, ConfigError) as e:
