@@ -87,11 +87,6 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
     for ref in refs:
         try:
             out = reconcile_set(ref, kube=kube, registry=registry, settings=s)
-            if out.result == "waiting" and _announced_but_not_served(trigger, registry):
-                raise TransientError(
-                    f"the registry announced {trigger.vm_name}:hibernate but does not serve "
-                    "it yet; retry (the announcement can precede the tag)"
-                )
             if out.result == "waiting":
                 # The push beat vk-cocoon's report (it pushes, removes the VM, then
                 # reports): wait for the report here, bounded (functions.report_wait).
@@ -102,6 +97,11 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
                     kube=kube,
                     reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
                     settings=s,
+                )
+            if out.result == "waiting" and _announced_but_not_served(trigger, registry):
+                raise TransientError(
+                    f"the registry announced {trigger.vm_name}:hibernate but does not serve "
+                    "it yet; retry (the announcement can precede the tag)"
                 )
         except (TransientError, ConfigError) as e:
             first_error = first_error or e
