@@ -1,4 +1,4 @@
-"""When a push invocation waits for vk-cocoon's report (functions/report_wait.py), and for how long."""
+"""When a push invocation waits for vk-cocoon's report (functions/report_wait.py), how long."""
 
 from __future__ import annotations
 
