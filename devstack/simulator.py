@@ -44,8 +44,10 @@ one of the local stack). It is a test double for the world, not a product:
   own when the registry has a ``:hibernate`` tag for its VM, and boots fresh
   only when it has none. The outcome is written to ``lifecycle-state-message``
   and kept in :attr:`Simulator.restores`. On ``hibernate=true`` it snapshots a
-  running VM once: it pushes a real ``<prefix>/<vm>:hibernate`` image to the
-  registry and only then writes lifecycle ``hibernated`` with the observed
+  running VM once, in vk-cocoon's order (:mod:`devstack.vkorder`): lifecycle
+  ``hibernating``, push a real ``<prefix>/<vm>:hibernate`` image to the
+  registry, remove the VM (``report_gap`` seconds, off the tick), and only
+  then write lifecycle ``hibernated`` with the observed
   generation -- the *pod's* ``cocoonset.cocoonstack.io/generation`` stamp,
   never the set's (it does not read the set) -- in one patch. A pod being
   deleted is finalized at once (grace 0); a deleted pod's seat frees.
@@ -79,7 +81,7 @@ from devstack.kubehttp import (
     set_path,
 )
 from devstack.placement import Bind, NodeInfo, place
-from devstack.registry import push_image
+from devstack.vkorder import DEFAULT_REPORT_GAP_S, Hibernation, VkHibernator
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
@@ -694,6 +696,10 @@ class Simulator:
     # The scheduler's pick among pending pods: FIFO or NEWEST_FIRST (see decide_scheduler).
     scheduler_order: str = FIFO
     _entered: dict[str, int] = field(default_factory=dict)
+    # vk-cocoon's push -> report gap (the VM's removal), see devstack.vkorder.
+    report_gap: float = DEFAULT_REPORT_GAP_S
+    vk: VkHibernator | None = None
+    _hibernated: set[tuple[str, str, int]] = field(default_factory=set)
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -721,6 +727,8 @@ class Simulator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.vk is not None:
+            self.vk.join()
 
     def __enter__(self) -> Simulator:
         self.start()
@@ -989,31 +997,38 @@ class Simulator:
             )
         self._emit("booted", action.namespace, action.name, f"{how} on {action.node}")
 
-    def _hibernate(self, action: HibernateVM) -> None:
-        path = pod_path(action.namespace, action.name)
-        self.api.merge_patch(
-            path,
-            {
-                "metadata": {
-                    "annotations": {k.ANN_LIFECYCLE_STATE: LifecycleState.HIBERNATING.value}
-                }
-            },
-        )
-        digest = push_image(self.registry_url, self._registry_repository(action.vm), "hibernate")
+    def _vk(self) -> VkHibernator:
+        if self.vk is None:
+            self.vk = VkHibernator(
+                api=self.api,
+                registry_url=self.registry_url,
+                gap=self.report_gap,
+                on_reported=self._on_reported,
+                on_error=self._record_error,
+            )
+        return self.vk
+
+    def _on_reported(self, h: Hibernation, digest: str) -> None:
+        self._hibernated.add((h.namespace, h.name, h.generation))
         # The snapshot is also kept on the node: the warm copy a wake may restore from.
-        self.node_snapshots.setdefault(action.node, set()).add(action.vm)
-        self.api.merge_patch(
-            path,
-            {
-                "metadata": {
-                    "annotations": {
-                        k.ANN_LIFECYCLE_STATE: LifecycleState.HIBERNATED.value,
-                        k.ANN_LIFECYCLE_GENERATION: str(action.generation),
-                    }
-                }
-            },
+        self.node_snapshots.setdefault(h.node, set()).add(h.vm)
+        self._emit("hibernated", h.namespace, h.name, digest)
+
+    def _hibernate(self, action: HibernateVM) -> None:
+        # Once per pod and round: a tick that read the pods before the report landed
+        # must not start a second hibernation of the same round.
+        if (action.namespace, action.name, action.generation) in self._hibernated:
+            return
+        self._vk().start(
+            Hibernation(
+                action.namespace,
+                action.name,
+                action.vm,
+                action.node,
+                action.generation,
+                self._registry_repository(action.vm),
+            )
         )
-        self._emit("hibernated", action.namespace, action.name, digest)
 
 
 def _manifest_exists(registry_url: str, repository: str, tag: str) -> bool:

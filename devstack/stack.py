@@ -47,6 +47,7 @@ from devstack.proc import free_port
 from devstack.processes import ManagedProcess, StackError, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from devstack.simulator import NodeSpec, SimEvent, Simulator
+from devstack.vkorder import DEFAULT_REPORT_GAP_S
 from functions.serve import default_source
 from shared import constants as k
 
@@ -104,6 +105,8 @@ class StackConfig:
     # The simulated scheduler's pick among pending pods (devstack.simulator.FIFO or
     # NEWEST_FIRST, kube-scheduler's backoff at its least kind).
     scheduler_order: str = "fifo"
+    # vk-cocoon's gap between its push and its `hibernated` report (devstack.vkorder).
+    report_gap: float = DEFAULT_REPORT_GAP_S
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -288,6 +291,7 @@ class Stack:
             interval=cfg.sim_interval,
             on_event=self.on_event,
             scheduler_order=cfg.scheduler_order,
+            report_gap=cfg.report_gap,
         )
         self.simulator.start()
         if cfg.tick_seconds > 0:

@@ -20,8 +20,10 @@ them: an event dropped by the adapters never imports `kubernetes`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+from functions import report_wait
 from functions import settings as process_settings
 from shared import log
 from shared.clients import kube as kube_clients
@@ -85,6 +87,17 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
     for ref in refs:
         try:
             out = reconcile_set(ref, kube=kube, registry=registry, settings=s)
+            if out.result == "waiting":
+                # The push beat vk-cocoon's report (it pushes, removes the VM, then
+                # reports): wait for the report here, bounded (functions.report_wait).
+                out = report_wait.settle(
+                    ref,
+                    trigger.vm_name,
+                    out,
+                    kube=kube,
+                    reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
+                    settings=s,
+                )
             if out.result == "waiting" and _announced_but_not_served(trigger, registry):
                 raise TransientError(
                     f"the registry announced {trigger.vm_name}:hibernate but does not serve "
@@ -111,8 +124,8 @@ def _announced_but_not_served(trigger: SnapshotPushed, registry: SnapshotRegistr
     """The pushed tag is absent although its push was just announced.
 
     A real Distribution server queues the manifest-push notification before it
-    links the tag (measured by `benchmarks/bench_seatfreed.py`: 4-6 % of pushes,
-    more under load), so the gate can read "absent" for a snapshot that is
+    links the tag (measured by an earlier, push-first `benchmarks/bench_seatfreed.py`:
+    4-6 % of pushes, more under load), so the gate can read "absent" for a snapshot that is
     landing. Acknowledging would leave the seat held until the next sweep;
     answering "retry" lets the registry (or Pub/Sub) redeliver at once. Asked
     only when the reconcile is waiting, so a normal release pays no extra HEAD.

@@ -150,6 +150,11 @@ class Settings:
     # Fair order among waiting wakes by a scheduling gate (shared.seats.order); False = off.
     seat_order: bool = True
     log_format: LogFormat = LogFormat.JSON
+    # How long a push-event invocation waits for vk-cocoon's `hibernated` report when the
+    # push beat it (docs/triggers.md); zero = never wait.
+    report_wait: timedelta = timedelta(seconds=4)
+    # epoch's object-store key prefix (its EPOCH_S3_PREFIX): tags are `<prefix>manifests/...`.
+    epoch_prefix: str = "epoch/"
 
     def namespace_allowed(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -228,6 +233,20 @@ class Settings:
                 "COCOON_PUSH_SERVICE_ACCOUNTS has no effect without COCOON_PUSH_AUDIENCE"
             )
 
+        wait_raw = (e.get("COCOON_REPORT_WAIT", "4s") or "4s").strip()
+        try:
+            report_wait = timedelta(0) if wait_raw in ("0", "off") else parse_duration(wait_raw)
+        except ValueError as err:
+            raise ConfigError(f"COCOON_REPORT_WAIT: {err} (or `off`)") from None
+        if report_wait > timedelta(minutes=5):
+            raise ConfigError(
+                f"COCOON_REPORT_WAIT={wait_raw!r} is over 5m: an invocation must answer "
+                "well inside its platform timeout"
+            )
+        epoch_prefix = e.get("COCOON_EPOCH_PREFIX", "epoch/")
+        if epoch_prefix.startswith("/") or "//" in epoch_prefix:
+            raise ConfigError(f"COCOON_EPOCH_PREFIX={epoch_prefix!r} is not an object-key prefix")
+
         return cls(
             kube_auth=kube_auth,
             kubeconfig=e.get("KUBECONFIG") or None,
@@ -248,4 +267,6 @@ class Settings:
             seat_reclaim_grace=grace,
             seat_order=order_raw == "gate",
             log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
+            report_wait=report_wait,
+            epoch_prefix=epoch_prefix,
         )

@@ -26,6 +26,7 @@ from shared.adapters.control import (
     require_json,
     unwrap_pubsub,
 )
+from shared.adapters.epoch import parse_gcs_finalized
 from shared.adapters.kube import parse_gke_audit, parse_knative, parse_set_changed
 from shared.adapters.registry import (
     harbor_event_data,
@@ -36,6 +37,7 @@ from shared.adapters.result import DropReason, Parsed, as_object, clip, loads, s
 from shared.config import Settings
 from shared.constants import (
     CE_AUDIT_WRITTEN,
+    CE_GCS_FINALIZED,
     CE_HARBOR_PUSHED,
     CE_KNATIVE_PING,
     CE_KNATIVE_PREFIX,
@@ -57,7 +59,10 @@ _CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
 
 # What each CloudEvent target takes (SPEC §11). A Pub/Sub message is admitted
 # by its outer type and then by the canonical type it stands for.
-ACCEPT_RELEASE = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED}) | _CHANGES
+ACCEPT_RELEASE = (
+    frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED, CE_GCS_FINALIZED})
+    | _CHANGES
+)
 ACCEPT_WAKE = frozenset({CE_WAKE_REQUESTED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_SWEEP = frozenset({CE_PUBSUB_PUBLISHED, CE_KNATIVE_PING, CE_SWEEP_REQUESTED})
 # What a Pub/Sub message can stand for and be parsed as (`control.classify_pubsub`).
@@ -135,6 +140,10 @@ def parse_parts(
         body = as_object(_json(data, what=ce_type), what="data")
         harbor_event_data(out, body, settings, event_id)
         return out
+    if ce_type == CE_GCS_FINALIZED:
+        # epoch's bucket on GCS, through an Eventarc storage trigger (docs/epoch.md).
+        body = as_object(_json(data, what=ce_type), what="data")
+        return parse_gcs_finalized(body, settings, event_id)
     if ce_type == CE_SET_CHANGED:
         return parse_set_changed(_json(data, what=ce_type), settings, event_id)
     if ce_type == CE_WAKE_REQUESTED:

@@ -685,6 +685,70 @@ class KubeClient:
             return None
         return parse(Pod, body)
 
+    def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
+        """The pod now, then the pod after each change, for up to `timeout` seconds.
+
+        Two requests whatever happens: a LIST by name (the state and the
+        resourceVersion to watch from) and one WATCH from there, which the
+        server ends after `timeout` (its `timeoutSeconds`) and the client
+        too (the read deadline). None stands for "gone". Stopping the
+        iteration closes the stream. Never re-established: a closed or
+        failed stream ends the iteration and the caller decides (see
+        `functions.report_wait`).
+        """
+        selector = f"metadata.name={name}"
+        body = self._read(
+            f"LIST pod {namespace}/{name}",
+            self._core.list_namespaced_pod,
+            namespace,
+            field_selector=selector,
+        )
+        items = body.get("items") or []
+        yield parse(Pod, items[0]) if items else None
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        deadline = time.monotonic() + timeout
+        left = deadline - time.monotonic()
+        if left <= 0 or not rv:
+            return
+        from kubernetes.watch.watch import iter_resp_lines  # noqa: PLC0415 - lazy: cold start
+
+        with self._lock:
+            self._requests += 1
+        try:
+            resp: Any = self._core.list_namespaced_pod(
+                namespace,
+                field_selector=selector,
+                watch=True,
+                resource_version=rv,
+                timeout_seconds=max(1, int(left + 0.999)),
+                _preload_content=False,
+                _request_timeout=(self._timeout[0], left + 1.0),
+            )
+        except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
+            log.info("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
+            return
+        try:
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    return
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    return  # 410 Gone and friends: the caller re-reads if it still cares
+                if kind == "DELETED":
+                    yield None
+                elif kind in ("ADDED", "MODIFIED"):
+                    yield parse(Pod, obj)
+                if time.monotonic() >= deadline:
+                    return
+        except _retryable_io_errors() as e:
+            # The read deadline, or the stream cut: the wait is over either way.
+            log.debug("pod watch ended", pod=f"{namespace}/{name}", error=str(e))
+        finally:
+            resp.close()
+            resp.release_conn()
+
     def create_pod(self, namespace: str, body: dict[str, Any]) -> Pod:
         name = (body.get("metadata") or {}).get("name", "")
         out = self._call(

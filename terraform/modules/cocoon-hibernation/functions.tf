@@ -24,6 +24,7 @@ locals {
     COCOON_SWEEP_MAX_SUSPENDS = tostring(var.sweep_max_suspends)
     COCOON_SEAT_RECLAIM_GRACE = var.seat_reclaim_grace
     COCOON_LOG_FORMAT         = "json"
+    COCOON_EPOCH_PREFIX       = var.epoch_bucket == null ? "epoch/" : var.epoch_bucket.prefix
   }
 
   # Pub/Sub OIDC push to ingest carries a Google ID token whose audience is

@@ -44,7 +44,7 @@ output "dead_letter_topics" {
 }
 
 output "dead_letter_attachments" {
-  description = "Input of infra/scripts/attach-dead-letters.sh, keyed by function (release, wake, sweep) and audit route (audit:<route>): each Eventarc trigger's full name, its subscription's ack deadline (at least its function's timeout, so a delivery is not redelivered while the function still runs) and, for retried triggers, the dead-letter topic (null for the sweep, which never retries). Keys are known at plan time; trigger names only after apply."
+  description = "Input of infra/scripts/attach-dead-letters.sh, keyed by function (release, wake, sweep), audit route (audit:<route>) and epoch:release (the storage trigger, with epoch_bucket): each Eventarc trigger's full name, its subscription's ack deadline (at least its function's timeout, so a delivery is not redelivered while the function still runs) and, for retried triggers, the dead-letter topic (null for the sweep, which never retries). Keys are known at plan time; trigger names only after apply."
   value = merge(
     {
       for k, f in google_cloudfunctions2_function.fn : k => {
@@ -59,6 +59,15 @@ output "dead_letter_attachments" {
         trigger               = t.id
         ack_deadline_seconds  = local.ack_deadline_seconds[local.audit_routes[k].function]
         dead_letter_topic     = google_pubsub_topic.dead_letter[local.audit_routes[k].function].id
+        max_delivery_attempts = var.dead_letter_max_delivery_attempts
+      }
+    },
+    {
+      # epoch's storage trigger (epoch.tf), when var.epoch_bucket is set.
+      for t in google_eventarc_trigger.epoch_finalized : "epoch:release" => {
+        trigger               = t.id
+        ack_deadline_seconds  = local.ack_deadline_seconds["release"]
+        dead_letter_topic     = google_pubsub_topic.dead_letter["release"].id
         max_delivery_attempts = var.dead_letter_max_delivery_attempts
       }
     },
