@@ -62,6 +62,7 @@ from shared.errors import (
     TransientError,
     UnreadableObject,
 )
+from shared.metric_names import METRIC_EVENTS
 from shared.models import CocoonSet, Pod
 
 if TYPE_CHECKING:
@@ -663,6 +664,7 @@ class KubeClient:
             )
         except AlreadyExists:
             return False
+        log.count(METRIC_EVENTS, namespace=ns, reason=reason, type=type)
         return True
 
 
