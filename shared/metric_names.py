@@ -27,7 +27,6 @@ METRIC_DROPPED: Final = "cocoon_hibernation_dropped_events_total"
 METRIC_RETRIES: Final = "cocoon_hibernation_retries_total"
 
 # Histograms, in seconds.
-METRIC_SEAT_FREED: Final = "cocoon_hibernation_seat_freed_seconds"
 METRIC_WAKE_DURATION: Final = "cocoon_hibernation_wake_seconds"
 METRIC_SEAT_WAIT: Final = "cocoon_hibernation_seat_wait_seconds"
 METRIC_RECLAIM_GRACE: Final = "cocoon_hibernation_reclaim_grace_seconds"
@@ -98,12 +97,6 @@ CATALOGUE: Final[tuple[Metric, ...]] = (
         "counter",
         "Retries this code decided, by operation.",
         ("operation",),
-    ),
-    Metric(
-        METRIC_SEAT_FREED,
-        "histogram",
-        "Seconds from the operator's Suspended status to the seat freed (pods deleted).",
-        ("namespace",),
     ),
     Metric(
         METRIC_WAKE_DURATION,

@@ -35,6 +35,10 @@ K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 
 SCHEMA_KINDS = {
     ("v1", "ConfigMap"),  # config.yaml, the self-hosted base's values
+    # deployment/deployment.yaml, the plain-Deployment variant
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
     ("v1", "Namespace"),
     ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
@@ -46,7 +50,17 @@ API_SERVER_SOURCE = ("sources.knative.dev/v1", "ApiServerSource")
 PING_SOURCE = ("sources.knative.dev/v1", "PingSource")
 AUDIT_POLICY = ("audit.k8s.io/v1", "Policy")
 KUBECONFIG = ("v1", "Config")
-STRUCTURAL_KINDS = {KNATIVE_SERVICE, API_SERVER_SOURCE, PING_SOURCE, AUDIT_POLICY, KUBECONFIG}
+# prometheus-operator/podmonitor.yaml; its CRD is checked by the server-side
+# dry run in test_kustomize.py.
+POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
+STRUCTURAL_KINDS = {
+    KNATIVE_SERVICE,
+    API_SERVER_SOURCE,
+    PING_SOURCE,
+    AUDIT_POLICY,
+    KUBECONFIG,
+    POD_MONITOR,
+}
 
 # Placeholders a user replaces; each must be explained in a comment of its file.
 PLACEHOLDER = re.compile(r"\b(REPLACE_ME_[A-Z_]+|PROJECT_ID|INGEST_URL|INGEST_TOKEN|NAMESPACE)\b")

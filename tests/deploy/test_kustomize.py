@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +159,7 @@ def test_each_required_key_is_required(tmp_path: Path, key: str) -> None:
 
 
 @pytest.mark.parametrize("components", [["knative"], ["deployment", "prometheus-operator"]])
-def test_a_variant_renders_nothing_placeholder_like(
-    tmp_path: Path, components: list[str]
-) -> None:
+def test_a_variant_renders_nothing_placeholder_like(tmp_path: Path, components: list[str]) -> None:
     rendered = yaml.safe_dump_all(_render(_copy(tmp_path, FILLED, components)))
     assert not PLACEHOLDER_LIKE.findall(rendered), PLACEHOLDER_LIKE.findall(rendered)
 
@@ -175,7 +172,7 @@ def _of(docs: list[dict[str, Any]], kind: str, api: str | None = None) -> list[d
 
 
 def test_the_deployment_variant_carries_the_values_and_no_knative_service(
-    deployment: list[dict[str, Any]],
+    deployment: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     assert not _of(deployment, "Service", "serving.knative.dev/v1")
     (deploy,) = _of(deployment, "Deployment")
@@ -187,9 +184,7 @@ def test_the_deployment_variant_carries_the_values_and_no_knative_service(
     assert env["COCOON_WAKE_DEADLINE"] == FILLED["wakeDeadline"]
     assert env["PORT"] == "8080"
     # The same process as the Knative variant: same environment names.
-    knative = _serve(
-        _render(_copy(Path(tempfile.mkdtemp()), FILLED, ["knative"]))  # noqa: S108 - a temp dir
-    )
+    knative = _serve(_render(_copy(tmp_path, FILLED, ["knative"])))
     assert {e["name"] for e in knative["env"]} | {"PORT"} == set(env)
 
 

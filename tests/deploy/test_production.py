@@ -280,7 +280,8 @@ def test_one_command_deploys_in_order(tmp_path: Path) -> None:
         tmp_path,
         {
             "terraform": f'echo "terraform $*" >> {log}\n'
-            f'case "$*" in *"output -raw kubernetes_rbac_manifest"*) printf %s "{manifest}" ;; esac\n',
+            'case "$*" in *"output -raw kubernetes_rbac_manifest"*) '
+            f'printf %s "{manifest}" ;; esac\n',
             "kubectl": f'echo "kubectl $*" >> {log}\n'
             f'case "$*" in "apply -f -") cat >> {log} ;; *current-context*) echo ctx ;; esac\n',
         },
@@ -397,7 +398,8 @@ def test_every_alert_has_a_runbook_entry(module: TfDir) -> None:
         assert alert["runbook"] in anchors, f"{name}: no heading for #{alert['runbook']}"
     policy = module.resource("google_monitoring_alert_policy", "alert")
     doc = blocks(policy, "documentation")[0]["content"]
-    assert "docs/runbook.md#${each.value.runbook}" in doc
+    assert "${local.docs_runbook}#${each.value.runbook}" in doc
+    assert module.locals["docs_runbook"] == "docs/runbook.md"
 
 
 def test_every_event_reason_has_a_runbook_entry() -> None:
