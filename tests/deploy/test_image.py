@@ -61,7 +61,8 @@ def image() -> str:
         if in_ci():
             pytest.fail(f"CI=true and {message}")
         pytest.skip(message)
-    done = _run(["bash", str(REPO_ROOT / "infra/scripts/build-image.sh"), "--local-base", TAG], 1400)
+    script = REPO_ROOT / "infra" / "scripts" / "build-image.sh"
+    done = _run(["bash", str(script), "--local-base", TAG], 1400)
     # A build failure is a failure, whatever the machine: the tools are there.
     assert done.returncode == 0, done.stderr[-4000:]
     image_id = done.stdout.strip().splitlines()[-1]
