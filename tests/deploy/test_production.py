@@ -434,3 +434,32 @@ def test_every_event_reason_has_a_runbook_entry() -> None:
 def test_no_citation_of_a_document_outside_the_repository(path: Path) -> None:
     text = path.read_text(encoding="utf-8", errors="replace")
     assert not re.search(r"\bSPEC §|EVENT-FORMATS", text), path
+
+
+def test_without_status_methods_no_audit_config_is_made(tmp_path: Path) -> None:
+    """Terraform itself evaluates the decision: only status writes need DATA_WRITE."""
+    from tests.deploy._terraform import console
+
+    text = (MODULE_DIR / "main.tf").read_text(encoding="utf-8")
+    (source,) = re.findall(r"^\s*routes_status_writes\s*=\s*(.+)$", text, re.MULTILINE)
+    expr = source.replace("values(local.audit_routes)", "[for m in methods : { method = m }]")
+    assert "local." not in expr and "var." not in expr, expr
+    cases = {
+        "defaults": [
+            "io.cocoonstack.cocoonset.v1.cocoonsets.patch",
+            "io.cocoonstack.cocoonset.v1.cocoonsets.status.patch",
+            "io.k8s.core.v1.pods.status.patch",
+        ],
+        # A push source for the snapshot, pod_status_audit_methods = []:
+        "push-source": [
+            "io.cocoonstack.cocoonset.v1.cocoonsets.update",
+            "io.cocoonstack.cocoonset.v1.cocoonsets.patch",
+            "io.k8s.core.v1.pods.patch",
+            "io.k8s.core.v1.pods.delete",
+        ],
+    }
+    got = {
+        name: console(tmp_path, f"[for methods in [{json.dumps(methods)}] : {expr}][0]")
+        for name, methods in cases.items()
+    }
+    assert got == {"defaults": True, "push-source": False}
