@@ -39,6 +39,7 @@ SCHEMA_KINDS = {
     ("apps/v1", "Deployment"),
     ("v1", "Service"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
     ("v1", "Namespace"),
     ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),

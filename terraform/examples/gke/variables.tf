@@ -48,7 +48,7 @@ variable "namespaces" {
 }
 
 variable "alert_notification_channels" {
-  description = "Notification channels for the wake-unschedulable alert."
+  description = "Notification channels for the alerts (docs/runbook.md)."
   type        = list(string)
   default     = []
 }

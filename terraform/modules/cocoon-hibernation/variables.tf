@@ -406,7 +406,7 @@ variable "ingest_push_service_accounts" {
 # --- alerting ----------------------------------------------------------------
 
 variable "alert_notification_channels" {
-  description = "Monitoring notification channel IDs (projects/P/notificationChannels/N) for the wake-unschedulable alert. Empty = the incident is only visible in the console."
+  description = "Monitoring notification channel IDs (projects/P/notificationChannels/N) for the alerts (docs/runbook.md). Empty = an incident is only visible in the console."
   type        = list(string)
   # null from a caller (the example passes its unset inputs through) means the default.
   nullable = false
