@@ -11,7 +11,9 @@
 # to update the subscriptions (roles/pubsub.editor, or
 # pubsub.subscriptions.update + setIamPolicy). Without them the apply fails
 # at this step with the script's message, and the next apply runs it again.
-# attach_dead_letters = false leaves it to a manual run of the script.
+# The script is read from the checkout the module comes from (a local path or
+# a git source: both carry infra/scripts). attach_dead_letters = false leaves
+# it to a manual run of the script.
 
 locals {
   dead_letter_attachments = merge(
