@@ -23,6 +23,8 @@ METRIC_EVENTS: Final = "cocoon_hibernation_events_total"
 METRIC_RELEASE_PENDING: Final = "cocoon_hibernation_release_pending_total"
 # An incoming event acknowledged without a reconcile, by target and reason.
 METRIC_DROPPED: Final = "cocoon_hibernation_dropped_events_total"
+# A write admission refused (quota, PodSecurity, a webhook), every time, by step.
+METRIC_ADMISSION_REFUSALS: Final = "cocoon_hibernation_admission_refusals_total"
 # A retry this code decided (a compare-and-swap re-read, a redelivery asked of the platform).
 METRIC_RETRIES: Final = "cocoon_hibernation_retries_total"
 
@@ -91,6 +93,13 @@ CATALOGUE: Final[tuple[Metric, ...]] = (
         "counter",
         "Incoming events acknowledged without a reconcile, by target and reason.",
         ("target", "reason"),
+    ),
+    Metric(
+        METRIC_ADMISSION_REFUSALS,
+        "counter",
+        "Writes the API server's admission refused (each refusal; the WriteRefused Event "
+        "is once per situation), by the step that wrote.",
+        ("namespace", "step"),
     ),
     Metric(
         METRIC_RETRIES,

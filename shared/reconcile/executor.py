@@ -57,7 +57,11 @@ from shared.errors import (
     TransientError,
 )
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
-from shared.metric_names import METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
+from shared.metric_names import (
+    METRIC_ADMISSION_REFUSALS,
+    METRIC_SEAT_WAIT,
+    METRIC_WAKE_DURATION,
+)
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.reconcile import owed
@@ -309,6 +313,7 @@ class _Run:
         owner with the server's own words; the sweep tries again on its next run."""
         name = _step_name(step)
         log.warning("write refused by admission", set=str(self.ref), step=name, error=str(err))
+        log.count(METRIC_ADMISSION_REFUSALS, namespace=self.ref.namespace, step=name)
         # Required, like every Event here: if its POST fails the invocation fails,
         # the redelivery meets the same refusal and the same name makes it once.
         self.required_event(

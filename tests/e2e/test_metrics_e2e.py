@@ -22,17 +22,31 @@ from functions.serve import create_app
 from shared import constants as k
 from shared.metric_names import (
     CATALOGUE,
+    METRIC_ADMISSION_REFUSALS,
     METRIC_EVENTS,
     METRIC_SWEEP_DURATION,
     METRIC_WAKE_DURATION,
 )
 from tests.conftest import REPO_ROOT
-from tests.e2e.test_release_e2e import hibernated_main, pushed_event, suspended_set
+from tests.e2e.test_real_cluster import (  # the real-cluster fixtures, reused by name
+    _changed,
+    _full_quota,
+    _hibernated,
+    _kubelet_finalizes,
+    _pushed,
+    _wake,
+    as_target,
+    real,
+    rworld,
+)
+from tests.e2e.test_release_e2e import hibernated_main, metric_lines, pushed_event, suspended_set
 from tests.e2e.test_wake_e2e import changed_event, report_live, wake_event
 from tests.fixtures.cocoon_objects import NS, SET, VM0
 from tests.fixtures.reconcile_world import World
 
 pytestmark = pytest.mark.e2e
+
+__all__ = ["as_target", "real", "rworld"]  # fixtures, found by pytest through these names
 
 
 def _post(client: Any, path: str, event: CloudEvent) -> int:
@@ -97,3 +111,21 @@ def test_metrics_show_the_release_the_wake_and_the_sweep(world: World, function_
     for m in CATALOGUE:
         kind = "histogram" if m.kind == "histogram" else "counter"
         assert f"# TYPE {m.name} {kind}" in text, m.name
+
+
+# --- admission refusals, on the real kube-apiserver (its admission plugins) ----------------
+
+
+def test_every_admission_refusal_is_counted(
+    rworld: World, as_target: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Event is once per situation; the counter counts each refused write."""
+    _hibernated(rworld)
+    assert _post(as_target("release"), "/", _pushed(rworld)) == 200
+    _kubelet_finalizes(rworld)
+    _full_quota(rworld)
+    capsys.readouterr()
+    assert _post(as_target("wake"), "/", _wake()) == 200
+    assert _post(as_target("wake"), "/", _changed()) == 200
+    counted = metric_lines(capsys.readouterr().out, METRIC_ADMISSION_REFUSALS)
+    assert [c["labels"] for c in counted] == [{"namespace": NS, "step": "CreateMain"}] * 2

@@ -39,6 +39,10 @@ locals {
       description = "Incoming events dropped without a reconcile, by target and reason (not ours, malformed, filtered)."
       labels      = ["target", "reason"]
     }
+    cocoon_hibernation_admission_refusals_total = {
+      description = "Writes the API server's admission refused (every refusal; the WriteRefused Event is once per situation), by step."
+      labels      = ["namespace", "step"]
+    }
     cocoon_hibernation_retries_total = {
       description = "Deliberate retries (a compare-and-swap conflict re-read, a redelivery asked of the platform), by operation."
       labels      = ["operation"]
