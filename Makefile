@@ -6,7 +6,7 @@ SHELL := /bin/bash
 UV ?= uv
 export UV_LINK_MODE ?= copy
 
-.PHONY: bootstrap sync sysdeps controlplane terraform-cli check test demo bench lock
+.PHONY: bootstrap sync sysdeps controlplane terraform-cli check test demo bench lock image
 
 bootstrap:
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -16,6 +16,12 @@ sync: bootstrap
 
 sysdeps:
 	@bash infra/scripts/ensure-registry.sh
+	@bash infra/scripts/ensure-image-tools.sh
+
+# The self-hosted image without a Docker engine (buildah; a Debian base made with
+# mmdebstrap when the upstream one cannot be pulled): see infra/scripts/build-image.sh.
+image: sysdeps
+	@bash infra/scripts/build-image.sh --local-base
 
 check: sync
 	$(UV) run ruff check .

@@ -361,7 +361,8 @@ def rbac_findings(
     cluster_bindings: Iterable[Mapping[str, Any]],
     namespace_bindings: Mapping[str, Iterable[Mapping[str, Any]]],
 ) -> list[Finding]:
-    """The bindings infra/k8s/gke-binding.yaml and namespace-binding.yaml create, checked."""
+    """The bindings Terraform's kubernetes_rbac_manifest creates (the shape of
+    infra/k8s/gke-binding.yaml and namespace-binding.yaml), checked."""
     want = d.runtime_users()
     out: list[Finding] = []
     missing = sorted(want - _bound(cluster_bindings, READER_ROLE))
@@ -372,7 +373,7 @@ def rbac_findings(
             Level.FAIL,
             "RBAC cluster reads",
             f"no ClusterRoleBinding to {READER_ROLE} for {', '.join(missing)} "
-            "(apply infra/k8s/gke-binding.yaml)",
+            "(apply it: terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -)",
         )
     )
     if not d.namespaces:
@@ -380,8 +381,8 @@ def rbac_findings(
             Finding(
                 Level.UNCHECKED,
                 "RBAC namespace writes",
-                "not checked: namespaces is empty: apply infra/k8s/namespace-binding.yaml in "
-                "every namespace that holds CocoonSets",
+                "not checked: namespaces is empty: list every namespace that holds CocoonSets "
+                "in rbac_namespaces and apply kubernetes_rbac_manifest",
             )
         )
     for ns in d.namespaces:
@@ -393,7 +394,7 @@ def rbac_findings(
                 Level.FAIL,
                 f"RBAC writes in {ns}",
                 f"no RoleBinding to {WRITER_ROLE} for {', '.join(missing)} "
-                "(apply infra/k8s/namespace-binding.yaml there)",
+                "(apply kubernetes_rbac_manifest: it binds every namespace in namespaces)",
             )
         )
     return out

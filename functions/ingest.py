@@ -39,6 +39,7 @@ from shared.adapters import (
 from shared.adapters.result import DropReason, clip
 from shared.config import Settings
 from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
+from shared.metric_names import METRIC_DROPPED
 from shared.triggers import Trigger, describe
 
 MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits with room
@@ -143,6 +144,7 @@ def handle(request: Any) -> Reply:
         parsed = _parse(route, body, request.content_type, config)
     except PermanentError as err:
         reason = DropReason.INVALID_NAME if isinstance(err, InvalidName) else DropReason.MALFORMED
+        log.count(METRIC_DROPPED, target="ingest", reason=reason.value)
         log.warning(
             "ingest event dropped",
             route=route,
@@ -211,6 +213,7 @@ def _read_body(stream: Any) -> bytes | None:
 
 def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
     for drop in parsed.dropped:
+        log.count(METRIC_DROPPED, target="ingest", reason=drop.reason.value)
         log.info(
             "ingest event dropped",
             route=route,

@@ -31,6 +31,7 @@ from shared.clients import pubsub as pubsub_clients
 from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
+from shared.metric_names import METRIC_RETRIES
 from shared.names import SetRef, parse_vm_name
 from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
@@ -174,4 +175,6 @@ def run(triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None
         else:
             log.info("trigger handled", **fields, outcome=outcome)
     if failure is not None:
+        # Failing the invocation is the retry: the platform redelivers the event.
+        log.count(METRIC_RETRIES, operation=f"redelivery:{target}")
         raise failure

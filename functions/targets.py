@@ -14,6 +14,7 @@ from functions import settings as process_settings
 from shared import log
 from shared.adapters import ACCEPT_RELEASE, ACCEPT_SWEEP, ACCEPT_WAKE, parse_cloudevent
 from shared.errors import PermanentError
+from shared.metric_names import METRIC_DROPPED
 
 
 def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
@@ -22,8 +23,10 @@ def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
         parsed = parse_cloudevent(event, settings=settings, accept=accept)
     except PermanentError as e:
         log.info("event acknowledged", target=target, outcome="malformed", reason=str(e))
+        log.count(METRIC_DROPPED, target=target, reason="malformed")
         return
     for drop in parsed.dropped:
+        log.count(METRIC_DROPPED, target=target, reason=drop.reason.value)
         log.info(
             "event dropped",
             target=target,

@@ -3,8 +3,9 @@
 Cloud Run forwards stdout lines that parse as JSON as `jsonPayload`, lifting
 `severity` and `message`; the counters of SPEC §8 are log lines too (a field
 `metric`), so log-based metrics in Terraform count them without a metrics
-client on the cold-start path. A long-running process (`serve`) adds a sink
-that also feeds Prometheus counters (`functions/metrics.py`).
+client on the cold-start path; histograms (`observe`) likewise, as
+distribution metrics. A long-running process (`serve`) adds sinks that also
+feed Prometheus (`functions/metrics.py`). The names: `shared.metric_names`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ _lock = threading.Lock()
 # Called with (metric, value, labels) on every count: `serve` feeds Prometheus from here.
 CounterSink = Callable[[str, int, Mapping[str, str]], None]
 _counter_sinks: list[CounterSink] = []
+# Called with (metric, seconds, labels) on every histogram sample.
+ObservationSink = Callable[[str, float, Mapping[str, str]], None]
+_observation_sinks: list[ObservationSink] = []
 
 
 class _State:
@@ -95,6 +99,32 @@ def count(metric: str, value: int = 1, **labels: str) -> None:
     emit("INFO", f"{metric} +{value}", metric=metric, value=value, labels=labels)
     for sink in tuple(_counter_sinks):
         sink(metric, value, labels)
+
+
+def observe(metric: str, seconds: float, **labels: str) -> None:
+    """One sample of a histogram of `shared.metric_names` (a distribution log metric).
+
+    A negative duration (clocks of two writers disagreeing) is recorded as 0:
+    a histogram has no negative bucket, and dropping it would hide the sample.
+    """
+    value = round(max(0.0, seconds), 3)
+    emit(
+        "INFO",
+        f"{metric} {value}s",
+        metric=metric,
+        value=value,
+        kind="histogram",
+        labels=labels,
+    )
+    for sink in tuple(_observation_sinks):
+        sink(metric, value, labels)
+
+
+def add_observation_sink(sink: ObservationSink) -> None:
+    """Also send every histogram sample to `sink` (idempotent)."""
+    with _lock:
+        if sink not in _observation_sinks:
+            _observation_sinks.append(sink)
 
 
 def add_counter_sink(sink: CounterSink) -> None:

@@ -7,20 +7,32 @@
 # field for them (hashicorp/terraform-provider-google#17697).
 #
 #   ./infra/scripts/attach-dead-letters.sh [TERRAFORM_ROOT_DIR]   # default terraform/examples/gke
+#   ./infra/scripts/attach-dead-letters.sh --from-env   # JSON in $COCOON_DEAD_LETTER_ATTACHMENTS
 #
-# Re-run it after every apply that creates or replaces a trigger (a new trigger
-# gets a new subscription). Idempotent. Needs gcloud, jq and terraform, and
+# The module runs it itself at apply time (--from-env, dead_letters.tf) unless
+# attach_dead_letters = false; then re-run it after every apply that creates or
+# replaces a trigger (a new trigger gets a new subscription). Idempotent.
+# Exits non-zero when a trigger has no subscription to update. Needs gcloud, jq
+# (and terraform without --from-env), and
 # permission to update the subscriptions (roles/pubsub.editor on the project,
 # or a custom role with pubsub.subscriptions.update/setIamPolicy).
 set -euo pipefail
 
-root="${1:-terraform/examples/gke}"
-attachments="$(terraform -chdir="${root}" output -json dead_letter_attachments)"
+if [ "${1:-}" = "--from-env" ]; then
+  attachments="${COCOON_DEAD_LETTER_ATTACHMENTS:?--from-env: COCOON_DEAD_LETTER_ATTACHMENTS is not set}"
+else
+  root="${1:-terraform/examples/gke}"
+  attachments="$(terraform -chdir="${root}" output -json dead_letter_attachments)"
+fi
 project_number=""
+missing=0
+list="$(mktemp)"
+trap 'rm -f "${list}"' EXIT
 
 jq -r 'to_entries[] | [.value.trigger, (.value.dead_letter_topic // "-"), (.value.max_delivery_attempts|tostring), (.value.ack_deadline_seconds|tostring)] | @tsv' \
-  <<<"${attachments}" |
-while IFS=$'\t' read -r trigger topic attempts ack_deadline; do
+  <<<"${attachments}" > "${list}"
+# fd 3, not stdin: gcloud inside the loop must not read the list.
+while IFS=$'\t' read -r -u 3 trigger topic attempts ack_deadline; do
   # trigger: projects/P/locations/L/triggers/T
   project="$(cut -d/ -f2 <<<"${trigger}")"
   location="$(cut -d/ -f4 <<<"${trigger}")"
@@ -31,7 +43,8 @@ while IFS=$'\t' read -r trigger topic attempts ack_deadline; do
   sub="$(gcloud eventarc triggers describe "${name}" --project "${project}" --location "${location}" \
           --format='value(transport.pubsub.subscription)')"
   if [ -z "${sub}" ]; then
-    echo "skip ${name}: no Pub/Sub subscription (yet)" >&2
+    echo "${name}: no Pub/Sub subscription: its dead letters and ack deadline are NOT set" >&2
+    missing=$((missing + 1))
     continue
   fi
   if [ "${topic}" = "-" ]; then
@@ -50,4 +63,8 @@ while IFS=$'\t' read -r trigger topic attempts ack_deadline; do
   gcloud pubsub subscriptions add-iam-policy-binding "${sub}" --project "${project}" \
     --member "serviceAccount:service-${project_number}@gcp-sa-pubsub.iam.gserviceaccount.com" \
     --role roles/pubsub.subscriber --quiet >/dev/null
-done
+done 3< "${list}"
+if [ "${missing}" -gt 0 ]; then
+  echo "${missing} trigger(s) without a subscription: re-run once Eventarc has created them" >&2
+  exit 1
+fi

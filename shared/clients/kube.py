@@ -65,6 +65,7 @@ from shared.errors import (
     UnreadableObject,
     WebhookDenied,
 )
+from shared.metric_names import METRIC_EVENTS
 from shared.models import CocoonSet, Pod
 
 if TYPE_CHECKING:
@@ -942,6 +943,7 @@ class KubeClient:
             )
         except AlreadyExists:
             return False
+        log.count(METRIC_EVENTS, namespace=ns, reason=reason, type=type)
         return True
 
 

@@ -36,6 +36,7 @@ instance from sleeping on a timer it is billed for.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
-from shared.durations import format_rfc3339
+from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
     AdmissionDenied,
@@ -56,6 +57,7 @@ from shared.errors import (
     TransientError,
 )
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
+from shared.metric_names import METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.reconcile import owed
@@ -98,6 +100,7 @@ from shared.reconcile.steps import (
 from shared.seats.keys import ANN_SEAT_WAIT
 from shared.seats.order import GATE as SEAT_GATE
 from shared.seats.order import LABEL_SEAT_LINE
+from shared.seats.reclaim import SeatWait
 
 if TYPE_CHECKING:
     from shared.seats.line import Advanced
@@ -508,9 +511,28 @@ class _Run:
             resource_version=cs.metadata.resource_version,
         )
         self.completed_wake = True
+        self._observe_wake(cs, step.placement)
         # The seat this wake took is settled: the next in line may try (the hand-off
         # at bind may have been missed: events are not guaranteed).
         self.tend_line("completed")
+
+    def _observe_wake(self, before: CocoonSet, placement: str) -> None:
+        """The wake's durations, from the records the CAS above just cleared.
+
+        Only the invocation whose compare-and-swap won gets here, so each wake is
+        observed once. A record that does not parse is no sample, not an error.
+        """
+        ns = self.ref.namespace
+        started = before.metadata.annotations.get(k.ANN_WAKE_STARTED)
+        if started:
+            with contextlib.suppress(ValueError):
+                waited = self.now - parse_rfc3339(started)
+                log.observe(
+                    METRIC_WAKE_DURATION, waited.total_seconds(), namespace=ns, placement=placement
+                )
+        wait = SeatWait.decode(before.metadata.annotations.get(ANN_SEAT_WAIT))
+        if wait is not None:
+            log.observe(METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
 
     def report_released(self, step: ReportReleased) -> None:
         cs = self.set

@@ -14,10 +14,9 @@ from __future__ import annotations
 from shared import constants as k
 from shared import log
 from shared.errors import AdmissionDenied, WebhookDenied
+from shared.metric_names import METRIC_ADMISSION_REFUSED
 from shared.models import CocoonSet
 from shared.reconcile.ports import KubeApi
-
-METRIC_ADMISSION_REFUSED = "cocoon_hibernation_admission_refused_total"
 
 
 def refusal_message(write: str, err: AdmissionDenied) -> str:

@@ -34,6 +34,7 @@ from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import AdmissionDenied, CocoonError, Conflict, NotFound
 from shared.lifecycle import LifecyclePublisher
+from shared.metric_names import METRIC_RECLAIM_GRACE
 from shared.models import CocoonSet
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
@@ -214,6 +215,7 @@ def reclaim_for(
         if victim is None:
             continue
         _report(kube, current, victim, cand, pod_uid, now=now, publisher=publisher)
+        log.observe(METRIC_RECLAIM_GRACE, (now - step.wait.since).total_seconds(), pool=cand.pool)
         if start_release is not None:
             try:
                 start_release(cand.ref)

@@ -28,6 +28,7 @@ when a transient error left work undone.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from shared.errors import (
     TransientError,
 )
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
+from shared.metric_names import METRIC_RELEASE_PENDING, METRIC_RETRIES, METRIC_SWEEP_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.reconcile.ports import KubeApi
@@ -206,6 +208,17 @@ class Sweeper:
     # --- the run -------------------------------------------------------------------
 
     def run(self) -> SweepSummary:
+        started = time.monotonic()
+        try:
+            return self._run()
+        finally:
+            log.observe(
+                METRIC_SWEEP_DURATION,
+                time.monotonic() - started,
+                dry_run="true" if self.dry_run else "false",
+            )
+
+    def _run(self) -> SweepSummary:
         for scope in self.settings.scopes:
             try:
                 for page in self.kube.list_sets(scope, limit=PAGE_SIZE):
@@ -234,6 +247,14 @@ class Sweeper:
             if plan.safety.needs_pods:
                 pod_checks.append((cs, plan.safety))
             else:
+                if plan.safety is SafetyNeed.RELEASE_PENDING:
+                    # Every run that still finds it counts: the stuck-Suspending alert
+                    # fires when a set is counted in every window for long enough.
+                    log.count(
+                        METRIC_RELEASE_PENDING,
+                        namespace=plan.ref.namespace,
+                        cocoonset=plan.ref.name,
+                    )
                 self._reconcile(plan.ref, plan.safety.value)
         if pod_checks:
             self._check_with_pods(pod_checks)
@@ -317,6 +338,7 @@ class Sweeper:
                 if attempt == 2:
                     self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.CONFLICT, due.message)
                     return
+                log.count(METRIC_RETRIES, operation="wake-timeout-record")
                 try:
                     current = self.kube.get_set(ref)
                 except CocoonError as err:

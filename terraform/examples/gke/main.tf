@@ -1,10 +1,14 @@
 # Example root module: cocoon-hibernation for one GKE cluster and one Artifact
-# Registry repository. Stage the source first:
+# Registry repository. Every input of the module can be set here (tests/deploy
+# holds the two lists equal). Once:
 #
-#   ./infra/scripts/build-source.sh
 #   terraform -chdir=terraform/examples/gke init -backend-config=bucket=<state-bucket>
-#   terraform -chdir=terraform/examples/gke apply
-#   ./infra/scripts/attach-dead-letters.sh terraform/examples/gke
+#
+# then every deploy is one command (docs/production.md): it stages the source,
+# applies (which also attaches the dead letters and ack deadlines) and applies
+# the Kubernetes bindings generated from the service accounts:
+#
+#   ./infra/scripts/deploy.sh terraform/examples/gke
 
 module "cocoon_hibernation" {
   source = "../../modules/cocoon-hibernation"
@@ -21,7 +25,7 @@ module "cocoon_hibernation" {
   namespaces        = var.namespaces
 
   alert_notification_channels = var.alert_notification_channels
-  labels                      = { "env" = var.environment }
+  labels                      = merge(var.labels, { "env" = var.environment })
 
   pod_status_audit_methods     = var.pod_status_audit_methods
   gke_data_write_audit_logs    = var.gke_data_write_audit_logs
@@ -34,4 +38,19 @@ module "cocoon_hibernation" {
   ingest_push_service_accounts = var.ingest_push_service_accounts
   eventarc_agent_wait          = var.eventarc_agent_wait
   log_metric_wait              = var.log_metric_wait
+
+  enable_apis                       = var.enable_apis
+  audit_methods                     = var.audit_methods
+  sweep_time_zone                   = var.sweep_time_zone
+  seat_reclaim_grace                = var.seat_reclaim_grace
+  sweep_max_suspends                = var.sweep_max_suspends
+  publish_lifecycle_events          = var.publish_lifecycle_events
+  max_instances                     = var.max_instances
+  dead_letter_retention             = var.dead_letter_retention
+  dead_letter_max_delivery_attempts = var.dead_letter_max_delivery_attempts
+  attach_dead_letters               = var.attach_dead_letters
+  rbac_namespaces                   = var.rbac_namespaces
+  alert_stuck_suspending_after      = var.alert_stuck_suspending_after
+  alert_function_errors             = var.alert_function_errors
+  epoch_bucket                      = var.epoch_bucket
 }

@@ -47,3 +47,8 @@ output "ingest_token_secret" {
   description = "Secret holding ingest's bearer token."
   value       = module.cocoon_hibernation.ingest_token_secret
 }
+
+output "kubernetes_rbac_manifest" {
+  description = "The functions' Kubernetes bindings with the real emails: terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -"
+  value       = module.cocoon_hibernation.kubernetes_rbac_manifest
+}

@@ -48,7 +48,7 @@ variable "namespaces" {
 }
 
 variable "alert_notification_channels" {
-  description = "Notification channels for the wake-unschedulable alert."
+  description = "Notification channels for the alerts (docs/runbook.md)."
   type        = list(string)
   default     = []
 }
@@ -119,4 +119,98 @@ variable "log_metric_wait" {
   description = "Wait after creating the log metrics, before the alert policy on them (e.g. 300s)."
   type        = string
   default     = null
+}
+
+variable "labels" {
+  description = "Extra labels on every labelled resource (env is added from `environment`)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "enable_apis" {
+  description = "Enable the Google APIs the module needs; false when they are managed elsewhere."
+  type        = bool
+  default     = null
+}
+
+variable "audit_methods" {
+  description = "GKE audit-log methods routed to release and wake (the module's default covers CocoonSet and pod writes)."
+  type        = list(string)
+  default     = null
+}
+
+variable "sweep_time_zone" {
+  description = "Time zone of sweep_schedule (tz database name, Etc/UTC by default)."
+  type        = string
+  default     = null
+}
+
+variable "seat_reclaim_grace" {
+  description = "How long a wake waits Unschedulable before it reclaims an idle reclaimable seat (30s by default), or off."
+  type        = string
+  default     = null
+}
+
+variable "sweep_max_suspends" {
+  description = "Idle suspends per sweep run (50 by default)."
+  type        = number
+  default     = null
+}
+
+variable "publish_lifecycle_events" {
+  description = "Create the lifecycle CloudEvents topic and publish to it (true by default)."
+  type        = bool
+  default     = null
+}
+
+variable "max_instances" {
+  description = "Upper bound on instances per function (10 by default)."
+  type        = number
+  default     = null
+}
+
+variable "dead_letter_retention" {
+  description = "Retention of the dead-letter topics and subscriptions (604800s by default)."
+  type        = string
+  default     = null
+}
+
+variable "dead_letter_max_delivery_attempts" {
+  description = "Delivery attempts before an event is dead-lettered (20 by default)."
+  type        = number
+  default     = null
+}
+
+variable "attach_dead_letters" {
+  description = "Attach dead letters and ack deadlines from the apply (needs gcloud and jq); false to run attach-dead-letters.sh by hand."
+  type        = bool
+  default     = null
+}
+
+variable "rbac_namespaces" {
+  description = "With namespaces empty: the namespaces holding CocoonSets, for the writer RoleBindings of kubernetes_rbac_manifest."
+  type        = list(string)
+  default     = null
+}
+
+variable "alert_stuck_suspending_after" {
+  description = "How long a set may stay Suspending before the alert (1800s by default)."
+  type        = string
+  default     = null
+}
+
+variable "alert_function_errors" {
+  description = "5xx answers per function in 10 minutes above which the error alert fires (10 by default)."
+  type        = number
+  default     = null
+}
+
+variable "epoch_bucket" {
+  description = "epoch's bucket ({name, location, prefix}): an Eventarc storage trigger sends its tag objects' finalize events to release (docs/epoch.md). null = no trigger."
+  type = object({
+    name     = string
+    location = string
+    prefix   = optional(string, "epoch/")
+  })
+  default = null
 }

@@ -1,5 +1,5 @@
-# The four targets of main.py (SPEC §11), one Cloud Run function each, all
-# from the same source archive. Environment per SPEC §11; `Settings.from_env`
+# The four targets of main.py (README, "How it works"), one Cloud Run function each, all
+# from the same source archive. Environment per README, "Configuration"; `Settings.from_env`
 # (shared/config.py) is the code side and tests/deploy checks they agree.
 
 data "google_pubsub_topic" "gcr" {
@@ -42,7 +42,7 @@ locals {
   # entry_point = the decorated function in main.py; trigger_topic = the
   # function's own Eventarc (Pub/Sub) trigger, null for the HTTP target.
   # retry_policy: the CF2 API defaults to dropping failed deliveries
-  # (EVENT-FORMATS §9.4), so release and wake ask for retries explicitly.
+  # (EventTrigger.retryPolicy is RETRY_POLICY_DO_NOT_RETRY unless set), so release and wake ask for retries explicitly.
   function_specs = {
     release = {
       entry_point     = "release"
@@ -93,7 +93,7 @@ resource "google_cloudfunctions2_function" "fn" {
   project     = var.project_id
   name        = local.function_names[each.key]
   location    = var.region
-  description = "cocoon-hibernation ${each.key} (SPEC §11)"
+  description = "cocoon-hibernation ${each.key} (docs/production.md)"
   labels      = local.labels
 
   build_config {
@@ -138,7 +138,7 @@ resource "google_cloudfunctions2_function" "fn" {
   dynamic "event_trigger" {
     for_each = each.value.trigger_topic == null ? [] : [each.value.trigger_topic]
     content {
-      # Pub/Sub-based triggers are regional only (EVENT-FORMATS §3.2).
+      # Pub/Sub-based triggers are regional only (Eventarc).
       trigger_region        = var.region
       event_type            = "google.cloud.pubsub.topic.v1.messagePublished"
       pubsub_topic          = event_trigger.value

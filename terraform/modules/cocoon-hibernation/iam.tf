@@ -13,11 +13,11 @@
 #                tag that goes with it). No upload, no package delete, no
 #                repository settings (repoAdmin had all three). The CloudEvent
 #                targets share one level-triggered reconciler and any of them
-#                may reconcile any set (SPEC §11): every GKE pod write reaches
+#                may reconcile any set (README, "How it works"): every GKE pod write reaches
 #                release as well as wake, so release, too, runs the wake's
 #                completion step (delete the :hibernate manifest once the VM
-#                is live, SPEC §5), as do sweep's safety net and ingest's audit
-#                path. Release's own path still never deletes a tag (SPEC §4).
+#                is live, README "Release and wake"), as do sweep's safety net and ingest's audit
+#                path. Release's own path still never deletes a tag (README, "Release and wake").
 #   ingest       secretmanager.secretAccessor on the ingest-token secret only
 #   all          pubsub.publisher on the lifecycle-events topic only (when enabled)
 # Trigger (one per CloudEvent function): run.invoker on its own function only,

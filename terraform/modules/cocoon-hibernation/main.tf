@@ -7,7 +7,7 @@
 #   own identity that may invoke only its function;
 # - no primitive role, no allUsers/allAuthenticatedUsers anywhere;
 # - release's and wake's triggers retry (RETRY_POLICY_RETRY): the functions
-#   ack what cannot succeed and fail only what a retry can fix (SPEC §10);
+#   ack what cannot succeed and fail only what a retry can fix (README, "Failure semantics");
 #   the sweep's does not (a tick is superseded by the next one).
 
 locals {
@@ -31,7 +31,7 @@ locals {
 
   labels = merge(var.labels, { "app" = "cocoon-hibernation" })
 
-  # Every audit method is routed to both release and wake (SPEC §11: both accept
+  # Every audit method is routed to both release and wake (README, "Event sources": both accept
   # audit CloudEvents, and any target may reconcile any set).
   shared_audit_routes = {
     for pair in setproduct(["release", "wake"], var.audit_methods) :
@@ -166,6 +166,16 @@ data "archive_file" "source" {
   source_dir  = var.source_dir
   output_path = "${path.root}/.terraform/tmp/${var.name_prefix}-function-source.zip"
   excludes    = ["**/__pycache__/**", "**/*.pyc"]
+
+  # Staged by infra/scripts/build-source.sh (infra/scripts/deploy.sh runs it
+  # before every apply): without it the archive would be of nothing, or of a
+  # directory that is not the product.
+  lifecycle {
+    precondition {
+      condition     = fileexists("${var.source_dir}/main.py") && fileexists("${var.source_dir}/requirements.txt")
+      error_message = "source_dir holds no staged source (main.py and requirements.txt): run ./infra/scripts/build-source.sh, or deploy with ./infra/scripts/deploy.sh, which stages it before every apply."
+    }
+  }
 }
 
 resource "google_storage_bucket_object" "source" {

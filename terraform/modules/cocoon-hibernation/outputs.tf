@@ -45,33 +45,7 @@ output "dead_letter_topics" {
 
 output "dead_letter_attachments" {
   description = "Input of infra/scripts/attach-dead-letters.sh, keyed by function (release, wake, sweep), audit route (audit:<route>) and epoch:release (the storage trigger, with epoch_bucket): each Eventarc trigger's full name, its subscription's ack deadline (at least its function's timeout, so a delivery is not redelivered while the function still runs) and, for retried triggers, the dead-letter topic (null for the sweep, which never retries). Keys are known at plan time; trigger names only after apply."
-  value = merge(
-    {
-      for k, f in google_cloudfunctions2_function.fn : k => {
-        trigger               = f.event_trigger[0].trigger
-        ack_deadline_seconds  = local.ack_deadline_seconds[k]
-        dead_letter_topic     = contains(local.retried_functions, k) ? google_pubsub_topic.dead_letter[k].id : null
-        max_delivery_attempts = var.dead_letter_max_delivery_attempts
-      } if length(f.event_trigger) > 0
-    },
-    {
-      for k, t in google_eventarc_trigger.audit : "audit:${k}" => {
-        trigger               = t.id
-        ack_deadline_seconds  = local.ack_deadline_seconds[local.audit_routes[k].function]
-        dead_letter_topic     = google_pubsub_topic.dead_letter[local.audit_routes[k].function].id
-        max_delivery_attempts = var.dead_letter_max_delivery_attempts
-      }
-    },
-    {
-      # epoch's storage trigger (epoch.tf), when var.epoch_bucket is set.
-      for t in google_eventarc_trigger.epoch_finalized : "epoch:release" => {
-        trigger               = t.id
-        ack_deadline_seconds  = local.ack_deadline_seconds["release"]
-        dead_letter_topic     = google_pubsub_topic.dead_letter["release"].id
-        max_delivery_attempts = var.dead_letter_max_delivery_attempts
-      }
-    },
-  )
+  value       = local.dead_letter_attachments
 }
 
 output "ingest_token_secret" {
@@ -82,4 +56,9 @@ output "ingest_token_secret" {
 output "ingest_push_audience" {
   description = "Audience for a Pub/Sub push subscription's oidc_token to <ingest_url>/pubsub (COCOON_PUSH_AUDIENCE, set once ingest_push_service_accounts is; Cloud Run accepts it too)."
   value       = local.ingest_push_audience
+}
+
+output "kubernetes_rbac_manifest" {
+  description = "The functions' Kubernetes bindings (ClusterRoleBinding of the reads, a RoleBinding of the writes per namespace of namespaces + rbac_namespaces) with the real runtime emails: `terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -` after infra/k8s/rbac.yaml."
+  value       = module.kubernetes_rbac.manifest
 }

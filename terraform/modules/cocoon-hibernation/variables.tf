@@ -27,7 +27,9 @@ variable "region" {
 variable "name_prefix" {
   description = "Prefix of every resource name. Functions become <prefix>-release, <prefix>-wake, <prefix>-sweep and <prefix>-ingest; service accounts <prefix>-<fn> and <prefix>-<fn>-trg, so it is kept short."
   type        = string
-  default     = "cocoon"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "cocoon"
 
   validation {
     condition     = can(regex("^[a-z][a-z0-9-]{1,11}[a-z0-9]$", var.name_prefix))
@@ -38,13 +40,17 @@ variable "name_prefix" {
 variable "labels" {
   description = "Labels added to every labelled resource."
   type        = map(string)
-  default     = {}
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = {}
 }
 
 variable "enable_apis" {
   description = "Enable the Google APIs the module needs. Set false when the project's APIs are managed elsewhere. APIs are never disabled on destroy."
   type        = bool
-  default     = true
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = true
 }
 
 # --- source ----------------------------------------------------------------
@@ -98,7 +104,9 @@ variable "vpc_connector" {
 variable "namespaces" {
   description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces. The Kubernetes writes are granted per namespace either way: apply infra/k8s/namespace-binding.yaml once per namespace listed here (or, when empty, per namespace holding CocoonSets). When set, the pod-status audit triggers are narrowed to these namespaces (one trigger per method and namespace)."
   type        = list(string)
-  default     = []
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = []
 
   validation {
     condition     = alltrue([for ns in var.namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", ns))])
@@ -109,6 +117,8 @@ variable "namespaces" {
 variable "audit_methods" {
   description = "GKE audit-log methodNames routed to release and wake (one Eventarc trigger per method and function). Writes to CocoonSets (reversed CRD group io.cocoonstack.cocoonset) and to pods. Pod status writes are routed to wake alone by pod_status_audit_methods. Reads are Data Access logs and deliberately absent."
   type        = list(string)
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
   default = [
     "io.cocoonstack.cocoonset.v1.cocoonsets.update",
     "io.cocoonstack.cocoonset.v1.cocoonsets.patch",
@@ -266,7 +276,9 @@ variable "sweep_schedule" {
 variable "sweep_time_zone" {
   description = "Time zone of sweep_schedule (tz database name)."
   type        = string
-  default     = "Etc/UTC"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "Etc/UTC"
 }
 
 variable "wake_deadline" {
@@ -289,7 +301,9 @@ variable "wake_deadline" {
 variable "seat_reclaim_grace" {
   description = "COCOON_SEAT_RECLAIM_GRACE: how long a wake must be unschedulable before it reclaims an idle reclaimable seat (e.g. 30s), or off."
   type        = string
-  default     = "30s"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "30s"
 
   # What shared/config.py accepts: `off`, or a duration as for wake_deadline.
   validation {
@@ -301,7 +315,9 @@ variable "seat_reclaim_grace" {
 variable "sweep_max_suspends" {
   description = "COCOON_SWEEP_MAX_SUSPENDS: idle suspends per sweep run (keeps one run from stampeding the registry)."
   type        = number
-  default     = 50
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = 50
 
   validation {
     condition     = var.sweep_max_suspends >= 0 && floor(var.sweep_max_suspends) == var.sweep_max_suspends
@@ -312,13 +328,17 @@ variable "sweep_max_suspends" {
 variable "publish_lifecycle_events" {
   description = "Create a topic for the lifecycle CloudEvents (released, waking, woken, ...) and set COCOON_EVENTS_TOPIC."
   type        = bool
-  default     = true
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = true
 }
 
 variable "max_instances" {
   description = "Upper bound on instances per function (a burst of audit events must not exhaust the API server)."
   type        = number
-  default     = 10
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = 10
 
   validation {
     condition     = var.max_instances >= 1 && var.max_instances <= 100
@@ -329,7 +349,9 @@ variable "max_instances" {
 variable "dead_letter_retention" {
   description = "How long undeliverable events are kept on the dead-letter topics and their inspection subscriptions (Pub/Sub duration, at most 31 days)."
   type        = string
-  default     = "604800s"
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "604800s"
 
   validation {
     condition     = can(regex("^[0-9]+s$", var.dead_letter_retention)) && try(tonumber(trimsuffix(var.dead_letter_retention, "s")) >= 600 && tonumber(trimsuffix(var.dead_letter_retention, "s")) <= 2678400, false)
@@ -340,7 +362,9 @@ variable "dead_letter_retention" {
 variable "dead_letter_max_delivery_attempts" {
   description = "Delivery attempts before an event goes to its dead-letter topic (applied by infra/scripts/attach-dead-letters.sh, see the module README)."
   type        = number
-  default     = 20
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = 20
 
   validation {
     condition     = var.dead_letter_max_delivery_attempts >= 5 && var.dead_letter_max_delivery_attempts <= 100
@@ -405,12 +429,61 @@ variable "ingest_push_service_accounts" {
 # --- alerting ----------------------------------------------------------------
 
 variable "alert_notification_channels" {
-  description = "Monitoring notification channel IDs (projects/P/notificationChannels/N) for the wake-unschedulable alert. Empty = the incident is only visible in the console."
+  description = "Monitoring notification channel IDs (projects/P/notificationChannels/N) for the alerts (docs/runbook.md). Empty = an incident is only visible in the console."
   type        = list(string)
-  default     = []
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = []
 
   validation {
     condition     = alltrue([for c in var.alert_notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
     error_message = "alert_notification_channels must be full channel IDs: projects/P/notificationChannels/N."
+  }
+}
+
+# --- Kubernetes RBAC -----------------------------------------------------------
+
+variable "rbac_namespaces" {
+  description = "Namespaces, besides `namespaces`, that get the writer RoleBinding in the kubernetes_rbac_manifest output. Needed only when `namespaces` is empty (all namespaces): list there every namespace that holds CocoonSets; a set elsewhere is read but its first write answers 403."
+  type        = list(string)
+  nullable    = false
+  default     = []
+
+  validation {
+    condition     = alltrue([for ns in var.rbac_namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", ns))])
+    error_message = "rbac_namespaces must be DNS-1123 labels."
+  }
+}
+
+# --- after the apply ------------------------------------------------------------
+
+variable "attach_dead_letters" {
+  description = "Run infra/scripts/attach-dead-letters.sh from the apply (terraform_data + local-exec) on every subscription Eventarc created: the dead-letter topic and an ack deadline covering the function's timeout (Eventarc's default is 10 s, so a slower delivery is redelivered while it still runs). Needs gcloud and jq where Terraform runs. false = run the script by hand after every apply that creates a trigger."
+  type        = bool
+  nullable    = false
+  default     = true
+}
+
+variable "alert_stuck_suspending_after" {
+  description = "How long a CocoonSet may stay suspended but not yet Suspended (the release waiting for its snapshot) before the stuck-Suspending alert fires (seconds, e.g. 1800s)."
+  type        = string
+  nullable    = false
+  default     = "1800s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.alert_stuck_suspending_after)) && try(tonumber(trimsuffix(var.alert_stuck_suspending_after, "s")) >= 600 && tonumber(trimsuffix(var.alert_stuck_suspending_after, "s")) <= 86400, false)
+    error_message = "alert_stuck_suspending_after must be between 600s and 86400s, written in seconds like 1800s."
+  }
+}
+
+variable "alert_function_errors" {
+  description = "5xx answers of one function within 10 minutes above which the error alert fires. A few are expected (a redelivered event after an API server restart)."
+  type        = number
+  nullable    = false
+  default     = 10
+
+  validation {
+    condition     = var.alert_function_errors >= 0 && floor(var.alert_function_errors) == var.alert_function_errors
+    error_message = "alert_function_errors must be a whole number >= 0."
   }
 }

@@ -53,7 +53,10 @@ variables {
   project_id  = "acme-prod"
   region      = "europe-west10"
   name_prefix = "cocoon"
-  source_dir  = "."
+  # The archive is mocked; the staged-source precondition still reads these.
+  source_dir = "tests/source"
+  # No gcloud here: the post-apply attach (a local-exec) stays off under mocks.
+  attach_dead_letters = false
   gke_cluster = {
     name     = "agents"
     location = "europe-west10-a"

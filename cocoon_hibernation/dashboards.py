@@ -1,0 +1,182 @@
+"""The two dashboards, generated from the one metric list (`shared.metric_names`).
+
+    uv run python -m cocoon_hibernation.dashboards          # rewrite both files
+    uv run python -m cocoon_hibernation.dashboards --check  # exit 1 if either is stale
+
+* `infra/observability/grafana-dashboard.json`: for the self-hosted `serve`
+  (Prometheus scraping `/metrics`); import it in Grafana.
+* `terraform/modules/cocoon-hibernation/dashboard.json.tftpl`: the Cloud
+  Monitoring dashboard the module creates (`google_monitoring_dashboard`), on
+  the log-based metrics, `${prefix}` being the module's name_prefix.
+
+One panel per metric: a counter as its per-second rate, summed by its most
+telling label; a histogram as its 50th and 95th percentiles. tests/deploy
+holds the committed files equal to this output, so a panel can only name a
+metric the code emits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from shared.metric_names import CATALOGUE, Metric
+
+REPO = Path(__file__).resolve().parent.parent
+GRAFANA = REPO / "infra" / "observability" / "grafana-dashboard.json"
+CLOUD = REPO / "terraform" / "modules" / "cocoon-hibernation" / "dashboard.json.tftpl"
+
+# The label a panel splits by: the one a person reads first.
+_SPLIT = ("reason", "placement", "target", "operation", "step", "pool", "namespace", "dry_run")
+
+
+def _split(metric: Metric) -> str:
+    return next(label for label in _SPLIT if label in metric.labels)
+
+
+def grafana() -> dict[str, Any]:
+    panels: list[dict[str, Any]] = []
+    for i, m in enumerate(CATALOGUE):
+        by = _split(m)
+        if m.kind == "counter":
+            targets = [
+                {
+                    "refId": "A",
+                    "expr": f"sum by ({by}) (rate({m.name}[5m]))",
+                    "legendFormat": f"{{{{{by}}}}}",
+                }
+            ]
+            unit = "ops"
+        else:
+            targets = [
+                {
+                    "refId": ref,
+                    "expr": f"histogram_quantile({q}, sum by (le) (rate({m.name}_bucket[5m])))",
+                    "legendFormat": f"p{int(q * 100)}",
+                }
+                for ref, q in (("A", 0.5), ("B", 0.95))
+            ]
+            unit = "s"
+        panels.append(
+            {
+                "id": i + 1,
+                "type": "timeseries",
+                "title": m.name,
+                "description": m.help,
+                "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                "gridPos": {"h": 8, "w": 12, "x": (i % 2) * 12, "y": (i // 2) * 8},
+                "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+                "targets": targets,
+            }
+        )
+    return {
+        "title": "cocoon-hibernation",
+        "uid": "cocoon-hibernation",
+        "schemaVersion": 39,
+        "editable": True,
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "label": "Prometheus",
+                }
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def cloud_monitoring() -> dict[str, Any]:
+    tiles: list[dict[str, Any]] = []
+    for i, m in enumerate(CATALOGUE):
+        metric_filter = (
+            f'metric.type="logging.googleapis.com/user/${{prefix}}_{m.name}" '
+            'resource.type="cloud_run_revision"'
+        )
+        if m.kind == "counter":
+            data_sets = [
+                {
+                    "plotType": "LINE",
+                    # `$${` is a literal `${` once templatefile has run.
+                    "legendTemplate": f"$${{metric.labels.{_split(m)}}}",
+                    "timeSeriesQuery": {
+                        "timeSeriesFilter": {
+                            "filter": metric_filter,
+                            "aggregation": {
+                                "alignmentPeriod": "60s",
+                                "perSeriesAligner": "ALIGN_RATE",
+                                "crossSeriesReducer": "REDUCE_SUM",
+                                "groupByFields": [f"metric.label.{_split(m)}"],
+                            },
+                        }
+                    },
+                }
+            ]
+        else:
+            data_sets = [
+                {
+                    "plotType": "LINE",
+                    "legendTemplate": f"p{p}",
+                    "timeSeriesQuery": {
+                        "timeSeriesFilter": {
+                            "filter": metric_filter,
+                            "aggregation": {
+                                "alignmentPeriod": "60s",
+                                "perSeriesAligner": "ALIGN_DELTA",
+                                "crossSeriesReducer": f"REDUCE_PERCENTILE_{p}",
+                            },
+                        }
+                    },
+                }
+                for p in (50, 95)
+            ]
+        tiles.append(
+            {
+                "xPos": (i % 2) * 6,
+                "yPos": (i // 2) * 4,
+                "width": 6,
+                "height": 4,
+                "widget": {"title": m.name, "xyChart": {"dataSets": data_sets}},
+            }
+        )
+    return {
+        "displayName": "cocoon-hibernation (${prefix})",
+        "mosaicLayout": {"columns": 12, "tiles": tiles},
+    }
+
+
+def render() -> dict[Path, str]:
+    return {
+        GRAFANA: json.dumps(grafana(), indent=2) + "\n",
+        CLOUD: json.dumps(cloud_monitoring(), indent=2) + "\n",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a file is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in render().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            continue
+        if args.check:
+            stale.append(path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(REPO)}")
+    for path in stale:
+        print(f"stale: {path.relative_to(REPO)} (run python -m cocoon_hibernation.dashboards)")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
