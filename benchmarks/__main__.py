@@ -1,6 +1,6 @@
 """Run every benchmark, write results/latest.json, PNG plots and a markdown table.
 
-uv run python -m benchmarks            # full run (what the README quotes)
+uv run python -m benchmarks            # full run (what docs/performance.md quotes)
 uv run python -m benchmarks --quick    # CI-sized smoke run of the harness
 uv run python -m benchmarks --only coldstart ingest
 """

@@ -45,7 +45,7 @@ ANN_LAST_WAKE: Final = "cocoonset.cocoonstack.io/last-wake-completed"
 ANN_WAKE_STARTED: Final = "cocoonset.cocoonstack.io/wake-started"
 # The wake whose WakeTimedOut was already emitted, so the sweep warns once per wake.
 ANN_WAKE_TIMEOUT_REPORTED: Final = "cocoonset.cocoonstack.io/wake-timeout-reported"
-# Durable "once" effects (README "Failure semantics"). A release round is named by
+# Durable "once" effects (docs/how-it-works.md#failure-semantics). A release round is named by
 # the set's generation at the stash (written in the stash, before any delete),
 # with the pods it sets out to delete; `release-reported` is the round whose
 # SeatReleased (and `released` lifecycle event) exists. Round != reported after

@@ -100,8 +100,9 @@ def decide(o: Observed) -> Step:
     o = replace(o, pods=owned_pods(cs, o.pods))
     if cs.metadata.deletion_timestamp is not None:
         return NotOurs("the set is being deleted")
-    # A completed wake whose report a crash left owed: emit it first (README
-    # "Failure semantics"); the marker was written with the hint-clearing CAS.
+    # A completed wake whose report a crash left owed: emit it first (see
+    # docs/how-it-works.md#failure-semantics); the marker was written with the
+    # hint-clearing CAS.
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
         return owed_wake

@@ -64,8 +64,9 @@ def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
     for scope in settings.scopes:
         # From the watch cache (milliseconds behind etcd): a stale line mostly delays
         # a turn (the next reconcile re-reads); at worst it opens the same short window
-        # in which a new wake is not yet seen waiting (README, "Fair order"). A quorum
-        # read of etcd cost every wake ~100 ms on a real kube-apiserver.
+        # in which a new wake is not yet seen waiting
+        # (docs/design.md#fair-order-among-waiting-wakes). A quorum read of etcd cost every
+        # wake ~100 ms on a real kube-apiserver.
         for page in kube.list_pods_matching(
             scope, f"{LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND, from_cache=True
         ):

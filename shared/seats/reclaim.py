@@ -10,7 +10,7 @@ functions, both pure (no clock, no I/O; the caller passes `now`):
   victim's seat was freed, or search for a victim;
 * :func:`choose_victim` ranks the candidates a list returned and picks one.
 
-Invariants (the reasons are in the README, "Seat reclaim"):
+Invariants (the reasons are in docs/design.md#reclaim-for-a-waiting-wake):
 
 - the grace period runs from the first unschedulable observation *of this
   main pod* (its uid is in the record), so a slow scheduler causes no churn

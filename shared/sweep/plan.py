@@ -81,8 +81,9 @@ class SafetyNeed(StrEnum):
     # release + unsuspended, another phase, hint still set: a wake whose
     # completion never ran (e.g. a stale status write).
     UNFINISHED_WAKE = "unfinished-wake"
-    # A SeatReleased or WakeCompleted a crash left owed (README "Failure
-    # semantics"): the durable marker is on the set, the reconcile emits it.
+    # A SeatReleased or WakeCompleted a crash left owed (see
+    # docs/how-it-works.md#failure-semantics): the durable marker is on the set,
+    # the reconcile emits it.
     REPORT_OWED = "report-owed"
 
     @property

@@ -181,6 +181,6 @@ def test_dependencies_come_from_the_lock_without_dev_or_local() -> None:
         assert not {"--all-extras", "--extra", "--all-groups"} & set(words), command
 
 
-@pytest.mark.parametrize("path", ["infra/k8s/knative/service.yaml", "README.md"])
+@pytest.mark.parametrize("path", ["infra/k8s/knative/service.yaml", "docs/deploy.md", "README.md"])
 def test_the_build_command_is_documented(path: str) -> None:
     assert "infra/Dockerfile" in (REPO_ROOT / path).read_text(encoding="utf-8")

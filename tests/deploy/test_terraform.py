@@ -1233,18 +1233,18 @@ def test_attach_script_sets_ack_deadlines_and_dead_letters(tmp_path: Path) -> No
     assert "--ack-deadline 540" in sweep and "--dead-letter-topic" not in sweep
 
 
-# --- the README's deploy section and the example ------------------------------------------
+# --- the deploy guide's Terraform section (docs/deploy.md) and the example -------------
 
 
 def _readme_deploy_section() -> str:
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "docs/deploy.md").read_text(encoding="utf-8")
     start = text.index("## Deploy (Google Cloud, Terraform)")
     end = text.index("\n## ", start + 1)
     return text[start:end]
 
 
 def test_readme_deploy_section_lists_the_example_inputs(example: TfDir) -> None:
-    """The README's input table is the example's variables, one for one."""
+    """The deploy guide's input table is the example's variables, one for one."""
     rows = re.findall(r"^\| `([a-z_]+)` \|", _readme_deploy_section(), flags=re.MULTILINE)
     assert len(rows) == len(set(rows)), "an input is listed twice"
     assert set(rows) == set(example.variables)
@@ -1253,12 +1253,12 @@ def test_readme_deploy_section_lists_the_example_inputs(example: TfDir) -> None:
 def test_every_variable_the_readme_names_can_be_set_in_the_example(
     module: TfDir, example: TfDir
 ) -> None:
-    """A module variable the README tells users to set must be an input of the example."""
+    """A module variable the deploy guide tells users to set must be an input of the example."""
     named = set(re.findall(r"`([a-z_]+)(?: = [^`]*)?`", _readme_deploy_section()))
     module_vars = named & set(module.variables)
-    assert module_vars, "the README's deploy section names no variable"
+    assert module_vars, "the deploy guide's Terraform section names no variable"
     missing = module_vars - set(example.variables)
-    assert not missing, f"the README names {sorted(missing)}, the example does not declare them"
+    assert not missing, f"the deploy guide names {sorted(missing)}, not in the example"
     # ... and the example passes each one through to the module.
     call = example.modules["cocoon_hibernation"]
     for name in module_vars:

@@ -7,13 +7,13 @@ faultproxy.py) between the function and each server. For each request index of
 a clean run and each fault kind (500 before applying, a cut before applying,
 applied and then the answer lost), the test delivers the event, redelivers it
 only after a non-2xx (a few times, as Eventarc/Pub/Sub would), then checks what
-a user relies on (README "Failure semantics"):
+a user relies on (docs/how-it-works.md#failure-semantics):
 
 - exactly one pod delete (release) or create (wake start); the stash and the
   keep-snapshot flag before the delete, `Waking` before the create, the tag
   dropped only after the VM is live;
 - exactly one Kubernetes Event per occurrence (SeatReleased, WakeCompleted);
-- the counters exactly once, except in the one window the README states (the
+- the counters exactly once, except in the one window docs/how-it-works.md states (the
   answer to the Event's create lost);
 - the lifecycle CloudEvents (`released`, `woken`) published, every copy with
   the occurrence's stable id;

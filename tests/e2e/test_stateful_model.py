@@ -17,7 +17,7 @@ After every step the safety invariants hold (never two mains, no delete before
 the stash, no tag dropped before a restored VM is live, no Event or count
 beyond what happened); at the end, with faults off and the world let run,
 everything converges and every owed report is out exactly once (counts within
-the README's window).
+the window of docs/how-it-works.md#failure-semantics).
 
 Bounded and replayable: `derandomize=True` fixes the examples (a failure
 replays on every run), 200 examples of at most 8 steps. What is faked and why:

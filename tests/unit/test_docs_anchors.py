@@ -111,7 +111,7 @@ def _files(root: Path) -> Iterator[Path]:
 def citations(root: Path) -> Iterator[Citation]:
     for path in _files(root):
         rel = path.relative_to(root)
-        in_docs = rel.parts[0] == "docs" and path.suffix == ".md"
+        in_docs = (rel.parts[0] == "docs" and path.suffix == ".md") or rel.as_posix() == "README.md"
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -142,7 +142,55 @@ def broken(root: Path) -> list[str]:
     return out
 
 
+# Every Markdown link target: `](target)` or `](target "title")`.
+LINK_TARGET = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.IGNORECASE)
+
+
+def broken_relative_links(root: Path) -> list[str]:
+    """Every relative link in a Markdown file (outside code) whose target file or
+    directory does not exist, as `file:line: target`. Anchors are the business of
+    `broken()`; here only the path before `#` counts."""
+    out: list[str] = []
+    for path in _files(root):
+        if path.suffix != ".md":
+            continue
+        rel = path.relative_to(root)
+        fence: str | None = None
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            m = FENCE.match(line)
+            if m:
+                mark = m.group(1)
+                if fence is None:
+                    fence = mark[0] * 3
+                elif mark.startswith(fence):
+                    fence = None
+                continue
+            if fence is not None or line.startswith("    "):
+                continue
+            for target in LINK_TARGET.findall(re.sub(r"`[^`]*`", "", line)):
+                if EXTERNAL.match(target):
+                    continue
+                file_part = target.split("#", 1)[0]
+                if not (path.parent / file_part).exists():
+                    out.append(f"{rel}:{no}: {target}")
+    return out
+
+
 # --- the repository ---------------------------------------------------------------
+
+
+def test_every_relative_link_in_the_markdown_resolves() -> None:
+    """README.md, docs/*.md and every other Markdown file of the repository."""
+    problems = broken_relative_links(ROOT)
+    assert not problems, "relative links to files that do not exist:\n" + "\n".join(problems)
+
+
+def test_the_readme_links_into_docs() -> None:
+    # Vacuity guard: the README is short because it links to docs/; those links exist.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = {t.split("#", 1)[0] for t in LINK_TARGET.findall(readme)}
+    assert {"docs/README.md", "docs/deploy.md", "docs/configuration.md"} <= targets
 
 
 def test_every_cited_docs_anchor_exists() -> None:
@@ -231,3 +279,19 @@ def test_skipped_directories_are_not_scanned(tmp_path: Path) -> None:
         {"docs/a.md": "# A\n", ".venv/lib/x.py": f"# {_DOCS}a.md#nothing\n"},
     )
     assert broken(root) == []
+
+
+def test_a_broken_relative_link_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "README.md": f"[ok]({_DOCS}a.md) [gone]({_DOCS}gone.md) [web](https://x.org/y.md)\n"
+            "[dir](docs) [here](#top) `[in code](nope.md)`\n"
+            "```\n[fenced](nope.md)\n```\n",
+            "docs/a.md": '[up](../README.md) [no](../infra/none.yaml "t") [mail](mailto:a@b)\n',
+        },
+    )
+    assert broken_relative_links(root) == [
+        "README.md:1: docs/gone.md",
+        "docs/a.md:1: ../infra/none.yaml",
+    ]

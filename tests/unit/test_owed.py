@@ -1,4 +1,4 @@
-"""Owed reports (README "Failure semantics"): when decide() emits one, and what names it.
+"""Owed reports (docs/how-it-works.md#failure-semantics): when decide() emits one, what names it.
 
 Pure: the decision half of the crash-safe once effects. The crash-point suite
 (tests/e2e/test_crash_points.py) checks the same promises end to end.

@@ -225,7 +225,7 @@ CASES: list[tuple[str, Observed, Step]] = [
         SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
     ),
     ("no-pods-already-suspended", obs({"phase": "Suspended"}, []), Done("released")),
-    # --- the round's report (README "Failure semantics")
+    # --- the round's report (docs/how-it-works.md#failure-semantics)
     (
         "released-round-is-reported-once-suspended",
         obs({"phase": "Suspended", "annotations": STASHED}, []),
