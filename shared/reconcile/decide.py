@@ -83,6 +83,35 @@ class Observed:
     # This invocation cleared the hint: the wake is finishing even though the
     # hint (the in-flight marker) is gone, so the phase still gets written.
     completed_wake: bool = False
+    # A cocoon-operator manages the same sets (COCOON_OPERATOR=present): nothing
+    # is done for a generation it has not observed yet (see `operator_behind`).
+    operator_present: bool = False
+
+
+def operator_behind(o: Observed) -> str | None:
+    """Why the functions must hold off for the operator (None = they may act).
+
+    The rule of docs/operator.md: beside a cocoon-operator, the functions never
+    delete a pod, create a restore pod, request hibernation, stamp a generation
+    or write a phase for a set generation the operator has not yet observed.
+    The proof that its informer cache has seen generation N is
+    `status.observedGeneration >= N`: the operator writes `cs.Generation` of its
+    cached object there on every status patch (cocoonset/status.go buildStatus),
+    and with COCOON_OPERATOR=present the functions never write that field, so
+    only the operator moves it. An operator acting on an older cached view is
+    what turned a release into a fresh boot over the user's snapshot
+    (createMainAgent on a cache that still says "not suspended") and a wake
+    into a re-hibernation of the just-restored VM.
+    """
+    if not o.operator_present:
+        return None
+    seen = o.cs.status.observed_generation or 0
+    if seen >= o.cs.generation:
+        return None
+    return (
+        f"waiting for cocoon-operator to observe generation {o.cs.generation} "
+        f"(status.observedGeneration={seen})"
+    )
 
 
 def owned_pods(cs: CocoonSet, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
@@ -105,6 +134,11 @@ def decide(o: Observed) -> Step:
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
         return owed_wake
+    behind = operator_behind(o)
+    if behind is not None:
+        # Every effect below acts on this generation; a report owed from an
+        # earlier occurrence (above) is not an act on the set and goes out.
+        return Wait(behind)
     failed = _failed_main(o)
     if failed is not None:
         return failed

@@ -201,9 +201,22 @@ class _Run:
         """The phase with the status the operator would write beside it (compare-and-swap)."""
         self.cs = self.kube.patch_set_status(
             self.ref,
-            {"status": build_status(self.set, self.pods, phase, now=self.now)},
+            {
+                "status": build_status(
+                    self.set,
+                    self.pods,
+                    phase,
+                    now=self.now,
+                    observed_generation=not self.operator_present,
+                )
+            },
             resource_version=self.set.metadata.resource_version,
         )
+
+    @property
+    def operator_present(self) -> bool:
+        # No settings (a unit test, a library caller): the functions act alone.
+        return self.settings is not None and self.settings.operator_present
 
     def _drop_pod(self, name: str) -> None:
         self.pods = tuple(p for p in self.pods if p.name != name)
@@ -222,6 +235,7 @@ class _Run:
             reread=dict(self.reread),
             registry_configured=self.registry is not None,
             completed_wake=self.completed_wake,
+            operator_present=self.operator_present,
         )
 
     def outcome(self, result: str, reason: str) -> Outcome:
