@@ -137,6 +137,10 @@ class UpstreamOperator:
     lag: float = 0.0
     pod_lag: float = 0.0
     requeue_after: float = REQUEUE_AFTER
+    # True plays a registry that deletes tags (epoch, cocoonstack's own registry):
+    # the DELETE by tag is carried out (here by the digest it names); False sends it
+    # to the registry as is (Distribution 2.8 answers 400).
+    registry_deletes_tags: bool = False
     actions: list[OpAction] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _history: deque[View] = field(default_factory=deque)
@@ -469,10 +473,12 @@ class UpstreamOperator:
 
     def _untag(self, ns: str, name: str, vm: str) -> None:
         """DeleteManifest(vm, "hibernate"): by tag, 404 tolerated."""
-        resp = requests.delete(
-            f"{self.registry_url.rstrip('/')}/v2/{self._repository(vm)}/manifests/{k.TAG_HIBERNATE}",
-            timeout=5,
-        )
+        ref = k.TAG_HIBERNATE
+        base = f"{self.registry_url.rstrip('/')}/v2/{self._repository(vm)}/manifests"
+        if self.registry_deletes_tags:
+            head = requests.head(f"{base}/{ref}", headers={"Accept": _ACCEPT}, timeout=5)
+            ref = head.headers.get("Docker-Content-Digest", ref) if head.ok else ref
+        resp = requests.delete(f"{base}/{ref}", timeout=5)
         if resp.status_code in (200, 202, 404):
             self._record("untag", ns, name, str(resp.status_code))
             return

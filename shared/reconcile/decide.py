@@ -225,6 +225,12 @@ def decide_release(o: Observed) -> Step:
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
             return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat")
+        stamp = round_to_stamp(cs, ())
+        if cs.hint and stamp is not None:
+            # Released, and not by us (our stash stamps the round before any delete):
+            # cocoon-operator's slot release wrote the hint and deleted the pods. The
+            # round is booked now so its SeatReleased goes out once, like ours.
+            return Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
             return owed
@@ -298,6 +304,27 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
     )
 
 
+def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
+    """A restore another actor completed first (cocoon-operator's wake arm drops the tag,
+    clears the hint and writes the phase the moment its pod watch sees the VM id).
+
+    The restored main is live, not being hibernated, the hint is gone, and the
+    functions have not booked this pod's wake (`last-wake-pod`): its completion
+    bookkeeping (the idle clock's `last-wake-completed`, the wake and seat-wait
+    records, the line's hand-off, WakeCompleted) is still to do, or the idle
+    sweep and reclaim would treat the just-woken set as idle since its suspend.
+    """
+    return (
+        main is not None
+        and main.annotations.get(k.ANN_RESTORE) == k.TRUE
+        and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
+        and not cs.hint
+        and main.live
+        and bool(main.metadata.uid)
+        and cs.metadata.annotations.get(k.ANN_LAST_WAKE_POD) != main.metadata.uid
+    )
+
+
 def released_seat_evidence(cs: CocoonSet) -> bool:
     """Whether a wake may touch `cs`: release policy, or state a release left behind.
 
@@ -313,7 +340,8 @@ def decide_wake(o: Observed) -> Step:
     hint = cs.hint
     phase = cs.phase
     main = main_pod(o.pods)
-    waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake
+    unbooked = unbooked_wake(cs, main) and cs.is_release
+    waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake or unbooked
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
         normal = NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
@@ -378,8 +406,11 @@ def decide_wake(o: Observed) -> Step:
         # the pod must not steer the delete to another set's snapshot.
         if vm0 not in o.dropped:
             return DropSnapshot(vm0)
-        if hint:
-            placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == hint else k.PLACEMENT_POOL
+        if hint or unbooked:
+            # Completed by the operator first: the hint is gone, the pod's preferred
+            # affinity still names the node it was for.
+            want = hint or main.preferred_node
+            placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == want else k.PLACEMENT_POOL
             return CompleteWake(placement)
         implied = Phase.RUNNING if main.ready else Phase.PENDING
         if phase is not implied:

@@ -505,6 +505,7 @@ class _Run:
                         k.ANN_HIBERNATED_ON_NODE: None,
                         k.ANN_WAKE_STARTED: None,
                         k.ANN_LAST_WAKE: format_rfc3339(self.now),
+                        k.ANN_LAST_WAKE_POD: pod_uid or None,
                         k.ANN_WAKE_REPORT_OWED: owed.wake_owed_value(
                             step.placement, pod_uid, cs.hint
                         ),
@@ -524,9 +525,12 @@ class _Run:
         cs = self.set
         identity = owed.release_identity(cs, step.round)
         n = len(step.pods)
+        # No pods recorded: the round's pods were deleted by cocoon-operator's own slot
+        # release (decide_release books such a round); its series counts them.
+        what = f"deleted {n} pod(s)" if n else "cocoon-operator deleted the pods"
         created = self.required_event(
             k.REASON_SEAT_RELEASED,
-            f"Snapshot verified in the registry; deleted {n} pod(s) to free the seat "
+            f"Snapshot verified in the registry; {what} to free the seat "
             f"(round {step.round}, hint node: {cs.hint or 'none'})",
             key=identity,
         )

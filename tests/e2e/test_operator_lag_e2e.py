@@ -307,3 +307,36 @@ def test_without_the_rule_a_stalled_operator_rehibernates_the_woken_vm(alone: Cl
     alone.hold(2.0)
     found = " ".join(alone.inv.violations)
     assert "stamp went back" in found or "flapped" in found, alone.inv.violations
+
+
+def reasons(c: Cluster, name: str, reason: str) -> int:
+    return sum(
+        1 for e in c.world.events(NS) if e.involved_object.name == name and e.reason == reason
+    )
+
+
+def test_what_the_operator_completes_first_is_booked_once(cluster: Cluster) -> None:
+    """Issue 24, 4 and 8: on a registry that deletes tags (epoch) the operator finishes
+    the wake first; before, the functions never booked it (no `last-wake-completed`,
+    so the idle sweep suspended the just-woken set again; no WakeCompleted), and a
+    release the operator did earned no SeatReleased."""
+    from shared.seats.keys import ANN_SEAT_WAIT
+
+    cluster.op.registry_deletes_tags = True
+    cluster.start()
+    release(cluster, "restarted")
+    assert [a for a in cluster.op.actions if a.kind == "delete"], "the operator released"
+    cluster.hold(0.5)
+    for name in SETS:
+        assert reasons(cluster, name, k.REASON_SEAT_RELEASED) == 1, name
+    wake(cluster, "restarted")
+    assert [a for a in cluster.op.actions if a.kind == "untag"], "the operator completed"
+    cluster.hold(0.5)
+    for name in SETS:
+        ann = cluster.world.get_set(NS, name)["metadata"].get("annotations") or {}
+        (pod,) = cluster.world.pods(NS, name)
+        assert ann.get(k.ANN_LAST_WAKE), name  # the idle clock restarts at the wake
+        assert ann.get(k.ANN_LAST_WAKE_POD) == pod.metadata.uid
+        assert k.ANN_WAKE_STARTED not in ann and ANN_SEAT_WAIT not in ann
+        assert reasons(cluster, name, k.REASON_WAKE_COMPLETED) == 1, name
+    assert cluster.inv.violations == []
