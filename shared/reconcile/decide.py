@@ -185,6 +185,21 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
     return None
 
 
+def unbound_restore(pod: Pod) -> bool:
+    """A wake's restore pod still waiting for a seat: no node, no VM, nothing to hibernate.
+
+    Suspending the set again while its wake waits (unschedulable or gated in the
+    seat line) must settle: vk-cocoon never sees an unbound pod, so it never
+    reports it `hibernated`, and the release would wait forever while the pod
+    kept its place in the line (and was the first to be ungated).
+    """
+    return (
+        pod.annotations.get(k.ANN_RESTORE) == k.TRUE
+        and not pod.spec.node_name
+        and not pod.annotations.get(k.ANN_VM_ID)
+    )
+
+
 def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
     if cs.phase is not Phase.SUSPENDING:
         return SetPhase(Phase.SUSPENDING, reason)
@@ -213,7 +228,8 @@ def decide_release(o: Observed) -> Step:
         sorted(
             p.name
             for p in active
-            if p.annotations.get(k.ANN_HIBERNATE) != k.TRUE or p.generation_stamp < cs.generation
+            if (p.annotations.get(k.ANN_HIBERNATE) != k.TRUE or p.generation_stamp < cs.generation)
+            and not unbound_restore(p)
         )
     )
     if unflagged:
@@ -240,6 +256,11 @@ def decide_release(o: Observed) -> Step:
     # Pods already being deleted are leaving: the gate skips them.
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
+        if unbound_restore(pod):
+            # Nothing to snapshot: its state is the `:hibernate` it was to restore from
+            # (checked in the registry below like every other VM's), so it goes without
+            # waiting for a report vk-cocoon will never write.
+            continue
         why = _hibernation_pending(cs, pod)
         if why is not None:
             return _stay_suspending(cs, why)
