@@ -45,6 +45,7 @@ from shared.reconcile.steps import (
     Done,
     DropSnapshot,
     FlagAndDelete,
+    JoinLine,
     NotOurs,
     PersistWaking,
     PodTarget,
@@ -63,6 +64,7 @@ from shared.reconcile.steps import (
     WaitInLine,
 )
 from shared.seats.order import GATE as SEAT_GATE
+from shared.seats.order import LABEL_SEAT_LINE
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 
@@ -83,6 +85,8 @@ class Observed:
     # This invocation cleared the hint: the wake is finishing even though the
     # hint (the in-flight marker) is gone, so the phase still gets written.
     completed_wake: bool = False
+    # Restore pods wait in their pool's seat line (COCOON_SEAT_ORDER=gate).
+    seat_order: bool = False
     # A cocoon-operator manages the same sets (COCOON_OPERATOR=present): nothing
     # is done for a generation it has not observed yet (see `operator_behind`).
     operator_present: bool = False
@@ -415,6 +419,17 @@ def decide_wake(o: Observed) -> Step:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
                 return PersistWaking(stamp_started=stamp)
+            if (
+                o.seat_order
+                and not main.spec.node_name
+                and main.annotations.get(k.ANN_RESTORE) == k.TRUE
+                and LABEL_SEAT_LINE not in main.labels
+            ):
+                # The operator's own restore pod (it often wins the create): outside
+                # the line it would race the gated waiters ungated, and go unseen.
+                return JoinLine(
+                    main.name, main.metadata.uid or "", main.metadata.creation_timestamp or ""
+                )
             if SEAT_GATE in main.scheduling_gates:
                 return WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
             message = main.unschedulable_message()

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
-from shared.durations import format_rfc3339
+from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
     AdmissionDenied,
@@ -76,6 +76,7 @@ from shared.reconcile.steps import (
     Done,
     DropSnapshot,
     FlagAndDelete,
+    JoinLine,
     NotOurs,
     PersistWaking,
     Probe,
@@ -236,6 +237,7 @@ class _Run:
             registry_configured=self.registry is not None,
             completed_wake=self.completed_wake,
             operator_present=self.operator_present,
+            seat_order=self.settings is not None and self.settings.seat_order,
         )
 
     def outcome(self, result: str, reason: str) -> Outcome:
@@ -391,6 +393,8 @@ class _Run:
             self.dropped.add(step.vm)
         elif isinstance(step, CompleteWake):
             self.complete_wake(step)
+        elif isinstance(step, JoinLine):
+            self.adopt_into_line(step)
         elif isinstance(step, ReportReleased):
             self.report_released(step)
         elif isinstance(step, ReportWoken):
@@ -490,6 +494,35 @@ class _Run:
             except (TransientError, NotFound) as e:
                 log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
         lifecycle.emit(self.publisher, event)
+
+    def adopt_into_line(self, step: JoinLine) -> None:
+        from shared.seats.order import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
+
+        since = self.set.metadata.annotations.get(k.ANN_WAKE_STARTED) or step.since
+        if k.ANN_WAKE_STARTED not in self.set.metadata.annotations and step.since:
+            # The wake's start (the sweep's deadline clock): the operator persists
+            # `Waking` and creates the pod in one pass, so its creation is the start.
+            self.cs = self.kube.patch_set(
+                self.ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: step.since}}}
+            )
+        pool = self.set.spec.node_pool or k.DEFAULT_POOL
+        place = parse_rfc3339(since) if since else self.now
+        # Labels and a place only: a scheduling gate cannot be added to a pod after its
+        # creation, so it waits ungated, but in the line (older waiters stay ahead of the
+        # gated ones behind it, and `status --seats` shows it).
+        pod = self.kube.patch_pod(
+            self.ref.namespace,
+            step.pod_name,
+            {
+                "metadata": {
+                    "uid": step.pod_uid,
+                    "labels": {LABEL_SEAT_LINE: pool},
+                    "annotations": {ANN_QUEUED_AT: micro(place)},
+                }
+            },
+        )
+        self._replace_pod(pod)
+        log.info("the operator's restore pod joined the seat line", set=str(self.ref), pod=pod.name)
 
     def complete_wake(self, step: CompleteWake) -> None:
         cs = self.set

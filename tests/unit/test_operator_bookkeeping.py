@@ -21,7 +21,15 @@ from typing import Any
 
 from shared import constants as k
 from shared.reconcile.decide import Observed, decide
-from shared.reconcile.steps import CompleteWake, Done, DropSnapshot, NotOurs, ReportReleased, Stash
+from shared.reconcile.steps import (
+    CompleteWake,
+    Done,
+    DropSnapshot,
+    JoinLine,
+    NotOurs,
+    ReportReleased,
+    Stash,
+)
 from tests.fixtures.cocoon_objects import VM0, make_pod, make_set
 
 LIVE = {"restore": True, "node": "node-a", "vm_id": "vm-123", "running": True, "ready": True}
@@ -96,3 +104,29 @@ def test_a_release_the_operator_did_is_booked_once() -> None:
 
 def test_suspended_before_first_boot_released_nothing() -> None:
     assert decide(released()) == Done("released")
+
+
+# --- 7: the operator's own restore pods join the seat line ------------------------------
+
+WAITING = {
+    "restore": True,
+    "node": None,
+    "vm_id": None,
+    "unschedulable": "0/2 nodes are available",
+}
+
+
+def operator_waking(**extra: Any) -> Observed:
+    cs = make_set(suspend=False, phase="Waking", hint="node-a")
+    pod = make_pod(**WAITING)
+    meta = pod.metadata.model_copy(update={"creation_timestamp": "2026-01-01T00:00:00Z"})
+    return Observed(cs=cs, pods=(pod.model_copy(update={"metadata": meta}),), **extra)
+
+
+def test_an_operator_restore_pod_outside_the_line_joins_it() -> None:
+    step = decide(operator_waking(seat_order=True))
+    assert step == JoinLine("agent-0", "pod-uid-1", "2026-01-01T00:00:00Z")
+
+
+def test_without_the_fair_order_it_is_left_alone() -> None:
+    assert not isinstance(decide(operator_waking()), JoinLine)
