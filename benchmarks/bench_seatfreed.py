@@ -18,9 +18,9 @@ warms `ingest` (its first relevant event loads the Kubernetes client) and is
 not counted. Both backends side by side in one run: the embedded API, then a
 real kube-apiserver when its binaries are built (`make controlplane`).
 
-The comparison point: the reference operator notices a finished hibernation by
-polling every 5 s, so its expected time is ~2.5 s on average (5 s at worst)
-plus its own work.
+No comparison with cocoon-operator here: it does not poll, it reconciles on the
+pod's annotation change (its 5 s requeue is a fallback). The functions beside
+it and alone, side by side with it, are `bench_operator.py`.
 
 Run: `uv run python -m benchmarks.bench_seatfreed` (`--quick`: 5 runs, embedded only).
 """
@@ -48,7 +48,6 @@ from shared import constants as k
 from shared.names import vm_name
 
 NS = "bench"
-OPERATOR_POLL_S = 5.0
 NOTIFY_TIMEOUT = "5s"  # infra/registry-config/config.yml
 RUN_TIMEOUT_S = 30.0
 
@@ -129,7 +128,7 @@ def rig(backend: str) -> Iterator[tuple[Any, Any, str, Path]]:
     from functions.serve import default_source
     from shared.clients.kube import KubeClient
     from shared.clients.registry import RegistryClient
-    from shared.config import Settings, parse_registry_base
+    from shared.config import OperatorMode, Settings, parse_registry_base
 
     token = secrets.token_urlsafe(24)
     port = free_port()
@@ -149,6 +148,7 @@ def rig(backend: str) -> Iterator[tuple[Any, Any, str, Path]]:
             kubeconfig=str(kubeconfig),
             registry_base=parse_registry_base(f"{registry.host}/{prefix}"),
             registry_insecure=True,
+            operator=OperatorMode.ABSENT,  # no operator here: the functions alone
         )
         conf = client.Configuration()
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=conf)
@@ -182,6 +182,7 @@ def rig(backend: str) -> Iterator[tuple[Any, Any, str, Path]]:
                 "COCOON_REGISTRY_INSECURE": "true",
                 "COCOON_INGEST_TOKEN": token,
                 "COCOON_LOG_FORMAT": "json",
+                "COCOON_OPERATOR": "absent",
             },
             cwd=Path(tmp),
         )
@@ -316,7 +317,6 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     samples: dict[str, list[float]] = {}
     p: dict[str, tuple[float, float, float]] = {}
-    poll_mean_ms = OPERATOR_POLL_S / 2 * 1000.0
     for backend in backends:
         if backend == "real" and not real_available():
             figures["seat_freed_real"] = figure(
@@ -334,9 +334,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "ms",
             f"push of <vm>:hibernate completed at a real Distribution registry -> main pod "
             f"DELETE at the API (pod watch), through Distribution's notification -> `ingest` "
-            f"(functions-framework) -> release reconcile; {where}; {len(lat)} runs, warm. "
-            f"The reference operator polls every {OPERATOR_POLL_S:g} s: expected "
-            f"~{poll_mean_ms:.0f} ms mean (up to {OPERATOR_POLL_S * 1000:.0f} ms) plus its work",
+            f"(functions-framework) -> release reconcile; {where}; {len(lat)} runs, warm; "
+            f"the functions alone (no operator)",
         )
         figures[f"seat_freed_p99{suffix}"] = figure(
             p99, "ms", f"as above, p99 over {len(lat)} runs (max {max(lat):.0f} ms)"
@@ -351,12 +350,6 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             f"the tag): the reconcile's HEAD found nothing, the set stayed Suspending and the "
             f"seat stays held until the next sweep; not in p50/p99 (which are over the "
             f"{len(lat)} pushes the event path released). VMs: {', '.join(waited)}",
-        )
-        figures[f"seat_freed_poll_over_ours{suffix}"] = figure(
-            poll_mean_ms / mean,
-            "x",
-            f"the operator's mean polling wait alone ({poll_mean_ms:.0f} ms) over our mean "
-            f"push->DELETE ({mean:.0f} ms, work included)",
         )
     if "embedded" in p and "real" in p:
         for i, q in enumerate(("p50", "p99")):
