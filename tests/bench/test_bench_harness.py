@@ -27,6 +27,7 @@ EXPECTED = {
     "sweep",
     "reclaim",
     "order",
+    "operator",
 }
 
 
