@@ -207,8 +207,11 @@ def _measure(
             api.merge_patch(set_path(ns, SET), {"spec": {"suspend": True}})
             gone = wait("seat freed", pod_gone)
             wait("settled Suspended", lambda: time.monotonic() if phase() == "Suspended" else None)
-            with marks.lock:
-                hib = min(marks.hibernated.values())
+            hib = wait(
+                "the hibernated report",
+                lambda: min(marks.hibernated.values()) if marks.hibernated else None,
+                timeout=5.0,
+            )
             marks.reset()
             t0 = time.monotonic()
             api.merge_patch(set_path(ns, SET), {"spec": {"suspend": False}})
