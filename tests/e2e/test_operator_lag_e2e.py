@@ -31,6 +31,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -41,9 +42,10 @@ from devstack.simulator import NodeSpec, Simulator
 from shared import constants as k
 from shared.config import OperatorMode, Settings
 from shared.errors import TransientError
-from shared.models import parse_go_int
+from shared.models import CocoonSet, parse_go_int
 from shared.names import SetRef, vm_name
 from shared.reconcile import reconcile_set, request_wake
+from shared.sweep.plan import IdleState, evaluate_idle
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
 
@@ -188,9 +190,11 @@ class Cluster:
                 f"{name}: {ann.get(k.ANN_LIFECYCLE_MESSAGE)}"
             )
 
-    def start(self) -> None:
+    def start(self, annotations: dict[str, str] | None = None) -> None:
         for name in SETS:
-            self.world.create_set(set_manifest(name, suspend=None, phase=None, annotations={}))
+            self.world.create_set(
+                set_manifest(name, suspend=None, phase=None, annotations=annotations or {})
+            )
         self.drive("created and running", self.all_running)
 
 
@@ -323,13 +327,19 @@ def test_what_the_operator_completes_first_is_booked_once(cluster: Cluster) -> N
     from shared.seats.keys import ANN_SEAT_WAIT
 
     cluster.op.registry_deletes_tags = True
-    cluster.start()
+    cluster.start({k.ANN_IDLE_TIMEOUT: "3s"})
+    cluster.hold(3.5)  # idle for longer than its timeout before the suspend
     release(cluster, "restarted")
     assert [a for a in cluster.op.actions if a.kind == "delete"], "the operator released"
     cluster.hold(0.5)
     for name in SETS:
         assert reasons(cluster, name, k.REASON_SEAT_RELEASED) == 1, name
     wake(cluster, "restarted")
+    for name in SETS:
+        # The idle clock restarts at the wake: the sweep must not suspend it again at once
+        # (before, it measured from the creation and found it idle past its timeout).
+        cs = CocoonSet.model_validate(cluster.world.get_set(NS, name))
+        assert evaluate_idle(cs, now=datetime.now(UTC)).state is IdleState.ACTIVE, name
     assert [a for a in cluster.op.actions if a.kind == "untag"], "the operator completed"
     cluster.hold(0.5)
     for name in SETS:
