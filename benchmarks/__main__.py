@@ -31,6 +31,7 @@ ORDER = [
     "sweep",
     "reclaim",
     "order",
+    "operator",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

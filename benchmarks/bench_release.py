@@ -33,7 +33,7 @@ from typing import Any
 from benchmarks._util import fig as figure
 from benchmarks._util import percentile
 from shared import constants as k
-from shared.config import Settings, parse_registry_base
+from shared.config import OperatorMode, Settings, parse_registry_base
 from shared.names import SetRef, vm_name
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +58,7 @@ class Stack:
             "COCOON_REGISTRY_BASE": f"{self.registry.host}/{self.prefix}",
             "COCOON_REGISTRY_INSECURE": "true",
             "COCOON_LOG_FORMAT": "json",
+            "COCOON_OPERATOR": "absent",  # no operator here: the functions alone
         }
 
     # --- actors -------------------------------------------------------------------
@@ -177,6 +178,7 @@ def stack(backend: str = "embedded") -> Iterator[Stack]:
             kubeconfig=str(kubeconfig),
             registry_base=parse_registry_base(f"{registry.host}/{prefix}"),
             registry_insecure=True,
+            operator=OperatorMode.ABSENT,  # no operator here: the functions alone
         )
         conf = client.Configuration()
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=conf)

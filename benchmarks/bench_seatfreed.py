@@ -21,6 +21,10 @@ API, then a real kube-apiserver + etcd when its binaries are built
 sink that forwards each batch to `ingest` (`--audit-webhook-batch-max-wait`
 200 ms), on the embedded one the emulator's webhook posts directly (200 ms).
 
+No comparison with cocoon-operator here: it does not poll, it reconciles on the
+pod's annotation change (its 5 s requeue is a fallback). The functions beside
+it and alone, side by side with it, are `bench_operator.py`.
+
 Run: `uv run python -m benchmarks.bench_seatfreed` (`--quick`: 5 runs, embedded only).
 """
 

@@ -215,7 +215,7 @@ def _sweeper(
     from functions.sweep import run_sweep
     from shared import log
     from shared.clients.kube import KubeClient
-    from shared.config import LogFormat, Settings, parse_registry_base
+    from shared.config import LogFormat, OperatorMode, Settings, parse_registry_base
     from shared.names import SetRef
 
     log.configure(LogFormat.JSON, stream=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the process
@@ -225,6 +225,7 @@ def _sweeper(
         registry_insecure=True,
         sweep_max_suspends=MAX_SUSPENDS,
         wake_deadline=timedelta(minutes=10),
+        operator=OperatorMode.ABSENT,  # no operator here: the functions alone
     )
     kube = KubeClient.from_kubeconfig(kubeconfig)
     kube.get_set(SetRef("default", "warm-up"))  # load the kubernetes package before measuring

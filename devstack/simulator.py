@@ -607,10 +607,14 @@ def decide(
     *,
     order: str = FIFO,
     entered: Mapping[str, int] | None = None,
+    operator: bool = True,
 ) -> list[Action]:
-    """Everything the simulated cluster would do next, given what it reads."""
+    """Everything the simulated cluster would do next, given what it reads.
+
+    `operator=False` leaves the operator out (devstack.sim_operator plays it instead).
+    """
     out: list[Action] = []
-    for s in sets:
+    for s in sets if operator else ():
         out.extend(decide_operator(s, pods))
     out.extend(decide_scheduler(pods, nodes, order=order, entered=entered))
     out.extend(decide_vk(pods, node_snapshots))
@@ -700,6 +704,9 @@ class Simulator:
     report_gap: float = DEFAULT_REPORT_GAP_S
     vk: VkHibernator | None = None
     _hibernated: set[tuple[str, str, int]] = field(default_factory=set)
+    # False: this simulator plays no operator (devstack.sim_operator.UpstreamOperator,
+    # cocoon-operator's own slot release and wake, runs beside it instead).
+    play_operator: bool = True
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -770,6 +777,7 @@ class Simulator:
             self.node_snapshots,
             order=self.scheduler_order,
             entered=self._entered,
+            operator=self.play_operator,
         )
         for action in actions:
             try:

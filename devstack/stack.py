@@ -188,6 +188,9 @@ class Stack:
             "COCOON_LOG_FORMAT": self.config.log_format,
             "COCOON_WAKE_DEADLINE": self.config.wake_deadline,
             "COCOON_SEAT_RECLAIM_GRACE": self.config.seat_reclaim_grace,
+            # The simulator's operator plays the normal flow only (never a slot release
+            # or a wake): the functions act alone here (docs/operator.md).
+            "COCOON_OPERATOR": "absent",
             **self.config.extra_env,
         }
 

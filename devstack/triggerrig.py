@@ -246,6 +246,8 @@ class TriggerRig:
                 "COCOON_INGEST_TOKEN": self.token,
                 "COCOON_LOG_FORMAT": "json",
                 "COCOON_REPORT_WAIT": self.report_wait,
+                # The functions alone: the rig plays no cocoon-operator (docs/operator.md).
+                "COCOON_OPERATOR": "absent",
                 **self.extra_env,
             },
             cwd=tmp,

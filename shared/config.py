@@ -46,6 +46,19 @@ class LogFormat(StrEnum):
     TEXT = "text"
 
 
+class OperatorMode(StrEnum):
+    """Whether a cocoon-operator manages the same sets (`COCOON_OPERATOR`, docs/operator.md).
+
+    `present`: the functions never delete a pod, create a restore pod, request
+    hibernation or write a phase for a set generation the operator has not yet
+    observed (its `status.observedGeneration`), and leave that field to it.
+    `absent`: the functions act alone and write the whole status themselves.
+    """
+
+    PRESENT = "present"
+    ABSENT = "absent"
+
+
 E = TypeVar("E", bound=StrEnum)
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -155,6 +168,13 @@ class Settings:
     report_wait: timedelta = timedelta(seconds=4)
     # epoch's object-store key prefix (its EPOCH_S3_PREFIX): tags are `<prefix>manifests/...`.
     epoch_prefix: str = "epoch/"
+    # Beside a cocoon-operator (the default: cocoonstack always runs one, and acting
+    # ahead of it can cost a VM its snapshot; docs/operator.md); ABSENT = alone.
+    operator: OperatorMode = OperatorMode.PRESENT
+
+    @property
+    def operator_present(self) -> bool:
+        return self.operator is OperatorMode.PRESENT
 
     def namespace_allowed(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -269,4 +289,5 @@ class Settings:
             log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
             report_wait=report_wait,
             epoch_prefix=epoch_prefix,
+            operator=_enum(e, "COCOON_OPERATOR", OperatorMode, OperatorMode.PRESENT),
         )

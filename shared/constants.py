@@ -41,6 +41,9 @@ ANN_IDLE_EXEMPT_UNTIL: Final = "cocoonset.cocoonstack.io/idle-exempt-until"
 # Written by this project when a wake completes: the sweep's idle clock and the
 # deadline check need it, and status conditions are the operator's to own.
 ANN_LAST_WAKE: Final = "cocoonset.cocoonstack.io/last-wake-completed"
+# The restored main pod (uid) whose wake the functions booked (docs/operator.md):
+# a wake cocoon-operator completed first is booked once, by this record.
+ANN_LAST_WAKE_POD: Final = "cocoonset.cocoonstack.io/last-wake-pod"
 # When a wake was engaged (set with Waking); the sweep measures the wake deadline from it.
 ANN_WAKE_STARTED: Final = "cocoonset.cocoonstack.io/wake-started"
 # The wake whose WakeTimedOut was already emitted, so the sweep warns once per wake.

@@ -714,6 +714,20 @@ class Pod(_Model):
         raw = (self.spec.model_extra or {}).get("schedulingGates") or []
         return tuple(str(g.get("name", "")) for g in raw if isinstance(g, dict))
 
+    @property
+    def preferred_node(self) -> str:
+        """The hostname a wake's preferred node affinity names ("" = none): the hint it
+        was created for, kept on the pod after whoever completed the wake cleared it."""
+        affinity = (self.spec.model_extra or {}).get("affinity") or {}
+        terms = (affinity.get("nodeAffinity") or {}).get(
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ) or []
+        for term in terms:
+            for expr in (term.get("preference") or {}).get("matchExpressions") or []:
+                if expr.get("key") == k.LABEL_HOSTNAME and expr.get("values"):
+                    return str(expr["values"][0])
+        return ""
+
     def unschedulable_message(self) -> str | None:
         for c in self.status.conditions:
             if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":

@@ -45,6 +45,7 @@ from shared.reconcile.steps import (
     Done,
     DropSnapshot,
     FlagAndDelete,
+    JoinLine,
     NotOurs,
     PersistWaking,
     PodTarget,
@@ -63,6 +64,7 @@ from shared.reconcile.steps import (
     WaitInLine,
 )
 from shared.seats.order import GATE as SEAT_GATE
+from shared.seats.order import LABEL_SEAT_LINE
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 
@@ -83,6 +85,37 @@ class Observed:
     # This invocation cleared the hint: the wake is finishing even though the
     # hint (the in-flight marker) is gone, so the phase still gets written.
     completed_wake: bool = False
+    # Restore pods wait in their pool's seat line (COCOON_SEAT_ORDER=gate).
+    seat_order: bool = False
+    # A cocoon-operator manages the same sets (COCOON_OPERATOR=present): nothing
+    # is done for a generation it has not observed yet (see `operator_behind`).
+    operator_present: bool = False
+
+
+def operator_behind(o: Observed) -> str | None:
+    """Why the functions must hold off for the operator (None = they may act).
+
+    The rule of docs/operator.md: beside a cocoon-operator, the functions never
+    delete a pod, create a restore pod, request hibernation, stamp a generation
+    or write a phase for a set generation the operator has not yet observed.
+    The proof that its informer cache has seen generation N is
+    `status.observedGeneration >= N`: the operator writes `cs.Generation` of its
+    cached object there on every status patch (cocoonset/status.go buildStatus),
+    and with COCOON_OPERATOR=present the functions never write that field, so
+    only the operator moves it. An operator acting on an older cached view is
+    what turned a release into a fresh boot over the user's snapshot
+    (createMainAgent on a cache that still says "not suspended") and a wake
+    into a re-hibernation of the just-restored VM.
+    """
+    if not o.operator_present:
+        return None
+    seen = o.cs.status.observed_generation or 0
+    if seen >= o.cs.generation:
+        return None
+    return (
+        f"waiting for cocoon-operator to observe generation {o.cs.generation} "
+        f"(status.observedGeneration={seen})"
+    )
 
 
 def owned_pods(cs: CocoonSet, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
@@ -106,6 +139,11 @@ def decide(o: Observed) -> Step:
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
         return owed_wake
+    behind = operator_behind(o)
+    if behind is not None:
+        # Every effect below acts on this generation; a report owed from an
+        # earlier occurrence (above) is not an act on the set and goes out.
+        return Wait(behind)
     failed = _failed_main(o)
     if failed is not None:
         return failed
@@ -152,6 +190,21 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
     return None
 
 
+def unbound_restore(pod: Pod) -> bool:
+    """A wake's restore pod still waiting for a seat: no node, no VM, nothing to hibernate.
+
+    Suspending the set again while its wake waits (unschedulable or gated in the
+    seat line) must settle: vk-cocoon never sees an unbound pod, so it never
+    reports it `hibernated`, and the release would wait forever while the pod
+    kept its place in the line (and was the first to be ungated).
+    """
+    return (
+        pod.annotations.get(k.ANN_RESTORE) == k.TRUE
+        and not pod.spec.node_name
+        and not pod.annotations.get(k.ANN_VM_ID)
+    )
+
+
 def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
     if cs.phase is not Phase.SUSPENDING:
         return SetPhase(Phase.SUSPENDING, reason)
@@ -180,7 +233,8 @@ def decide_release(o: Observed) -> Step:
         sorted(
             p.name
             for p in active
-            if p.annotations.get(k.ANN_HIBERNATE) != k.TRUE or p.generation_stamp < cs.generation
+            if (p.annotations.get(k.ANN_HIBERNATE) != k.TRUE or p.generation_stamp < cs.generation)
+            and not unbound_restore(p)
         )
     )
     if unflagged:
@@ -192,6 +246,12 @@ def decide_release(o: Observed) -> Step:
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
             return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat")
+        stamp = round_to_stamp(cs, ())
+        if cs.hint and stamp is not None:
+            # Released, and not by us (our stash stamps the round before any delete):
+            # cocoon-operator's slot release wrote the hint and deleted the pods. The
+            # round is booked now so its SeatReleased goes out once, like ours.
+            return Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
             return owed
@@ -201,6 +261,11 @@ def decide_release(o: Observed) -> Step:
     # Pods already being deleted are leaving: the gate skips them.
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
+        if unbound_restore(pod):
+            # Nothing to snapshot: its state is the `:hibernate` it was to restore from
+            # (checked in the registry below like every other VM's), so it goes without
+            # waiting for a report vk-cocoon will never write.
+            continue
         why = _hibernation_pending(cs, pod)
         if why is not None:
             return _stay_suspending(cs, why)
@@ -265,6 +330,27 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
     )
 
 
+def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
+    """A restore another actor completed first (cocoon-operator's wake arm drops the tag,
+    clears the hint and writes the phase the moment its pod watch sees the VM id).
+
+    The restored main is live, not being hibernated, the hint is gone, and the
+    functions have not booked this pod's wake (`last-wake-pod`): its completion
+    bookkeeping (the idle clock's `last-wake-completed`, the wake and seat-wait
+    records, the line's hand-off, WakeCompleted) is still to do, or the idle
+    sweep and reclaim would treat the just-woken set as idle since its suspend.
+    """
+    return (
+        main is not None
+        and main.annotations.get(k.ANN_RESTORE) == k.TRUE
+        and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
+        and not cs.hint
+        and main.live
+        and bool(main.metadata.uid)
+        and cs.metadata.annotations.get(k.ANN_LAST_WAKE_POD) != main.metadata.uid
+    )
+
+
 def released_seat_evidence(cs: CocoonSet) -> bool:
     """Whether a wake may touch `cs`: release policy, or state a release left behind.
 
@@ -280,7 +366,8 @@ def decide_wake(o: Observed) -> Step:
     hint = cs.hint
     phase = cs.phase
     main = main_pod(o.pods)
-    waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake
+    unbooked = unbooked_wake(cs, main) and cs.is_release
+    waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake or unbooked
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
         normal = NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
@@ -333,6 +420,17 @@ def decide_wake(o: Observed) -> Step:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
                 return PersistWaking(stamp_started=stamp)
+            if (
+                o.seat_order
+                and not main.spec.node_name
+                and main.annotations.get(k.ANN_RESTORE) == k.TRUE
+                and LABEL_SEAT_LINE not in main.labels
+            ):
+                # The operator's own restore pod (it often wins the create): outside
+                # the line it would race the gated waiters ungated, and go unseen.
+                return JoinLine(
+                    main.name, main.metadata.uid or "", main.metadata.creation_timestamp or ""
+                )
             if SEAT_GATE in main.scheduling_gates:
                 return WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
             message = main.unschedulable_message()
@@ -345,8 +443,11 @@ def decide_wake(o: Observed) -> Step:
         # the pod must not steer the delete to another set's snapshot.
         if vm0 not in o.dropped:
             return DropSnapshot(vm0)
-        if hint:
-            placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == hint else k.PLACEMENT_POOL
+        if hint or unbooked:
+            # Completed by the operator first: the hint is gone, the pod's preferred
+            # affinity still names the node it was for.
+            want = hint or main.preferred_node
+            placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == want else k.PLACEMENT_POOL
             return CompleteWake(placement)
         implied = Phase.RUNNING if main.ready else Phase.PENDING
         if phase is not implied:

@@ -79,6 +79,7 @@ from shared.reconcile.steps import (
     Done,
     DropSnapshot,
     FlagAndDelete,
+    JoinLine,
     NotOurs,
     PersistWaking,
     Probe,
@@ -215,9 +216,22 @@ class _Run:
         """The phase with the status the operator would write beside it (compare-and-swap)."""
         self.cs = self.kube.patch_set_status(
             self.ref,
-            {"status": build_status(self.set, self.pods, phase, now=self.now)},
+            {
+                "status": build_status(
+                    self.set,
+                    self.pods,
+                    phase,
+                    now=self.now,
+                    observed_generation=not self.operator_present,
+                )
+            },
             resource_version=self.set.metadata.resource_version,
         )
+
+    @property
+    def operator_present(self) -> bool:
+        # No settings (a unit test, a library caller): the functions act alone.
+        return self.settings is not None and self.settings.operator_present
 
     def _drop_pod(self, name: str) -> None:
         self.pods = tuple(p for p in self.pods if p.name != name)
@@ -236,6 +250,8 @@ class _Run:
             reread=dict(self.reread),
             registry_configured=self.registry is not None,
             completed_wake=self.completed_wake,
+            operator_present=self.operator_present,
+            seat_order=self.settings is not None and self.settings.seat_order,
         )
 
     def outcome(self, result: str, reason: str) -> Outcome:
@@ -386,6 +402,8 @@ class _Run:
             self.dropped.add(step.vm)
         elif isinstance(step, CompleteWake):
             self.complete_wake(step)
+        elif isinstance(step, JoinLine):
+            self.adopt_into_line(step)
         elif isinstance(step, ReportReleased):
             self.report_released(step)
         elif isinstance(step, ReportWoken):
@@ -486,6 +504,35 @@ class _Run:
                 log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
         lifecycle.emit(self.publisher, event)
 
+    def adopt_into_line(self, step: JoinLine) -> None:
+        from shared.seats.order import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
+
+        since = self.set.metadata.annotations.get(k.ANN_WAKE_STARTED) or step.since
+        if k.ANN_WAKE_STARTED not in self.set.metadata.annotations and step.since:
+            # The wake's start (the sweep's deadline clock): the operator persists
+            # `Waking` and creates the pod in one pass, so its creation is the start.
+            self.cs = self.kube.patch_set(
+                self.ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: step.since}}}
+            )
+        pool = self.set.spec.node_pool or k.DEFAULT_POOL
+        place = parse_rfc3339(since) if since else self.now
+        # Labels and a place only: a scheduling gate cannot be added to a pod after its
+        # creation, so it waits ungated, but in the line (older waiters stay ahead of the
+        # gated ones behind it, and `status --seats` shows it).
+        pod = self.kube.patch_pod(
+            self.ref.namespace,
+            step.pod_name,
+            {
+                "metadata": {
+                    "uid": step.pod_uid,
+                    "labels": {LABEL_SEAT_LINE: pool},
+                    "annotations": {ANN_QUEUED_AT: micro(place)},
+                }
+            },
+        )
+        self._replace_pod(pod)
+        log.info("the operator's restore pod joined the seat line", set=str(self.ref), pod=pod.name)
+
     def complete_wake(self, step: CompleteWake) -> None:
         cs = self.set
         main = main_pod(self.pods)
@@ -500,6 +547,7 @@ class _Run:
                         k.ANN_HIBERNATED_ON_NODE: None,
                         k.ANN_WAKE_STARTED: None,
                         k.ANN_LAST_WAKE: format_rfc3339(self.now),
+                        k.ANN_LAST_WAKE_POD: pod_uid or None,
                         k.ANN_WAKE_REPORT_OWED: owed.wake_owed_value(
                             step.placement, pod_uid, cs.hint
                         ),
@@ -538,9 +586,12 @@ class _Run:
         cs = self.set
         identity = owed.release_identity(cs, step.round)
         n = len(step.pods)
+        # No pods recorded: the round's pods were deleted by cocoon-operator's own slot
+        # release (decide_release books such a round); its series counts them.
+        what = f"deleted {n} pod(s)" if n else "cocoon-operator deleted the pods"
         created = self.required_event(
             k.REASON_SEAT_RELEASED,
-            f"Snapshot verified in the registry; deleted {n} pod(s) to free the seat "
+            f"Snapshot verified in the registry; {what} to free the seat "
             f"(round {step.round}, hint node: {cs.hint or 'none'})",
             key=identity,
         )

@@ -91,12 +91,20 @@ def _merge(
 
 
 def build_status(
-    cs: CocoonSet, pods: tuple[Pod, ...], phase: Phase, *, now: datetime
+    cs: CocoonSet,
+    pods: tuple[Pod, ...],
+    phase: Phase,
+    *,
+    now: datetime,
+    observed_generation: bool = True,
 ) -> dict[str, Any]:
     """The `status` object for a merge patch: the operator's buildStatus for `phase`.
 
     `pods` are the set's owned pods as this invocation last saw them; pods being
-    deleted are left out, as the operator leaves them out.
+    deleted are left out, as the operator leaves them out. `observed_generation`
+    False leaves `status.observedGeneration` out of the patch: beside a
+    cocoon-operator that field is the operator's proof of what its cache has
+    seen, so only it may write it (docs/operator.md).
     """
     live = [p for p in pods if not p.terminating]
     main = next((p for p in live if p.role == k.ROLE_MAIN), None)
@@ -134,7 +142,7 @@ def build_status(
             if value:
                 entry[key] = value
         toolboxes.append(entry)
-    return {
+    out: dict[str, Any] = {
         "observedGeneration": cs.generation,
         "phase": phase.value,
         "readyAgents": ready,
@@ -157,3 +165,6 @@ def build_status(
             now,
         ),
     }
+    if not observed_generation:
+        del out["observedGeneration"]
+    return out

@@ -226,8 +226,20 @@ class WaitInLine:
     pod_name: str
 
 
+@dataclass(frozen=True, slots=True)
+class JoinLine:
+    """A restore pod another actor created (cocoon-operator's startReleasedWake) waits
+    outside the seat line: label it into its pool's line, its place the pod's creation
+    (shared.seats.order), and stamp the wake's start on the set if nobody did."""
+
+    pod_name: str
+    pod_uid: str
+    since: str  # the pod's creationTimestamp
+
+
 Step = (
     Done
+    | JoinLine
     | Wait
     | WaitInLine
     | NotOurs

@@ -128,7 +128,9 @@ class Search:
     """Past the grace with no reclaim in flight: list candidates and claim one."""
 
     wait: SeatWait
-    exclude: frozenset[str]  # sets not to try (none today: a lost claim is re-judged afresh)
+    exclude: frozenset[
+        str
+    ]  # sets not to try (a victim whose release failed; a lost claim is re-judged afresh)
 
 
 WaitStep = Stamp | Hold | MarkFreed | Search
@@ -189,6 +191,12 @@ def decide_wait(
         # The same set may be chosen again: if another wake took it, it is no longer a
         # candidate; if it changed (activity, a status write), it is judged afresh.
         return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+    if victim is not None and victim.phase is CocoonSetPhase.FAILED:
+        # Its hibernation failed: `Failed` keeps the seat, and nothing will release it
+        # (the failure is the operator's to triage). Waiting on it would hold this wake
+        # forever: try the next candidate (a failed set is no candidate: not Running).
+        # The count keeps the claim, so failures cannot cascade past the cap either.
+        return Search(replace(wait, victim=None, at=None, freed=None), frozenset({wait.victim}))
     released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
     if not released:
         assert victim is not None

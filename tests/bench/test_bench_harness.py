@@ -28,6 +28,7 @@ EXPECTED = {
     "sweep",
     "reclaim",
     "order",
+    "operator",
 }
 
 

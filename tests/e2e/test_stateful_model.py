@@ -44,7 +44,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from shared import constants as k
 from shared import log
-from shared.config import LogFormat, Settings, parse_registry_base
+from shared.config import LogFormat, OperatorMode, Settings, parse_registry_base
 from shared.errors import CocoonError
 from shared.names import SetRef
 from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
@@ -107,6 +107,7 @@ class Env:
             kubeconfig=self.kubeconfig,
             registry_base=parse_registry_base(f"{self.world.registry.host}/{prefix}"),
             registry_insecure=True,
+            operator=OperatorMode.ABSENT,  # the simulator's operator never releases
         )
         self.world.settings = self.settings
         self.world.snapshots.close()

@@ -43,6 +43,7 @@ def env(kube: Any, kubeconfig: Path, registry: DistributionServer) -> dict[str, 
         "KUBECONFIG": str(kubeconfig),
         "COCOON_REGISTRY_BASE": f"{registry.host}/{PREFIX}",
         "COCOON_REGISTRY_INSECURE": "true",
+        "COCOON_OPERATOR": "absent",  # no operator here: the functions alone
     }
 
 

@@ -31,6 +31,8 @@ from tests.fixtures.cocoon_objects import VM0, make_pod, make_set
 
 RESTORING = {"restore": True, "node": "node-a", "vm_id": None}
 LIVE = {"restore": True, "node": "node-a", "vm_id": "vm-123", "running": True}
+# This pod's wake is booked (our own CompleteWake wrote it with the hint's CAS).
+BOOKED = {k.ANN_LAST_WAKE_POD: "pod-uid-1"}
 
 
 def obs(set_kw: dict[str, Any], pods: list[dict[str, Any]] | None = None, **extra: Any) -> Observed:
@@ -155,12 +157,16 @@ CASES: list[tuple[str, Observed, Step]] = [
     ),
     (
         "hint-cleared-writes-running-when-ready",
-        obs({"phase": "Waking"}, [{**LIVE, "ready": True}], dropped=frozenset({VM0})),
+        obs(
+            {"phase": "Waking", "annotations": BOOKED},
+            [{**LIVE, "ready": True}],
+            dropped=frozenset({VM0}),
+        ),
         SetPhase(Phase.RUNNING, "the restored VM is live"),
     ),
     (
         "hint-cleared-writes-pending-when-not-ready",
-        obs({"phase": "Waking"}, [LIVE], dropped=frozenset({VM0})),
+        obs({"phase": "Waking", "annotations": BOOKED}, [LIVE], dropped=frozenset({VM0})),
         SetPhase(Phase.PENDING, "the restored VM is live"),
     ),
     (
@@ -176,7 +182,7 @@ CASES: list[tuple[str, Observed, Step]] = [
     (
         "own-completion-still-writes-the-implied-phase",
         obs(
-            {"phase": "Pending"},
+            {"phase": "Pending", "annotations": BOOKED},
             [{**LIVE, "ready": True}],
             dropped=frozenset({VM0}),
             completed_wake=True,
@@ -185,12 +191,12 @@ CASES: list[tuple[str, Observed, Step]] = [
     ),
     (
         "completed-wake-disengages",
-        obs({"phase": "Running"}, [{**LIVE, "ready": True}]),
+        obs({"phase": "Running", "annotations": BOOKED}, [{**LIVE, "ready": True}]),
         NotOurs(f"phase Running: {NORMAL_FLOW}"),
     ),
     (
         "completed-pending-wake-disengages",
-        obs({"phase": "Pending"}, [LIVE]),
+        obs({"phase": "Pending", "annotations": BOOKED}, [LIVE]),
         NotOurs(f"phase Pending: {NORMAL_FLOW}"),
     ),
     # --- suspended with a main pod: ghost or in-place wake
@@ -282,7 +288,7 @@ CASES: list[tuple[str, Observed, Step]] = [
     ),
     (
         "phase-written-after-completion-disengages",
-        obs({"phase": "Pending"}, [LIVE], dropped=frozenset({VM0})),
+        obs({"phase": "Pending", "annotations": BOOKED}, [LIVE], dropped=frozenset({VM0})),
         NotOurs(f"phase Pending: {NORMAL_FLOW}"),
     ),
     (
@@ -292,7 +298,7 @@ CASES: list[tuple[str, Observed, Step]] = [
     ),
     (
         "hint-cleared-pending-phase",
-        obs({"phase": "Waking"}, [LIVE], dropped=frozenset({VM0})),
+        obs({"phase": "Waking", "annotations": BOOKED}, [LIVE], dropped=frozenset({VM0})),
         SetPhase(Phase.PENDING, "the restored VM is live"),
     ),
 ]
