@@ -63,7 +63,7 @@ def reported(report: Report | None) -> Iterator[None]:
 
 
 def main_pod_deleted(ref: SetRef, pod: str, *, now: datetime | None = None) -> None:
-    """This invocation's DELETE of `pod` won: observe, if it is the main pod and its report is known."""
+    """Our DELETE of `pod` won: observe it if it is the main pod with a known report."""
     if pod != main_pod_name(ref.name):
         return
     for report in _reports.get():
