@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from functions.report_wait import settle
 from shared import constants as k
 from shared import log, seat_freed
 from shared.adapters import parse_audit_eventlist
@@ -25,7 +26,9 @@ from shared.adapters.kube import report_time
 from shared.config import LogFormat, Settings
 from shared.metric_names import BY_NAME, METRIC_SEAT_FREED
 from shared.names import SetRef
+from shared.reconcile import Outcome
 from shared.triggers import SetChanged
+from tests.fixtures.cocoon_objects import NS, SET, VM0, make_pod, make_set
 
 RECEIVED = "2026-12-01T19:40:11.102331Z"
 
@@ -190,3 +193,65 @@ def test_the_report_list_does_not_leak_out_of_the_block() -> None:
     with seat_freed.reported(report), seat_freed.reported(copy.copy(report)):
         pass
     assert _observed(lambda: seat_freed.main_pod_deleted(REF, "agent-0", now=AT)) == []
+
+
+# --- the push path: only a report the watch saw land has a time ---------------------
+
+
+class _WatchingKube:
+    """The three reads `functions.report_wait.settle` makes, from a script.
+
+    A fake, not the real client: which event of the watch carries the report
+    (the first = the LIST's state, or a later change) is the point under test,
+    and a real server cannot be made to order that deterministically. The
+    e2e (tests/e2e/test_seat_freed_e2e.py) runs the real order.
+    """
+
+    def __init__(self, states: list[str]) -> None:
+        self.states = states
+
+    def get_set(self, ref: SetRef) -> Any:
+        return make_set()
+
+    def list_pods(self, ref: SetRef) -> list[Any]:
+        return [make_pod(hibernate=True, state=self.states[0])]
+
+    def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Any:
+        for state in self.states:
+            yield make_pod(hibernate=True, state=state, generation=2)
+
+
+def _settle(states: list[str]) -> list[dict[str, Any]]:
+    ref = SetRef(NS, SET)
+    main = make_pod().name
+
+    def reconcile() -> Outcome:
+        seat_freed.main_pod_deleted(ref, main)  # what the executor's won DELETE calls
+        return Outcome(ref, "done", "released")
+
+    def run() -> None:
+        settle(
+            ref,
+            VM0,
+            Outcome(ref, "waiting", "hibernating"),
+            kube=_WatchingKube(states),  # type: ignore[arg-type]
+            reconcile=reconcile,
+            settings=Settings(report_wait=timedelta(seconds=2)),
+        )
+
+    return _observed(run)
+
+
+def test_a_report_the_watch_saw_land_is_observed_as_push() -> None:
+    [m] = _settle(["hibernating", "hibernated"])
+    assert m["labels"]["source"] == "push"
+    assert 0 <= m["value"] < 1.0
+
+
+def test_a_report_already_there_when_the_watch_opened_is_not_observed() -> None:
+    # The LIST already shows `hibernated`: when it landed is unknown.
+    assert _settle(["hibernated"]) == []
+
+
+def test_a_failed_hibernation_is_not_a_report() -> None:
+    assert _settle(["hibernating", "failed"]) == []
