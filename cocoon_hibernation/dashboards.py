@@ -30,7 +30,17 @@ GRAFANA = REPO / "infra" / "observability" / "grafana-dashboard.json"
 CLOUD = REPO / "terraform" / "modules" / "cocoon-hibernation" / "dashboard.json.tftpl"
 
 # The label a panel splits by: the one a person reads first.
-_SPLIT = ("reason", "placement", "target", "operation", "step", "pool", "namespace", "dry_run")
+_SPLIT = (
+    "reason",
+    "placement",
+    "target",
+    "operation",
+    "step",
+    "source",
+    "pool",
+    "namespace",
+    "dry_run",
+)
 
 
 def _split(metric: Metric) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import prometheus_client
 
 from shared import log
-from shared.metric_names import BUCKETS, CATALOGUE
+from shared.metric_names import BY_NAME, CATALOGUE
 
 # name -> (help, labels): the counters, as the operator's metrics package defines its own.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -66,7 +66,7 @@ def install() -> Any:
                 )
             for name, (help_text, labels) in HISTOGRAMS.items():
                 _histograms[name] = prometheus_client.Histogram(
-                    name, help_text, labels, buckets=BUCKETS
+                    name, help_text, labels, buckets=BY_NAME[name].buckets
                 )
     log.add_counter_sink(_count)
     log.add_observation_sink(_observe)

@@ -23,10 +23,11 @@ cost per release.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from shared import constants as k
-from shared import log
+from shared import log, seat_freed
 from shared.enums import LifecycleState
 
 if TYPE_CHECKING:
@@ -82,11 +83,20 @@ def settle(
             return out
         left = budget - (time.monotonic() - started)
         reported = immediate = False
+        report: seat_freed.Report | None = None
         for seen, pod in enumerate(
             client.watch_pod(ref.namespace, pod_name, timeout=max(left, 0.0))
         ):
             if _reported(cs, pod, vm):
                 reported, immediate = True, seen == 0
+                if (
+                    not immediate
+                    and pod is not None
+                    and pod.lifecycle_state is LifecycleState.HIBERNATED
+                ):
+                    # The watch saw the report land: the one precise time of it this
+                    # invocation has (the seat-freed histogram, shared/seat_freed.py).
+                    report = seat_freed.Report(ref.namespace, pod_name, datetime.now(UTC), "push")
                 break
         if reported and immediate and round_no > 0:
             return out  # the reconcile just saw this report and still waits: not ours to fix
@@ -109,7 +119,8 @@ def settle(
             decision="reconcile",
             waited_s=round(waited, 3),
         )
-        out = reconcile()
+        with seat_freed.reported(report):
+            out = reconcile()
         if out.result != "waiting":
             return out
     return out

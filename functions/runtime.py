@@ -25,7 +25,7 @@ from typing import Any
 
 from functions import report_wait
 from functions import settings as process_settings
-from shared import log
+from shared import log, seat_freed
 from shared.clients import kube as kube_clients
 from shared.clients import pubsub as pubsub_clients
 from shared.clients import registry as registry_clients
@@ -144,7 +144,11 @@ def _handle(trigger: Trigger, s: Settings) -> Any:
             raise PermanentError(f"namespace {trigger.ref.namespace} is not in COCOON_NAMESPACES")
         kube, registry = kube_client(s), registry_client(s)
         entry = request_wake if isinstance(trigger, WakeRequested) else reconcile_set
-        return _summary(entry(trigger.ref, kube=kube, registry=registry, settings=s))
+        # An audit event of vk-cocoon's report carries its time: the DELETE it
+        # leads to observes the seat-freed histogram (shared/seat_freed.py).
+        report = trigger.report if isinstance(trigger, SetChanged) else None
+        with seat_freed.reported(report):
+            return _summary(entry(trigger.ref, kube=kube, registry=registry, settings=s))
     if isinstance(trigger, SweepTick):
         # The sweep is another function's code: it loads only for ticks.
         from functions import sweep  # noqa: PLC0415 - lazy: cold start

@@ -34,9 +34,13 @@ METRIC_WAKE_DURATION: Final = "cocoon_hibernation_wake_seconds"
 METRIC_SEAT_WAIT: Final = "cocoon_hibernation_seat_wait_seconds"
 METRIC_RECLAIM_GRACE: Final = "cocoon_hibernation_reclaim_grace_seconds"
 METRIC_SWEEP_DURATION: Final = "cocoon_hibernation_sweep_seconds"
+METRIC_SEAT_FREED: Final = "cocoon_hibernation_seat_freed_seconds"
 
 # From a seat freed in half a second to a wake waiting an hour.
 BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+# A seat freed after vk-cocoon's report: one DELETE away, so tens of milliseconds to seconds
+# (a redelivery after a failed invocation: tens of seconds).
+SEAT_FREED_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,12 @@ class Metric:
     kind: Literal["counter", "histogram"]
     help: str
     labels: tuple[str, ...]
+    # A histogram's own buckets (seconds); None: the catalogue's BUCKETS.
+    own_buckets: tuple[float, ...] | None = None
+
+    @property
+    def buckets(self) -> tuple[float, ...]:
+        return self.own_buckets if self.own_buckets is not None else BUCKETS
 
 
 CATALOGUE: Final[tuple[Metric, ...]] = (
@@ -131,6 +141,16 @@ CATALOGUE: Final[tuple[Metric, ...]] = (
         "histogram",
         "Seconds one sweep run took.",
         ("dry_run",),
+    ),
+    Metric(
+        METRIC_SEAT_FREED,
+        "histogram",
+        "Seconds from vk-cocoon's hibernated report to the main pod's DELETE, where the report "
+        "time is known: source=push (the push's bounded wait watched the report land) or "
+        "audit (the audit event of the report's write); a release by the sweep, or a push "
+        "that found the report already there, is not observed.",
+        ("namespace", "source"),
+        own_buckets=SEAT_FREED_BUCKETS,
     ),
 )
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from shared.names import SetRef
+from shared.seat_freed import Report
 
 
 class Source(StrEnum):
@@ -50,6 +51,9 @@ class SetChanged:
     why: str
     source: Source
     event_id: str | None = field(default=None, compare=False)
+    # The write was vk-cocoon's `hibernated` report, at this time (an audit event's
+    # requestReceivedTimestamp): the seat-freed histogram measures from it.
+    report: Report | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

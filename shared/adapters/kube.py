@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from shared.adapters.registry import guarded
@@ -32,9 +33,12 @@ from shared.adapters.result import (
     show,
 )
 from shared.config import Settings
-from shared.constants import GROUP, LABEL_SET_NAME, PLURAL
+from shared.constants import ANN_LIFECYCLE_STATE, GROUP, LABEL_SET_NAME, PLURAL
+from shared.durations import parse_rfc3339
+from shared.enums import LifecycleState
 from shared.errors import MalformedEvent
 from shared.names import SetRef, check_name, check_namespace, pod_set_candidates
+from shared.seat_freed import Report
 from shared.triggers import SetChanged, Source
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -87,8 +91,12 @@ def object_changed(
     source: Source,
     settings: Settings,
     event_id: str | None,
+    report_at: datetime | None = None,
 ) -> None:
-    """The common filter: cheap structural checks first, then name validation."""
+    """The common filter: cheap structural checks first, then name validation.
+
+    `report_at`: this pod write was vk-cocoon's `hibernated` report, received then.
+    """
     if verb in READ_VERBS:
         out.drop(DropReason.READ, f"{resource}.{verb}", event_id)
         return
@@ -126,8 +134,9 @@ def object_changed(
     if not sets:
         out.drop(DropReason.NOT_COCOONSET_POD, f"{ns}/{pod}", event_id)
         return
+    report = None if report_at is None else Report(ns, pod, report_at, "audit")
     for set_name in sets:
-        out.add(SetChanged(SetRef(ns, set_name), why, source, event_id=event_id))
+        out.add(SetChanged(SetRef(ns, set_name), why, source, event_id=event_id, report=report))
 
 
 # --- kube-apiserver audit webhook -------------------------------------------------
@@ -183,7 +192,41 @@ def _audit_one(out: Parsed, raw: object, event_id: str | None, settings: Setting
         source=Source.K8S_AUDIT,
         settings=settings,
         event_id=event_id,
+        report_at=report_time(event),
     )
+
+
+def report_time(event: Mapping[str, Any]) -> datetime | None:
+    """When the kube-apiserver received vk-cocoon's `hibernated` report, if this event is one.
+
+    The report is vk-cocoon's patch of the pod's lifecycle annotation to
+    `hibernated` (cocoon-common `meta/lifecycle.go`). Only an audit event at
+    level Request or above carries the patch (`requestObject`), and only a
+    patch says what this write changed: a PUT of the whole pod (or our own
+    keep-snapshot flag on a hibernated pod) would show `hibernated` without
+    setting it. So: a pod patch whose body sets the annotation to `hibernated`,
+    with a parseable `requestReceivedTimestamp` (microseconds); anything else
+    is None (no sample, never an error: the event is still a hint).
+    """
+    ref = event.get("objectRef")
+    if not isinstance(ref, Mapping) or ref.get("resource") != "pods" or ref.get("apiGroup"):
+        return None
+    if event.get("verb") != "patch" or (ref.get("subresource") or "") not in ("", "status"):
+        return None
+    body = event.get("requestObject")
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping):
+        return None
+    if annotations.get(ANN_LIFECYCLE_STATE) != LifecycleState.HIBERNATED.value:
+        return None
+    received = event.get("requestReceivedTimestamp")
+    if not isinstance(received, str):
+        return None
+    try:
+        return parse_rfc3339(received)
+    except ValueError:
+        return None
 
 
 def _full_object(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -93,7 +93,17 @@ class Parsed:
 
     def add(self, trigger: Trigger) -> None:
         key = _dedupe_key(trigger)
-        if any(_dedupe_key(t) == key for t in self.triggers):
+        for i, t in enumerate(self.triggers):
+            if _dedupe_key(t) != key:
+                continue
+            if (
+                isinstance(trigger, SetChanged)
+                and isinstance(t, SetChanged)
+                and trigger.report is not None
+                and t.report is None
+            ):
+                # Keep the one reconcile, with the report time the later write carried.
+                self.triggers[i] = replace(t, report=trigger.report)
             self.drop(DropReason.DUPLICATE, str(key[1:]), trigger.event_id)
             return
         self.triggers.append(trigger)

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from shared import constants as k
-from shared import lifecycle, log
+from shared import lifecycle, log, seat_freed
 from shared.config import Settings
 from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase as Phase
@@ -486,6 +486,7 @@ class _Run:
             self._drop_pod(target.name)
             if deleted:
                 self.deleted += 1
+                seat_freed.main_pod_deleted(self.ref, target.name)
 
     def persist_waking(self, step: PersistWaking) -> None:
         self._write_phase(Phase.WAKING)

@@ -36,6 +36,11 @@ def test_terraform_log_metrics_are_the_catalogue(module: TfDir) -> None:
     for name, spec in {**counters, **distributions}.items():
         assert tuple(spec["labels"]) == BY_NAME[name].labels, name
     assert [float(b) for b in module.locals["histogram_buckets"]] == list(BUCKETS)
+    # A histogram with its own buckets has them in Terraform too; the others use the common list.
+    own: dict[str, Any] = module.locals["distribution_buckets"]
+    assert set(own) == {n for n, m in HISTOGRAMS.items() if m.own_buckets is not None}
+    for name, bounds in own.items():
+        assert [float(b) for b in bounds] == list(BY_NAME[name].buckets), name
 
 
 def test_distributions_extract_the_logged_seconds(module: TfDir) -> None:
@@ -45,7 +50,7 @@ def test_distributions_extract_the_logged_seconds(module: TfDir) -> None:
     descriptor = blocks(metric, "metric_descriptor")[0]
     assert (descriptor["value_type"], descriptor["unit"]) == ("DISTRIBUTION", "s")
     bounds = blocks(blocks(metric, "bucket_options")[0], "explicit_buckets")[0]["bounds"]
-    assert bounds == "${local.histogram_buckets}"
+    assert bounds == "${lookup(local.distribution_buckets, each.key, local.histogram_buckets)}"
 
 
 def test_the_committed_dashboards_are_generated_from_the_catalogue() -> None:

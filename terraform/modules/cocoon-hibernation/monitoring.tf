@@ -69,8 +69,19 @@ locals {
       description = "Duration of one sweep run."
       labels      = ["dry_run"]
     }
+    # Observed only where the report's time is known (source=push: the push's
+    # wait watched it land; audit: the audit event of vk-cocoon's patch); a
+    # release by the sweep is not a sample (docs/observability.md).
+    cocoon_hibernation_seat_freed_seconds = {
+      description = "From vk-cocoon's hibernated report to the main pod's DELETE, where the report time is known (source push or audit)."
+      labels      = ["namespace", "source"]
+    }
   }
   histogram_buckets = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600]
+  # A metric's own buckets (shared/metric_names.py `own_buckets`); the others use histogram_buckets.
+  distribution_buckets = {
+    cocoon_hibernation_seat_freed_seconds = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+  }
 
   services_regex = "^${var.name_prefix}-(release|wake|sweep|ingest)$"
 
@@ -151,7 +162,7 @@ resource "google_logging_metric" "distribution" {
 
   bucket_options {
     explicit_buckets {
-      bounds = local.histogram_buckets
+      bounds = lookup(local.distribution_buckets, each.key, local.histogram_buckets)
     }
   }
 
