@@ -1,4 +1,4 @@
-"""The deployable targets (SPEC §11): `release`, `wake`, `sweep` (CloudEvent) and `ingest` (HTTP).
+"""The targets (docs/design.md#targets): `release`, `wake`, `sweep` (CloudEvent), `ingest` (HTTP).
 
 Cloud Run functions load `main.py` at the root of the source archive, so this
 file stays; the targets themselves live in the `functions` package

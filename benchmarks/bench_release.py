@@ -1,4 +1,4 @@
-"""Figures for the release (SPEC §4): request counts and warm latency.
+"""Figures for the release (docs/design.md#release): request counts and warm latency.
 
 Everything is real but local: the embedded Kubernetes API (real HTTP, the
 official client), a real Distribution registry, the `release` target through

@@ -1,4 +1,4 @@
-"""Sweep cost against set count: wall time, API requests, peak RSS (SPEC §6).
+"""Sweep cost against set count: wall time, API requests, peak RSS (docs/design.md#sweep-cost).
 
 For each size N the embedded Kubernetes API runs in its own process, seeded
 in-process (fast) with N CocoonSets of which a few percent need action:

@@ -1,4 +1,4 @@
-"""Figures for the wake (SPEC §5): request counts and warm latency.
+"""Figures for the wake (docs/design.md#wake): request counts and warm latency.
 
 - API requests for a wake start (a wake request on a released, suspended set:
   unsuspend, Waking, create) and for a completion (the restored VM is live:

@@ -1,6 +1,6 @@
 """`cocoon-hibernation devstack up|kube`: the local stack, by hand.
 
-`kube` serves the embedded Kubernetes API (SPEC §11) until SIGINT/SIGTERM;
+`kube` serves the embedded Kubernetes API (docs/design.md#local-stack) until SIGINT/SIGTERM;
 `up` starts the whole stack (API, registry, the four targets, the cluster
 simulator, the sweep tick), prints how to reach it and waits for Ctrl-C.
 Heavy modules load inside the commands, so `--help` stays instant.

@@ -6,7 +6,7 @@ too) on 127.0.0.1 with a free port and a throw-away storage directory. It never 
 the system service. Options mirror what production deployments configure:
 
 - notifications to an endpoint (`Authorization: [Bearer TOKEN]`), with the media-type
-  workaround of EVENT-FORMATS §1.6 switchable (`ignore_blob_events`): off by default so
+  workaround (docs/design.md#ignore-actions) switchable (`ignore_blob_events`): off by default so
   tests see blob pushes; on, it drops blob events (and pulls) as a production config would;
 - htpasswd basic auth (bcrypt, as Distribution requires);
 - token auth, against :class:`TokenServer`: a small JWT issuer signing RS256 with a
@@ -376,7 +376,7 @@ class DistributionServer:
                 # Header values are lists in Distribution's config.
                 endpoint["headers"] = {"Authorization": [f"Bearer {self.notify_token}"]}
             if self.ignore_blob_events:
-                # EVENT-FORMATS §1.6: 2.8 ignores `ignore.actions` unless a media type
+                # 2.8 ignores `ignore.actions` unless a media type (docs/design.md#ignore-actions)
                 # is listed too; this one also drops blob pushes (octet-stream).
                 endpoint["ignoredmediatypes"] = ["application/octet-stream"]
                 endpoint["ignore"] = {"mediatypes": [], "actions": ["pull"]}

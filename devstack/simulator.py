@@ -16,7 +16,7 @@ one of the local stack). It is a test double for the world, not a product:
   kind, where the pod that entered the queue last is tried first. When nothing
   fits it writes ``PodScheduled=False``, reason ``Unschedulable``, with a
   kube-scheduler shaped message, once per distinct message.
-* **operator** (the normal flow, SPEC §12), as cocoon-operator's source
+* **operator** (the normal flow, docs/design.md#operator), as cocoon-operator's source
   behaves where the functions meet it: it keeps only the pods a set
   *controls* (controller ownerReference with the set's uid), stamps the set's
   ``metadata.generation`` on every one of them first, on every pass; a failed
@@ -390,7 +390,7 @@ Action = (
 
 
 def main_pod_body(set_obj: Mapping[str, Any]) -> JSON:
-    """The normal flow's main pod: the functions' builder (SPEC §2/§3), without the restore
+    """The normal flow's main pod: our builder (docs/design.md#main-pod), without the restore
     marker and without a hint (the operator's buildAgentPod has neither)."""
     body = build_main_pod(CocoonSet.model_validate(set_obj), hint="")
     del body["metadata"]["annotations"][k.ANN_RESTORE]

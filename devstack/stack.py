@@ -11,7 +11,7 @@ Parts, all on 127.0.0.1 with free ports, each readiness-checked:
 - a real CNCF Distribution registry (``devstack.registry.DistributionServer``)
   in a temporary directory, notifying ``ingest`` (``/registry``, bearer);
 - the four targets, each its own ``functions-framework --source <functions/entrypoints.py>
-  --target X`` process with the environment of SPEC §11, exactly as deployed;
+  --target X`` process with the environment of docs/design.md#configuration, exactly as deployed;
 - the cluster simulator (:mod:`devstack.simulator`) in a thread;
 - a scheduler tick: every ``tick_seconds`` a CloudEvent
   ``io.cocoonstack.sweep.requested`` to ``sweep``.
@@ -179,7 +179,7 @@ class Stack:
         return f"{host}/{prefix}" if prefix else host
 
     def function_env(self) -> dict[str, str]:
-        """SPEC §11 configuration of the targets (also what a CLI user exports)."""
+        """The targets' environment (docs/design.md#configuration; what a CLI user exports too)."""
         return {
             "KUBECONFIG": str(self.kubeconfig),
             "COCOON_REGISTRY_BASE": self.registry_base,

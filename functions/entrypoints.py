@@ -1,4 +1,4 @@
-"""The deployable targets (SPEC §11): `release`, `wake`, `sweep` (CloudEvent) and `ingest` (HTTP).
+"""The targets (docs/design.md#targets): `release`, `wake`, `sweep` (CloudEvent), `ingest` (HTTP).
 
 Kept thin on purpose: functions-framework imports this file on cold start
 (through the top-level `main.py` on Cloud Run, or by its installed path under

@@ -1,4 +1,4 @@
-"""The HTTP `ingest` target: webhooks that are not CloudEvents (SPEC §7, §10, §11).
+"""The HTTP `ingest` target: webhooks that are not CloudEvents (docs/design.md#ingest-http).
 
     POST /registry          Distribution, Harbor (Default or CloudEvents JSON), ECR EventBridge
     POST /kubernetes/audit  kube-apiserver audit webhook `EventList`
@@ -237,7 +237,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
     counts = {"accepted": len(parsed.triggers), "dropped": len(parsed.dropped)}
     if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):
         # A `:hibernate` push we cannot place: once the variable is set the
-        # registry's redelivery succeeds, so ask for it (SPEC: ConfigError retries).
+        # registry's redelivery succeeds, so ask for it (docs/design.md#ack-or-retry).
         log.error("ingest cannot place a snapshot: COCOON_REGISTRY_BASE is not set")
         return _reply(503, {**counts, "error": "misconfigured"})
     if not parsed.triggers:

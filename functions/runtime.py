@@ -75,7 +75,7 @@ def _summary(out: Outcome) -> dict[str, Any]:
 
 
 def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str, Any]]:
-    """Every set the VM name may belong to (SPEC §1): reconciling a wrong one is a no-op."""
+    """Every set the VM name may belong to (docs/design.md#names): a wrong one is a no-op."""
     refs: list[SetRef] = []
     for cand in parse_vm_name(trigger.vm_name):
         if s.namespace_allowed(cand.namespace) and cand.ref not in refs:

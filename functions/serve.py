@@ -1,6 +1,6 @@
 """All four targets in one process, path-routed: for a plain Deployment or Knative.
 
-Routes (SPEC §11): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
+Routes (docs/design.md#targets): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
 (binary or structured), ``POST /registry`` and ``/kubernetes/audit`` are the
 ``ingest`` webhooks, ``GET /healthz`` answers ``ok``, ``GET /metrics`` serves the
 operator's slot-release counters in Prometheus text format. Anything else is 404.

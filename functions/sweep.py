@@ -1,4 +1,4 @@
-"""The `sweep` function: a scheduler tick -> one sweep run (SPEC §6).
+"""The `sweep` function: a scheduler tick -> one sweep run (docs/design.md#sweep).
 
 Wires the pure planner and executor of :mod:`shared.sweep` to the process's
 clients (built once per instance). The registry client is only asked for when

@@ -1,6 +1,6 @@
 """The CloudEvent targets: CloudEvent -> triggers -> runtime.
 
-Each target is defined by the event types it accepts (SPEC §11); the adapters
+Each target is defined by the event types it accepts (docs/design.md#targets); the adapters
 drop everything else with a reason *before* any client is built, so an
 irrelevant or malformed event costs no API or registry call and is
 acknowledged (a 2xx: redelivering it cannot help).

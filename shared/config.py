@@ -1,4 +1,4 @@
-"""Configuration from the environment (SPEC §11), validated with errors naming the variable.
+"""Configuration from the environment (docs/design.md#configuration); an error names the variable.
 
 Parsed once per process (a function instance) and passed down explicitly;
 nothing below the targets reads `os.environ`.

@@ -1,4 +1,4 @@
-"""Every key this project reads or writes, in one place (SPEC §2).
+"""Every key this project reads or writes, in one place (docs/design.md#keys).
 
 The values are cocoonstack's public API: labels and annotations that the
 cocoon-operator, vk-cocoon and this project agree on. Changing one breaks the
@@ -95,7 +95,7 @@ TRUE: Final = "true"
 TAG_HIBERNATE: Final = "hibernate"
 TAG_LATEST: Final = "latest"
 
-# --- the main pod a wake builds (SPEC §3) ------------------------------------
+# --- the main pod a wake builds (docs/design.md#main-pod) --------------------
 PLACEHOLDER_IMAGE: Final = "ghcr.io/cocoonstack/placeholder:latest"
 MAIN_CONTAINER: Final = "agent"
 TOLERATION_VK_PROVIDER: Final = "virtual-kubelet.io/provider"
@@ -104,7 +104,7 @@ TOLERATION_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
 POD_GRACE_SECONDS: Final = 1
 HINT_AFFINITY_WEIGHT: Final = 100
 
-# --- events out (SPEC §8) ----------------------------------------------------
+# --- events out (docs/design.md#outputs) -------------------------------------
 REASON_WAKE_NO_CAPACITY: Final = "WakeNoCapacity"
 REASON_WAKE_TIMED_OUT: Final = "WakeTimedOut"
 REASON_SEAT_RELEASED: Final = "SeatReleased"
@@ -122,7 +122,7 @@ METRIC_WAKE_UNSCHEDULABLE: Final = "cocoon_operator_slot_release_wake_unschedula
 PLACEMENT_HINT_NODE: Final = "hint-node"
 PLACEMENT_POOL: Final = "pool"
 
-# --- CloudEvent types in and out (SPEC §7, §11) ------------------------------
+# --- CloudEvent types in and out (docs/design.md#targets) --------------------
 CE_SNAPSHOT_PUSHED: Final = "io.cocoonstack.snapshot.pushed"
 CE_SET_CHANGED: Final = "io.cocoonstack.cocoonset.changed"
 CE_WAKE_REQUESTED: Final = "io.cocoonstack.cocoonset.wake.requested"

@@ -1,4 +1,4 @@
-"""Lifecycle CloudEvents (SPEC §8): what a set just went through, told to a Pub/Sub topic.
+"""Lifecycle CloudEvents (docs/design.md#lifecycle): what a set went through, told to Pub/Sub.
 
 Five kinds, each emitted at exactly the point where its Kubernetes Event is:
 

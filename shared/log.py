@@ -1,7 +1,7 @@
 """Structured logs: one JSON line per record, with Cloud Logging's field names.
 
 Cloud Run forwards stdout lines that parse as JSON as `jsonPayload`, lifting
-`severity` and `message`; the counters of SPEC §8 are log lines too (a field
+`severity` and `message`; counters (docs/design.md#counters) are log lines too (a field
 `metric`), so log-based metrics in Terraform count them without a metrics
 client on the cold-start path; histograms (`observe`) likewise, as
 distribution metrics. A long-running process (`serve`) adds sinks that also
@@ -95,7 +95,7 @@ def error(message: str, **fields: Any) -> None:
 
 
 def count(metric: str, value: int = 1, **labels: str) -> None:
-    """One increment of a counter of SPEC §8 (read by log-based metrics)."""
+    """One increment of a counter (docs/design.md#counters), read by log-based metrics."""
     emit("INFO", f"{metric} +{value}", metric=metric, value=value, labels=labels)
     for sink in tuple(_counter_sinks):
         sink(metric, value, labels)

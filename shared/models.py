@@ -687,7 +687,7 @@ class Pod(_Model):
 
     @property
     def lifecycle_generation(self) -> int:
-        """Missing or garbage reads as 0 (SPEC §2), as Go's strconv.ParseInt reads it."""
+        """Missing or garbage reads as 0, as Go's strconv.ParseInt does (docs/design.md#keys)."""
         return parse_go_int(self.annotations.get(k.ANN_LIFECYCLE_GENERATION, ""))
 
     @property
@@ -696,7 +696,7 @@ class Pod(_Model):
 
     @property
     def live(self) -> bool:
-        """VM id annotation non-empty and a container Running (SPEC §5)."""
+        """VM id annotation non-empty and a container Running (docs/design.md#wake)."""
         if not self.annotations.get(k.ANN_VM_ID):
             return False
         return any(

@@ -1,4 +1,4 @@
-"""Names: DNS-1123 validation and the deterministic VM names of SPEC §1.
+"""Names: DNS-1123 validation and the deterministic VM names of docs/design.md#names.
 
 Every namespace, set name, pod name and registry repository that comes from
 an event is checked here before it reaches a URL, a label selector or a log

@@ -5,7 +5,7 @@ The event is read by duck typing (`event["type"]`, `event.get_attributes()`,
 product never imports `cloudevents` itself, so the 1.x -> 2.x move of that
 API touches only this module.
 
-`accept` is the set of CloudEvent types a target takes (SPEC §11); anything
+`accept` is the set of CloudEvent types a target takes (docs/design.md#targets); anything
 else is dropped with a reason and acknowledged. For a Pub/Sub message the
 type it stands for (see `control.classify_pubsub`) must be accepted too.
 """
@@ -57,7 +57,7 @@ KNATIVE_TYPES = frozenset(
 )
 _CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
 
-# What each CloudEvent target takes (SPEC §11). A Pub/Sub message is admitted
+# What each CloudEvent target takes (docs/design.md#targets). A Pub/Sub message is admitted
 # by its outer type and then by the canonical type it stands for.
 ACCEPT_RELEASE = (
     frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED, CE_GCS_FINALIZED})

@@ -171,7 +171,7 @@ def classify_pubsub(message: PubSubMessage) -> str | None:
 
 
 # Cloud Scheduler adds no attribute of its own: `origin=scheduler` is the
-# convention of EVENT-FORMATS §10.3 for jobs whose data is free-form.
+# convention for jobs whose data is free-form (docs/design.md#scheduler-ticks).
 SCHEDULER_ATTRIBUTE = ("origin", "scheduler")
 _TICK_KEYS = frozenset({"dryRun", "dry_run"})
 

@@ -1,4 +1,4 @@
-"""Kubernetes change notifications -> `SetChanged` (SPEC §7).
+"""Kubernetes change notifications -> `SetChanged` (docs/design.md#kube-events).
 
 Three producers say "an object changed": the kube-apiserver audit webhook
 (`EventList`), GKE audit logs via Eventarc (a LogEntry whose method and
@@ -51,7 +51,7 @@ WATCHED_SUBRESOURCES = frozenset({"", "status", "eviction"})
 AUDIT_STAGE_DONE = "ResponseComplete"
 GKE_SERVICE = "k8s.io"
 # GKE spells the API group reversed in method names: `io.k8s.core.v1.pods.patch`,
-# `io.cocoonstack.cocoonset.v1.cocoonsets.patch` (EVENT-FORMATS §6.2).
+# `io.cocoonstack.cocoonset.v1.cocoonsets.patch` (docs/design.md#gke-audit-methods).
 _GKE_METHOD_PREFIXES: dict[str, tuple[str, str]] = {
     "io.k8s.core.": ("", PODS),
     ".".join(reversed(GROUP.split("."))) + ".": (GROUP, PLURAL),

@@ -1,4 +1,4 @@
-"""Registry push notifications -> `SnapshotPushed` (SPEC §7).
+"""Registry push notifications -> `SnapshotPushed` (docs/design.md#registry-events).
 
 Every registry reports a push differently (Distribution, Harbor's two
 formats, Artifact Registry via Pub/Sub, ECR via EventBridge); all of them

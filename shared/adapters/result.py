@@ -25,7 +25,7 @@ DETAIL_MAX = 200
 class DropReason(StrEnum):
     """Why an event (or one item of a batch) produced no trigger."""
 
-    NOT_ACCEPTED = "type-not-accepted"  # this target does not take the event type (SPEC §11)
+    NOT_ACCEPTED = "type-not-accepted"  # the target does not take the type (docs/design.md#targets)
     UNKNOWN_TYPE = "unknown-type"
     NOT_PUSH = "not-a-push"  # pull, mount, delete, scan, ...
     PUSH_FAILED = "push-failed"  # ECR result FAILURE

@@ -1,4 +1,4 @@
-"""Google-signed OIDC tokens of a Pub/Sub push subscription (EVENT-FORMATS §8.2).
+"""Google-signed OIDC tokens of a Pub/Sub push subscription (docs/design.md#pubsub-push).
 
 A push subscription with `oidc_token` puts `Authorization: Bearer <JWT>` on
 every delivery: signed by Google, `iss` accounts.google.com, `aud` the

@@ -1,4 +1,4 @@
-"""The Pub/Sub publisher the lifecycle CloudEvents go out through (SPEC §8).
+"""The Pub/Sub publisher the lifecycle CloudEvents go out through (docs/design.md#lifecycle).
 
 The only module that imports `google.cloud.pubsub_v1`, and only on the first
 publish: building a :class:`PubSubPublisher` (or asking :func:`get_publisher`

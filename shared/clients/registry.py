@@ -1,4 +1,4 @@
-"""The OCI registry client release and wake use (SPEC §4, §5, §11).
+"""The OCI registry client release and wake use (docs/design.md#registry).
 
 Three questions are asked of the registry, and answered with three outcomes each:
 

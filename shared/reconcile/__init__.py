@@ -1,4 +1,4 @@
-"""The level-triggered reconciler of released seats (SPEC §3-§5, §9).
+"""The level-triggered reconciler of released seats (docs/design.md#reconciler).
 
 `decide` (pure) picks the next step; `reconcile_set` / `request_wake` perform
 steps until the set waits or is done. Everything the three CloudEvent

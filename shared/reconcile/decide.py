@@ -1,11 +1,11 @@
-"""The release and wake state machines of SPEC §4 and §5 as pure decisions.
+"""The release and wake state machines of docs/design.md#reconciler as pure decisions.
 
 `decide(observed)` looks at one set, its owned pods and the registry answers
 gathered so far and returns the single next step (see `steps.py`). It reads no
 clock, no network and no environment: the executor feeds it what it learned
-and asks again, so every row of the SPEC is a row of a unit table.
+and asks again, so every row of docs/design.md#steps is a row of a unit table.
 
-Invariants kept here (the reasons are in SPEC §4/§5, and in cocoon-operator's
+Invariants kept here (the reasons are in docs/design.md#invariants, and in cocoon-operator's
 source, which these decisions follow where both act on a set):
 - only pods the set controls (controller ownerReference with its uid) are
   looked at; a labelled stranger is never flagged, stamped, gated on, stashed
@@ -79,7 +79,7 @@ class Observed:
     probes: Mapping[str, Probe] = field(default_factory=dict)
     # VMs whose `:hibernate` manifest this invocation already deleted.
     dropped: frozenset[str] = frozenset()
-    # Main pods re-read from the API (uid -> really alive), for the ghost check of SPEC §5.
+    # Main pods re-read from the API (uid -> alive): the ghost check (docs/design.md#wake-ghost).
     reread: Mapping[str, bool] = field(default_factory=dict)
     registry_configured: bool = True
     # This invocation cleared the hint: the wake is finishing even though the
@@ -170,7 +170,7 @@ def _failed_main(o: Observed) -> Step | None:
     return NotOurs(f"main pod {main.name} failed: the operator's to triage")
 
 
-# --- release (SPEC §4) ----------------------------------------------------------------
+# --- release (docs/design.md#release) -------------------------------------------------
 
 
 def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
@@ -312,7 +312,7 @@ def decide_release(o: Observed) -> Step:
     )
 
 
-# --- wake (SPEC §5) -------------------------------------------------------------------
+# --- wake (docs/design.md#wake) -------------------------------------------------------
 
 
 def main_pod(pods: tuple[Pod, ...]) -> Pod | None:
@@ -466,7 +466,7 @@ def _stale_hint_suspect(main: Pod) -> bool:
 
 
 def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
-    """SPEC §5: the main may be a ghost of the deleted pod; re-read it from the API."""
+    """The main may be a ghost of the deleted pod: re-read it (docs/design.md#wake-ghost)."""
     uid = main.metadata.uid or ""
     alive = o.reread.get(uid)
     if alive is None:

@@ -8,7 +8,7 @@ GET set, LIST pods, PATCH set (stash + round), PATCH pod (flag), DELETE pod,
 PATCH status, POST event, PATCH set (reported) = 8 API requests and one
 registry HEAD.
 
-Concurrency (SPEC §9): every set write that depends on the read carries its
+Concurrency (docs/design.md#concurrency): every set write that depends on the read carries its
 resourceVersion; a 409 re-reads and re-decides (at most MAX_CONFLICTS times,
 then TransientError so the platform redelivers). Pod deletes carry a UID
 precondition; the main pod has a deterministic name (AlreadyExists = another
@@ -28,7 +28,7 @@ Other lifecycle CloudEvents (`waking`, a new WakeNoCapacity) go out beside
 their write; `publisher=None` turns them off, and a failed publish of those is
 a warning, never a failed reconcile.
 
-Ghost main pods (SPEC §5, "re-read it; gone or being deleted → wait") end the
+Ghost main pods (docs/design.md#wake-ghost) end the
 invocation with a TransientError: the platform redelivers with backoff, by
 which time the pod is gone and the next run restores. That keeps a function
 instance from sleeping on a timer it is billed for.
@@ -161,7 +161,7 @@ class _Run:
     created: bool = False
     conflicts: int = 0
     completed_wake: bool = False
-    # A create of the main pod answered AlreadyExists (SPEC §5: "fine, wait").
+    # A create of the main pod answered AlreadyExists (docs/design.md#wake-sequence).
     lost_create: bool = False
     # Seat reclaim for a waiting wake (shared.seats): needs the settings (the grace,
     # the namespaces to search); off for the victim's own release started from here.
@@ -804,7 +804,7 @@ def reconcile_set(
     hook: StepHook | None = None,
     publisher: PublisherArg = FROM_SETTINGS,
 ) -> Outcome:
-    """Take every next safe step of SPEC §4/§5 for one set (safe for any set).
+    """Take every next safe step of docs/design.md#reconciler for one set (safe for any set).
 
     `registry=None` means no registry is configured: a release or wake then
     refuses with ConfigError instead of guessing. `hook` is called before each
@@ -838,7 +838,7 @@ def request_wake(
     if cs is None:
         return Outcome(ref=ref, result="not-found", reason="the set does not exist")
     if not released_seat_evidence(cs):
-        # Gated like the wake itself (SPEC §5: phase and state, not the current
+        # Gated like the wake itself (docs/design.md#wake-engage: phase and state, not the current
         # policy value): a set edited to retain while released is still restored.
         return Outcome(
             ref=ref,

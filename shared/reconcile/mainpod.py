@@ -1,7 +1,7 @@
-"""The main pod a wake creates (SPEC §3), built purely from the set.
+"""The main pod a wake creates (docs/design.md#main-pod), built purely from the set.
 
 The pod is a placeholder: vk-cocoon reads its annotations (the VM spec of
-SPEC §2) and runs the VM; the container image is never pulled. The builder
+docs/design.md#keys) and runs the VM; the container image is never pulled. The builder
 never sets `spec.nodeName`: a pin becomes a *required* node affinity so the
 scheduler still checks the node, and a hint only a *preferred* one so a wake
 never waits for one node while the rest of the pool has room.
@@ -20,7 +20,7 @@ __all__ = ["build_main_pod", "quantity_is_zero", "vm_spec_annotations"]
 
 
 def vm_spec_annotations(cs: CocoonSet) -> dict[str, str]:
-    """The main VM's spec annotations for vk-cocoon (SPEC §2); empty values omitted."""
+    """The main VM's spec annotations for vk-cocoon (docs/design.md#keys); empty values omitted."""
     agent = cs.spec.agent
     ann: dict[str, str] = {
         k.ANN_VM_NAME: vm_name(cs.namespace, cs.name, 0),
@@ -79,7 +79,7 @@ def _affinity(cs: CocoonSet, hint: str) -> dict[str, Any] | None:
 
 
 def build_main_pod(cs: CocoonSet, *, hint: str) -> dict[str, Any]:
-    """The restore-intent main pod of `cs` as a Kubernetes manifest (SPEC §3)."""
+    """The restore-intent main pod of `cs` as a Kubernetes manifest (docs/design.md#main-pod)."""
     agent = cs.spec.agent
     annotations = vm_spec_annotations(cs)
     annotations[k.ANN_GENERATION] = str(cs.generation)

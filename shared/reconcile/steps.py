@@ -3,7 +3,7 @@
 A decision is a pure function of what was read (the set, its pods, the
 registry answers gathered so far) and returns exactly one of these. The
 executor performs it, updates its view of the world and asks again, so every
-step is small and the sequence of SPEC §4/§5 appears as a table of decisions.
+step is small and the sequence of docs/design.md#steps appears as a table of decisions.
 
 Terminal steps end the invocation: `Done`, `Wait`, `NotOurs`, `Retry`,
 `Refuse`, `ReportNoCapacity`, `WaitInLine`. The others are effects.
@@ -23,7 +23,7 @@ class Probe(StrEnum):
 
     PRESENT = "present"
     ABSENT = "absent"
-    # An error is its own answer: never "absent", never "present" (SPEC §4, §5).
+    # An error is its own answer: never "absent", never "present" (docs/design.md#release-gate).
     ERROR = "error"
 
 
@@ -94,7 +94,7 @@ class ProbeRegistry:
 
 @dataclass(frozen=True, slots=True)
 class RequestHibernation:
-    """SPEC §4.1: annotate these pods `hibernate: "true"` and the set's generation, in one patch.
+    """Stamp `hibernate: "true"` and the generation, in one patch (docs/design.md#release-request).
 
     vk-cocoon echoes the pod's generation stamp (never the set's) as the
     observed generation of its `hibernated` report, so the stamp must be
@@ -123,7 +123,7 @@ class SetPhase:
 
 @dataclass(frozen=True, slots=True)
 class Stash:
-    """SPEC §4.3: one write with the VM-name union and the placement hint."""
+    """docs/design.md#release-stash: one write with the VM-name union and the placement hint."""
 
     delete_vm_names: str
     hint: str | None  # None = leave the hint as it is (main has no node)
@@ -145,14 +145,14 @@ class PodTarget:
 
 @dataclass(frozen=True, slots=True)
 class FlagAndDelete:
-    """SPEC §4.4-6: flag keep-snapshot (best-effort), delete with a UID precondition."""
+    """Flag keep-snapshot (best-effort), delete preconditioned (docs/design.md#release-delete)."""
 
     pods: tuple[PodTarget, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class PersistWaking:
-    """SPEC §5: make the restore durable (phase `Waking`) before creating anything."""
+    """Persist the restore (`Waking`) before creating anything (docs/design.md#wake-sequence)."""
 
     stamp_started: bool  # a new wake: record when it started (the sweep's deadline clock)
 

@@ -284,7 +284,7 @@ def _suspend_victim(
         except Conflict:
             if attempt == 2:
                 break
-            # Re-read and re-judge once (SPEC §9): a status write by the operator must
+            # Re-read, re-judge once (docs/design.md#concurrency): an operator's status write must
             # not cost the claim; a set another wake took, or one now active, is refused.
             fresh = kube.get_set(cand.ref)
             if fresh is None or not isinstance(why_not(fresh, waker, now=now), Candidate):

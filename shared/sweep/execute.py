@@ -174,7 +174,7 @@ class SweepIncomplete(TransientError):
 
 def _is_transient(err: BaseException) -> bool:
     # ConfigError is retried by the targets too: fixing the deployment should let a
-    # rerun succeed (SPEC §10).
+    # rerun succeed (docs/design.md#ack-or-retry).
     return isinstance(err, TransientError | ConfigError)
 
 
@@ -325,7 +325,7 @@ class Sweeper:
             self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.WOULD, due.message)
             return
         # The reconcile just ran and may have written the set (finishing the wake, say):
-        # on a lost CAS re-read once and re-decide from the fresh set (SPEC §9).
+        # on a lost CAS re-read once and re-decide from the fresh set (docs/design.md#concurrency).
         current: CocoonSet | None = cs
         for attempt in (1, 2):
             assert current is not None

@@ -1,4 +1,4 @@
-"""The sweep's decisions, as pure functions of what one paged list returned (SPEC §6).
+"""The sweep's decisions, as pure functions of what one paged list returned (docs/design.md#sweep).
 
 Nothing here performs I/O: given a CocoonSet as listed (and, for the few sets
 that need it, the pods one label-selected list returned), these functions say
@@ -14,7 +14,7 @@ Invariants the decisions keep:
   warned about (``ANN_IDLE_CONFIG_ERROR``); the warning is due only when they
   differ.
 * The safety net selects exactly the sets an event would have reconciled
-  (SPEC §4/§5 entry conditions that can be judged from the set alone); a
+  (the entry conditions judged from the set alone, docs/design.md#sweep-safety-net); a
   `Suspended` release set is only reconciled when it still has pods, which
   needs a pod list, so it is marked for a pod check rather than a reconcile.
 * A wake deadline warning is keyed by the wake's identity so it is emitted
@@ -67,7 +67,7 @@ class IdleEval:
 
 
 class SafetyNeed(StrEnum):
-    """Why the safety net looks at a set (each maps to a SPEC §4/§5 entry condition)."""
+    """Why the safety net looks at a set: an entry condition (docs/design.md#sweep-safety-net)."""
 
     # release + spec.suspend, phase not yet Suspended: the release never finished.
     RELEASE_PENDING = "release-pending"
@@ -222,7 +222,7 @@ def config_action(cs: CocoonSet, idle: IdleEval) -> ConfigAction | None:
 
 
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
-    """The SPEC §4/§5 entry condition an event would have acted on, judged from the set."""
+    """The entry condition an event would have acted on (docs/design.md#sweep-safety-net)."""
     phase = cs.phase
     if cs.metadata.annotations.get(k.ANN_WAKE_REPORT_OWED):
         return SafetyNeed.REPORT_OWED

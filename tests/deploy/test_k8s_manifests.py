@@ -462,7 +462,7 @@ def test_registry_notifications_reach_ingest_with_the_blob_workaround() -> None:
     auth = endpoint["headers"]["Authorization"]
     assert isinstance(auth, list) and auth[0].startswith("Bearer ")
     # Without a media type in the ignore list, Distribution < 3.1 skips the
-    # action filter entirely (EVENT-FORMATS §1.6).
+    # action filter entirely (docs/design.md#ignore-actions).
     assert "application/octet-stream" in endpoint["ignoredmediatypes"]
     for key in ("timeout", "threshold", "backoff"):
         assert endpoint[key], key

@@ -4,7 +4,7 @@ infra/registry-config/config.yml's `notifications` section is loaded by a
 real CNCF Distribution server (Debian docker-registry) whose endpoint is a
 capture server on 127.0.0.1. A snapshot push must reach `/registry` with the
 bearer header; blob pushes and pulls must not (the media-type workaround of
-EVENT-FORMATS §1.6 is what makes `ignore.actions` work on 2.8).
+docs/design.md#ignore-actions is what makes `ignore.actions` work on 2.8).
 """
 
 from __future__ import annotations

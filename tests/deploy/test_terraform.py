@@ -278,7 +278,7 @@ def _accepts() -> dict[str, frozenset[str]]:
     """CloudEvent types each target accepts: the adapters' own sets when present."""
     try:
         from shared.adapters import cloudevent as ce
-    except ImportError:  # the adapters land on another branch; SPEC §11 meanwhile
+    except ImportError:  # the adapters land on another branch; docs/design.md#targets meanwhile
         changes = frozenset({c.CE_SET_CHANGED, c.CE_AUDIT_WRITTEN})
         return {
             "release": frozenset({c.CE_SNAPSHOT_PUSHED, c.CE_PUBSUB_PUBLISHED}) | changes,
@@ -345,7 +345,7 @@ def _audit_methods(module: TfDir) -> list[str]:
 def _parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
     try:
         from shared.adapters.kube import parse_gke_method
-    except ImportError:  # same rule as the adapter (EVENT-FORMATS §6.2)
+    except ImportError:  # same rule as the adapter (docs/design.md#gke-audit-methods)
         prefixes = {"io.k8s.core.": "", ".".join(reversed(c.GROUP.split("."))) + ".": c.GROUP}
         for prefix, group in prefixes.items():
             if method.startswith(prefix):
@@ -629,7 +629,7 @@ def test_one_runtime_identity_per_function_and_one_per_trigger(module: TfDir) ->
 
 
 def test_every_reconciling_function_may_finish_a_wake(module: TfDir) -> None:
-    """SPEC §11: one level-triggered reconciler, so any target may reconcile any set.
+    """docs/design.md#targets: one level-triggered reconciler, so any target may reconcile any set.
 
     The audit fan-in routes every pod write to `release` as well as `wake`, so
     `release` reaches the wake's completion step (delete `<vm>:hibernate`) as

@@ -210,7 +210,7 @@ def check_release(s: Stack, answers: list[int], *, window: bool) -> None:
     ]
     flags = s.applied("PATCH", POD_PATH)
     assert stash and stash[0] < deletes[0], "the stash lands before the delete"
-    # The flag is best-effort (SPEC §4.4: a failed flag patch does not block the
+    # The flag is best-effort (docs/design.md#release-delete: a failed flag does not block the
     # delete); when it lands, it lands before the delete.
     assert all(f < deletes[0] for f in flags), "the keep-snapshot flag lands before the delete"
     cs = w.get_set(NS, SET)

@@ -1,4 +1,4 @@
-"""Lifecycle CloudEvents (SPEC §8) end to end: real release, wake and sweep flows through
+"""Lifecycle CloudEvents (docs/design.md#lifecycle) end to end: release, wake, sweep flows through
 functions-framework, the embedded Kubernetes API and a real Distribution registry,
 with `COCOON_EVENTS_TOPIC` set.
 

@@ -1,4 +1,4 @@
-"""Release (SPEC §4) end to end: CloudEvents through functions-framework, the
+"""Release (docs/design.md#release) end to end: CloudEvents through functions-framework, the
 embedded Kubernetes API (request log = proof of ordering) and a real
 Distribution registry. vk-cocoon is played by the test: it annotates the pod
 hibernated and pushes the `:hibernate` snapshot, as the real one would.

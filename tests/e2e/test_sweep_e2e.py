@@ -1,4 +1,4 @@
-"""The sweep (SPEC §6) end to end: the embedded Kubernetes API, a real Distribution
+"""The sweep (docs/design.md#sweep) end to end: the embedded Kubernetes API, a real Distribution
 registry and the project's own clients. The test plays the user (idle
 annotations, activity stamps), vk-cocoon (reporting a VM hibernated, pushing
 `<vm>:hibernate`) and the lost events (it simply never delivers them).

@@ -1,4 +1,4 @@
-"""Wake (SPEC §5) end to end: wake requests and change events through
+"""Wake (docs/design.md#wake) end to end: wake requests and change events through
 functions-framework, the embedded Kubernetes API and a real Distribution
 registry. The test plays vk-cocoon (reporting the restored VM live) and the
 user (unsuspending).

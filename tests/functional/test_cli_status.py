@@ -3,7 +3,7 @@
 The cluster is staged by hand (no functions, no simulator), so each state the
 command must report is exactly the one set up: a running set, a released set
 with its snapshot, a Suspended set whose main pod came back without the
-restore marker (SPEC §12, what an operator predating hibernatePolicy does),
+restore marker (an operator predating hibernatePolicy, docs/design.md#operator),
 a wake in flight, and a retain set that is not ours.
 """
 

@@ -1,7 +1,7 @@
 """`wake` and `suspend` from a terminal, against a real API (embedded) and a real registry.
 
 No functions and no simulated cluster run here: the command itself must make
-the desired state durable and take the wake's first steps (SPEC §5), exactly
+the desired state durable and take the wake's first steps (docs/design.md#wake-request), exactly
 as the wake target does for a wake-request CloudEvent.
 """
 
@@ -91,7 +91,7 @@ def test_wake_unsuspends_then_recreates_the_main_pod_with_restore_intent(
 
 def test_wake_refuses_a_retain_set_in_one_line(kube: Any, env: dict[str, str]) -> None:
     # A retain set with no released seat (no hint): nothing to restore. (A set edited to
-    # retain *while released* still carries the hint and is woken: SPEC §5.)
+    # retain *while released* still carries the hint and is woken: docs/design.md#wake-engage.)
     _released(KubeHTTP(kube.url), "kept", policy="retain", hint=False)
     result = CliRunner().invoke(wake, [f"{NS}/kept"], env=env)
     assert result.exit_code == 1

@@ -162,7 +162,7 @@ def test_cloudevent_through_the_framework(
 
 
 def test_harbor_cloudevents_webhook_as_harbor_posts_it(probe: tuple[Any, Any]) -> None:
-    """Harbor posts structured JSON with `application/cloudevents+json` (EVENT-FORMATS §2.4)."""
+    """Harbor posts structured `application/cloudevents+json` (docs/design.md#harbor)."""
     client, state = probe
     state.settings, state.accept = LOCAL, ACCEPT_RELEASE
     body = (

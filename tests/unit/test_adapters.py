@@ -544,7 +544,7 @@ PUBSUB_TICK_CASES = [
     pytest.param(b"", SCHEDULER, TICK, id="attributes-only"),
     pytest.param(None, None, TICK, id="no-data"),
     pytest.param(b"tick", SCHEDULER, TICK, id="scheduler-attribute-plain-text"),
-    # EVENT-FORMATS §10.3: free-form data under origin=scheduler.
+    # docs/design.md#scheduler-ticks: free-form data under origin=scheduler.
     pytest.param(
         b'{"task": "reconcile", "dry_run": true}', SCHEDULER, DRY_TICK, id="scheduler-free-form"
     ),

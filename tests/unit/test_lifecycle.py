@@ -1,4 +1,4 @@
-"""Lifecycle CloudEvents (SPEC §8): the pure builders, the wire form, best-effort emit,
+"""Lifecycle CloudEvents (docs/design.md#lifecycle): pure builders, wire form, best-effort emit,
 and the guarantee that this project's own adapters never read them back as work.
 
 Pure tier: no network, no Pub/Sub library (the publisher here is a recording

@@ -1,4 +1,4 @@
-"""The main pod a wake creates (SPEC §3), compared with reviewed golden manifests.
+"""The main pod a wake creates (docs/design.md#main-pod), compared with reviewed golden manifests.
 
 The golden files in tests/data/golden/ are the contract written out: each
 holds the set, the hint and the exact pod expected. Regenerate only after a

@@ -1,4 +1,4 @@
-"""VM-name helpers and name validation (SPEC §1)."""
+"""VM-name helpers and name validation (docs/design.md#names)."""
 
 from __future__ import annotations
 

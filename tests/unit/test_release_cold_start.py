@@ -1,5 +1,5 @@
 """Cold start is a product feature: the release/wake targets load no heavy client
-library at import, nor for an event the adapters drop (SPEC §7: irrelevant
+library at import, nor for an event the adapters drop (docs/design.md#dropped-events: irrelevant
 events are acknowledged without any API or registry call).
 
 Runs in a fresh interpreter so other tests' imports cannot hide a regression.

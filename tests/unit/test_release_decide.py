@@ -1,4 +1,4 @@
-"""SPEC §4 (release) as a table: observed state -> the next step. Pure, no I/O."""
+"""Release (docs/design.md#release) as a table: observed state -> next step. Pure, no I/O."""
 
 from __future__ import annotations
 

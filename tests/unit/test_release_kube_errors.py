@@ -1,6 +1,6 @@
 """The Kubernetes client wrapper lets no `kubernetes`/`urllib3` exception escape.
 
-Status -> error type is a table (SPEC §10: what is retried and what is
+Status -> error type is a table (docs/design.md#ack-or-retry: what is retried and what is
 acknowledged depends on it). Connection failures are exercised for real
 against a closed port on 127.0.0.1.
 """

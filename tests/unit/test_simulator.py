@@ -1,4 +1,4 @@
-"""The cluster simulator's decisions: the stand-ins must not fight the functions (SPEC §12)."""
+"""The simulator's stand-ins must not fight the functions (docs/design.md#operator)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sweep's pure decisions (SPEC §6): tables of set state -> decision, with ids."""
+"""The sweep's pure decisions (docs/design.md#sweep): tables of set state -> decision, with ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §5 (wake) as a table: observed state -> the next step. Pure, no I/O."""
+"""The wake (docs/design.md#wake) as a table: observed state -> the next step. Pure, no I/O."""
 
 from __future__ import annotations
 

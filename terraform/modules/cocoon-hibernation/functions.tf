@@ -1,5 +1,5 @@
-# The four targets of main.py (README, "How it works"), one Cloud Run function each, all
-# from the same source archive. Environment per README, "Configuration"; `Settings.from_env`
+# The four targets of main.py (docs/design.md#overview), one Cloud Run function each, all
+# from the same source archive. Environment per docs/configuration.md; `Settings.from_env`
 # (shared/config.py) is the code side and tests/deploy checks they agree.
 
 data "google_pubsub_topic" "gcr" {

@@ -13,11 +13,11 @@
 #                tag that goes with it). No upload, no package delete, no
 #                repository settings (repoAdmin had all three). The CloudEvent
 #                targets share one level-triggered reconciler and any of them
-#                may reconcile any set (README, "How it works"): every GKE pod write reaches
+#                may reconcile any set (docs/design.md#overview): every GKE pod write reaches
 #                release as well as wake, so release, too, runs the wake's
 #                completion step (delete the :hibernate manifest once the VM
-#                is live, README "Release and wake"), as do sweep's safety net and ingest's audit
-#                path. Release's own path still never deletes a tag (README, "Release and wake").
+#                is live, docs/design.md#wake), as do sweep's safety net and ingest's audit
+#                path. Release's own path still never deletes a tag (docs/design.md#release).
 #   ingest       secretmanager.secretAccessor on the ingest-token secret only
 #   all          pubsub.publisher on the lifecycle-events topic only (when enabled)
 # Trigger (one per CloudEvent function): run.invoker on its own function only,

@@ -7,7 +7,7 @@
 #   own identity that may invoke only its function;
 # - no primitive role, no allUsers/allAuthenticatedUsers anywhere;
 # - release's and wake's triggers retry (RETRY_POLICY_RETRY): the functions
-#   ack what cannot succeed and fail only what a retry can fix (README, "Failure semantics");
+#   ack what cannot succeed and fail only what a retry can fix (docs/design.md#failure-semantics);
 #   the sweep's does not (a tick is superseded by the next one).
 
 locals {
@@ -31,7 +31,7 @@ locals {
 
   labels = merge(var.labels, { "app" = "cocoon-hibernation" })
 
-  # Every audit method is routed to both release and wake (README, "Event sources": both accept
+  # Every audit method is routed to both release and wake (docs/design.md#event-sources: both accept
   # audit CloudEvents, and any target may reconcile any set).
   shared_audit_routes = {
     for pair in setproduct(["release", "wake"], var.audit_methods) :

@@ -38,13 +38,13 @@ resource "google_cloud_scheduler_job" "sweep" {
   project     = var.project_id
   region      = var.region
   name        = "${var.name_prefix}-sweep"
-  description = "Idle sweep and safety net of cocoon-hibernation (README, The sweep)."
+  description = "Idle sweep and safety net of cocoon-hibernation (docs/design.md#sweep)."
   schedule    = var.sweep_schedule
   time_zone   = var.sweep_time_zone
 
   pubsub_target {
     topic_name = google_pubsub_topic.sweep.id
-    # The canonical io.cocoonstack.sweep.requested data (functions/sweep.py; README, "The sweep").
+    # The canonical io.cocoonstack.sweep.requested data (functions/sweep.py; docs/design.md#sweep).
     data = base64encode(jsonencode({ dryRun = false }))
   }
 

@@ -2,7 +2,7 @@
 # local.pod_status_routes). A CF2 function has exactly one
 # event_trigger (theirs is a Pub/Sub topic), so each audited method gets an
 # extra Eventarc trigger aimed at the function's Cloud Run service
-# (README, "Event sources"). Eventarc triggers created directly retry
+# (docs/design.md#event-sources). Eventarc triggers created directly retry
 # by default (Pub/Sub backoff 10 s..600 s for 24 h); `retry_policy` on this
 # resource only accepts max_attempts = 1 (= no retry), so it is left unset.
 #
@@ -11,7 +11,7 @@
 # (hashicorp/terraform-provider-google#17697). The dead-letter topics are
 # declared in pubsub.tf and attached after apply by
 # infra/scripts/attach-dead-letters.sh; events that still expire are what the
-# scheduled sweep exists for (README, "The sweep").
+# scheduled sweep exists for (docs/design.md#sweep).
 
 resource "google_eventarc_trigger" "audit" {
   for_each = local.audit_routes

@@ -1,4 +1,4 @@
-"""Recorded event fixtures, one JSON file per source and case (modelled on EVENT-FORMATS.md).
+"""Recorded event fixtures, one JSON file per source and case (docs/design.md#event-sources).
 
 HTTP bodies (Distribution, Harbor, ECR, audit EventList) are stored as the
 body itself; CloudEvents as `{"attributes": {...}, "data": ...}` so a test can
