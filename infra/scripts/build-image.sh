@@ -5,7 +5,8 @@
 #   ./infra/scripts/build-image.sh [TAG]                 # on the pinned upstream base
 #   ./infra/scripts/build-image.sh --local-base [TAG]    # on a Debian base made here
 #
-# TAG defaults to localhost/cocoon-hibernation:dev. The image for a cluster is
+# TAG defaults to localhost/cocoon-hibernation:<version>, the version in
+# pyproject.toml (the one the wheel and `--version` carry; CHANGELOG.md). The image for a cluster is
 # built on the Dockerfile's default base (python:3.12-slim, pinned by digest).
 # --local-base is for machines that cannot pull it: mmdebstrap makes a Debian
 # bookworm root (Python 3.11 + pip, the Dockerfile's `python3` at
@@ -26,7 +27,9 @@ if [ "${1:-}" = "--local-base" ]; then
   local_base=1
   shift
 fi
-tag="${1:-localhost/cocoon-hibernation:dev}"
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "${repo_root}/pyproject.toml" | head -n1)"
+[ -n "${version}" ] || { echo "build-image: no version in pyproject.toml" >&2; exit 2; }
+tag="${1:-localhost/cocoon-hibernation:${version}}"
 base_tag="localhost/cocoon-python-base:bookworm"
 build_args=()
 
