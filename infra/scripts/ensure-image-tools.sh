@@ -15,7 +15,9 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "installing ${missing[*]} (image build and run tests)..." >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" uidmap >/dev/null
+  # With recommends: podman's (slirp4netns, fuse-overlayfs, uidmap, ...) are what the image
+  # tests were run with here; a leaner set is untested.
+  apt-get install -y -qq "${missing[@]}" uidmap >/dev/null
   exit 0
 fi
 echo "not installed: ${missing[*]}; the image tests will skip ('sudo apt-get install ${missing[*]}')" >&2
