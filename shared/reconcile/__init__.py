@@ -11,12 +11,13 @@ from shared.reconcile.decide import Observed, decide
 from shared.reconcile.executor import Outcome, reconcile_set, request_wake
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.ports import KubeApi, SnapshotRegistry
-from shared.reconcile.steps import Probe
+from shared.reconcile.steps import OutcomeResult, Probe
 
 __all__ = [
     "KubeApi",
     "Observed",
     "Outcome",
+    "OutcomeResult",
     "Probe",
     "SnapshotRegistry",
     "build_main_pod",

@@ -72,6 +72,7 @@ from shared.reconcile.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.refusal import report_refusal
 from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
+    OBSERVING,
     TERMINAL,
     ClearStaleHint,
     CompleteWake,
@@ -81,6 +82,7 @@ from shared.reconcile.steps import (
     FlagAndDelete,
     JoinLine,
     NotOurs,
+    OutcomeResult,
     PersistWaking,
     Probe,
     ProbeRegistry,
@@ -110,20 +112,6 @@ MAX_STEPS = 24
 MAX_CONFLICTS = 5
 
 StepHook = Callable[[Step], None]
-# Steps that only look; the terminal steps' names never count as effects either.
-_OBSERVING = frozenset(
-    {
-        "ProbeRegistry",
-        "RereadMain",
-        "Done",
-        "Wait",
-        "NotOurs",
-        "Retry",
-        "Refuse",
-        "ReportNoCapacity",
-        "WaitInLine",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +119,7 @@ class Outcome:
     """How one reconcile ended (every invocation logs it)."""
 
     ref: SetRef
-    result: str  # done | waiting | refused | not-ours | not-found
+    result: OutcomeResult
     reason: str
     steps: tuple[str, ...] = ()
     deleted_pods: int = 0
@@ -157,6 +145,8 @@ class _Run:
     dropped: set[str] = field(default_factory=set)
     reread: dict[str, bool] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
+    # The steps this run acted on, beyond looking (names, in order).
+    effects: list[str] = field(default_factory=list)
     deleted: int = 0
     created: bool = False
     conflicts: int = 0
@@ -167,6 +157,28 @@ class _Run:
     # the namespaces to search); off for the victim's own release started from here.
     settings: Settings | None = None
     reclaim: bool = True
+
+    @classmethod
+    def start(
+        cls,
+        ref: SetRef,
+        kube: KubeApi,
+        registry: SnapshotRegistry | None,
+        settings: Settings | None,
+        now: datetime | None,
+        hook: StepHook | None,
+        publisher: PublisherArg,
+    ) -> _Run:
+        """The one construction of a run, for `reconcile_set` and `request_wake` alike."""
+        return cls(
+            ref=ref,
+            kube=kube,
+            registry=registry,
+            now=now if now is not None else datetime.now(UTC),
+            hook=hook,
+            publisher=resolve_publisher(publisher, settings),
+            settings=settings,
+        )
 
     # --- state ------------------------------------------------------------------
 
@@ -254,7 +266,7 @@ class _Run:
             seat_order=self.settings is not None and self.settings.seat_order,
         )
 
-    def outcome(self, result: str, reason: str) -> Outcome:
+    def outcome(self, result: OutcomeResult, reason: str) -> Outcome:
         return Outcome(
             ref=self.ref,
             result=result,
@@ -268,7 +280,7 @@ class _Run:
 
     def run(self, initial: CocoonSet | None = None, *, pods_at: str | None = None) -> Outcome:
         if not self.read(initial, pods_at=pods_at):
-            return self.outcome("not-found", "the set does not exist")
+            return self.outcome(OutcomeResult.NOT_FOUND, "the set does not exist")
         for _ in range(MAX_STEPS):
             step = decide(self.observed())
             if isinstance(step, CreateMain) and self.lost_create:
@@ -276,6 +288,8 @@ class _Run:
                 # (leaving, or not the set's): another POST only repeats the 409.
                 step = Retry("the main pod's name is taken by another pod: retry shortly")
             self.steps.append(_step_name(step))
+            if not isinstance(step, OBSERVING):
+                self.effects.append(_step_name(step))
             if isinstance(step, TERMINAL):
                 return self.finish(step)
             if self.hook is not None:
@@ -296,7 +310,7 @@ class _Run:
                     ) from e
                 log.debug("conflict: re-read and re-decide", set=str(self.ref), step=self.steps[-1])
                 if not self.read():
-                    return self.outcome("not-found", "the set was deleted")
+                    return self.outcome(OutcomeResult.NOT_FOUND, "the set was deleted")
         raise TransientError(f"{self.ref}: no terminal step after {MAX_STEPS} steps")
 
     def finish(self, step: Step) -> Outcome:
@@ -310,25 +324,27 @@ class _Run:
             raise ConfigError(step.reason)
         if isinstance(step, ReportNoCapacity):
             self.report_no_capacity(step)
-            return self.outcome("waiting", f"no capacity: {step.message}{self.reclaim_seat(step)}")
+            return self.outcome(
+                OutcomeResult.WAITING, f"no capacity: {step.message}{self.reclaim_seat(step)}"
+            )
         if isinstance(step, WaitInLine):
             return self.wait_in_line(step)
         if isinstance(step, Done):
-            return self.outcome("done", step.reason)
+            return self.outcome(OutcomeResult.DONE, step.reason)
         if isinstance(step, Wait):
             main = main_pod(self.pods)
             if main is not None and main.spec.node_name and self.set.phase is Phase.WAKING:
                 # Bound: it left the line, so the next in line may try now rather
                 # than after this VM's restore (hand-off, shared.seats.line).
                 self.tend_line("bound")
-            return self.outcome("waiting", step.reason)
+            return self.outcome(OutcomeResult.WAITING, step.reason)
         assert isinstance(step, NotOurs)
-        effects = [s for s in self.steps if s not in _OBSERVING]
+        effects = self.effects
         if effects:
             # This run moved the set (e.g. completed a wake) and the situation is
             # now the normal flow's: report what was done, not "not ours".
-            return self.outcome("done", f"{', '.join(effects)}; now {step.reason}")
-        return self.outcome("not-ours", step.reason)
+            return self.outcome(OutcomeResult.DONE, f"{', '.join(effects)}; now {step.reason}")
+        return self.outcome(OutcomeResult.NOT_OURS, step.reason)
 
     def refused(self, step: Step, err: AdmissionDenied) -> Outcome:
         """An admission plugin or webhook refused a write (quota, PodSecurity, a missing
@@ -339,7 +355,7 @@ class _Run:
         fails, the redelivery meets the same refusal and the same name makes it once."""
         name = _step_name(step)
         report_refusal(self.kube, self.set, name, err)
-        return self.outcome("refused", f"{name}: {err.server_message}")
+        return self.outcome(OutcomeResult.REFUSED, f"{name}: {err.server_message}")
 
     # --- effects ----------------------------------------------------------------
 
@@ -742,9 +758,13 @@ class _Run:
             main = main_pod(self.pods)
             if main is not None:
                 drop_gate(self.kube, main, now=self.now)
-            return self.outcome("waiting", f"{step.pod_name}: not in a seat line: ungated")
+            return self.outcome(
+                OutcomeResult.WAITING, f"{step.pod_name}: not in a seat line: ungated"
+            )
         if key in res.ungated:
-            return self.outcome("waiting", f"{step.pod_name}: its turn in the seat line: ungated")
+            return self.outcome(
+                OutcomeResult.WAITING, f"{step.pod_name}: its turn in the seat line: ungated"
+            )
         if isinstance(res.failed.get(key), TransientError):
             # Its turn, and the gate is still on: redelivery is sooner than the sweep.
             raise TransientError(f"{self.ref}: removing the seat gate failed: {res.failed[key]}")
@@ -752,7 +772,7 @@ class _Run:
         note = f"{step.pod_name} is in line for a seat behind {behind}"
         # A gated pod waits for a seat as surely as an unschedulable one (it is gated
         # only behind a stuck waiter that could take any seat it could): it may reclaim.
-        return self.outcome("waiting", note + self.reclaim_seat(step))
+        return self.outcome(OutcomeResult.WAITING, note + self.reclaim_seat(step))
 
     def reclaim_seat(self, step: ReportNoCapacity | WaitInLine) -> str:
         """Try to take an idle seat for this waiting wake (shared.seats); a note for the log."""
@@ -790,10 +810,6 @@ class _Run:
         return f"; seat reclaim: {res.action} ({res.detail})"
 
 
-def _now(now: datetime | None) -> datetime:
-    return now if now is not None else datetime.now(UTC)
-
-
 def reconcile_set(
     ref: SetRef,
     *,
@@ -812,15 +828,7 @@ def reconcile_set(
     receives the lifecycle CloudEvents; by default the process's publisher for
     `settings.events_topic`, None (off) when the topic is unset.
     """
-    return _Run(
-        ref=ref,
-        kube=kube,
-        registry=registry,
-        now=_now(now),
-        hook=hook,
-        publisher=resolve_publisher(publisher, settings),
-        settings=settings,
-    ).run()
+    return _Run.start(ref, kube, registry, settings, now, hook, publisher).run()
 
 
 def request_wake(
@@ -836,13 +844,13 @@ def request_wake(
     """A user wants the set back: make `spec.suspend=false` durable, then run the wake."""
     cs = kube.get_set(ref)
     if cs is None:
-        return Outcome(ref=ref, result="not-found", reason="the set does not exist")
+        return Outcome(ref=ref, result=OutcomeResult.NOT_FOUND, reason="the set does not exist")
     if not released_seat_evidence(cs):
         # Gated like the wake itself (docs/design.md#wake-engage: phase and state, not the current
         # policy value): a set edited to retain while released is still restored.
         return Outcome(
             ref=ref,
-            result="not-ours",
+            result=OutcomeResult.NOT_OURS,
             reason=f"hibernatePolicy={cs.spec.hibernate_policy.value}: wake requests are for "
             "release-policy sets",
         )
@@ -860,15 +868,10 @@ def request_wake(
             # cocoon-webhook validates every spec change of a set: one that breaks its
             # rules cannot be unsuspended until fixed. Told once, acknowledged.
             report_refusal(kube, cs, "Unsuspend", e)
-            return Outcome(ref=ref, result="refused", reason=f"Unsuspend: {e.server_message}")
+            return Outcome(
+                ref=ref, result=OutcomeResult.REFUSED, reason=f"Unsuspend: {e.server_message}"
+            )
         steps = ("Unsuspend",)
-    out = _Run(
-        ref=ref,
-        kube=kube,
-        registry=registry,
-        now=_now(now),
-        hook=hook,
-        publisher=resolve_publisher(publisher, settings),
-        settings=settings,
-    ).run(cs, pods_at=read_at)
+    run = _Run.start(ref, kube, registry, settings, now, hook, publisher)
+    out = run.run(cs, pods_at=read_at)
     return replace(out, steps=steps + out.steps)

@@ -264,3 +264,16 @@ Step = (
 
 
 TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity, WaitInLine)
+# Steps that only look (and every terminal step): never an effect of the run.
+OBSERVING = (ProbeRegistry, RereadMain, *TERMINAL)
+
+
+class OutcomeResult(StrEnum):
+    """How one reconcile of a set ended (`Outcome.result`): a StrEnum, so the value
+    is what the invocation's log line and the CLI's JSON carry."""
+
+    DONE = "done"
+    WAITING = "waiting"
+    REFUSED = "refused"
+    NOT_OURS = "not-ours"
+    NOT_FOUND = "not-found"
