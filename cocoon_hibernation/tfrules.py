@@ -292,6 +292,20 @@ MODULE_RULES: Final[tuple[Rule, ...]] = (
         "s, m, h or d, like 30s or 2m.",
     ),
     Rule(
+        "cocoon_operator",
+        0,
+        "cocoon_operator",
+        lambda v: _string(v) in ("present", "absent"),
+        "cocoon_operator must be present or absent.",
+    ),
+    Rule(
+        "seat_order",
+        0,
+        "seat_order",
+        lambda v: _string(v) in ("gate", "off"),
+        "seat_order must be gate or off.",
+    ),
+    Rule(
         "sweep_max_suspends",
         0,
         "sweep_max_suspends",

@@ -98,6 +98,8 @@ VALUES: dict[tuple[str, int], list[Any]] = {
     ],
     ("wake_deadline", 0): ["90s", "10m", "1h30m", "2d", "100ms", "0s", "1.5h", "", "10"],
     ("seat_reclaim_grace", 0): ["off", "30s", "2m", "0s", "Off", "30"],
+    ("cocoon_operator", 0): ["present", "absent", "Absent", "none", ""],
+    ("seat_order", 0): ["gate", "off", "Gate", "fifo"],
     ("sweep_max_suspends", 0): [0, 5, 50, -1, 1.5],
     ("max_instances", 0): [1, 100, 0, 101],
     ("dead_letter_retention", 0): ["600s", "604800s", "2678400s", "599s", "2678401s", "7d"],

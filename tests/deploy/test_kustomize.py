@@ -40,6 +40,7 @@ FILLED = {
     "registryAuth": "basic",
     "namespaces": "team-a,team-b",
     "wakeDeadline": "15m",
+    "operator": "absent",
 }
 
 
@@ -113,6 +114,7 @@ def test_the_values_land_where_they_belong(filled: list[dict[str, Any]]) -> None
     assert env["COCOON_REGISTRY_AUTH"] == FILLED["registryAuth"]
     assert env["COCOON_NAMESPACES"] == FILLED["namespaces"]
     assert env["COCOON_WAKE_DEADLINE"] == FILLED["wakeDeadline"]
+    assert env["COCOON_OPERATOR"] == FILLED["operator"]
     # What the process will read is a valid configuration (secrets as the Secret holds them).
     secret = {e["name"]: "s3cret" for e in container["env"] if "valueFrom" in e}
     assert set(secret) == {
@@ -182,6 +184,7 @@ def test_the_deployment_variant_carries_the_values_and_no_knative_service(
     assert env["COCOON_REGISTRY_BASE"] == FILLED["registryBase"]
     assert env["COCOON_NAMESPACES"] == FILLED["namespaces"]
     assert env["COCOON_WAKE_DEADLINE"] == FILLED["wakeDeadline"]
+    assert env["COCOON_OPERATOR"] == FILLED["operator"]
     assert env["PORT"] == "8080"
     # The same process as the Knative variant: same environment names.
     knative = _serve(_render(_copy(tmp_path, FILLED, ["knative"])))

@@ -186,6 +186,8 @@ PLACEHOLDERS = {
     "COCOON_WAKE_DEADLINE": "10m",
     "COCOON_SWEEP_MAX_SUSPENDS": "50",
     "COCOON_SEAT_RECLAIM_GRACE": "30s",
+    "COCOON_SEAT_ORDER": "gate",
+    "COCOON_OPERATOR": "absent",
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
     "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
     "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
@@ -243,6 +245,27 @@ def test_environment_satisfies_settings_from_env(module: TfDir, function: str) -
         assert settings.ingest_token, "ingest needs COCOON_INGEST_TOKEN"
     else:
         assert "COCOON_INGEST_TOKEN" not in env, f"{function} must not see the ingest token"
+
+
+@pytest.mark.parametrize(
+    ("variable", "env_key", "setting"),
+    [("cocoon_operator", "COCOON_OPERATOR", "operator"), ("seat_order", "COCOON_SEAT_ORDER", None)],
+)
+def test_operator_and_seat_order_reach_every_function(
+    module: TfDir, variable: str, env_key: str, setting: str | None
+) -> None:
+    # Without these a Terraform user running no cocoon-operator could not say so, and
+    # every release and wake would wait for it (docs/operator.md).
+    for function in FUNCTIONS:
+        raw = merged_locals(_specs(module)[function]["env"], module)
+        assert norm(str(raw[env_key])) == f"${{var.{variable}}}", function
+    default = module.variables[variable]["default"]
+    settings = Settings.from_env({env_key: default})
+    if setting == "operator":
+        assert settings.operator.value == default  # the module's default is the settings' own
+        assert Settings.from_env({}).operator.value == default
+    else:
+        assert settings.seat_order is Settings.from_env({}).seat_order
 
 
 def test_kube_server_is_https_whatever_the_override(module: TfDir) -> None:

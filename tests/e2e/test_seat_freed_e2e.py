@@ -70,11 +70,7 @@ def test_a_push_release_observes_the_seat_freed_after_the_report(
         for _ in range(RELEASES):
             r = rig.release(timeout=20.0)
             assert r.deleted is not None, rig.log_tail()
-        waited = [
-            m
-            for m in log_messages(rig)[start:]
-            if m.get("message") == WAITED
-        ]
+        waited = [m for m in log_messages(rig)[start:] if m.get("message") == WAITED]
         assert waited, rig.log_tail(40)  # the pushes beat their reports (the real order)
         got = samples(rig, start, want=len(waited))
         # One sample per release whose push watched the report land, and no other.

@@ -43,6 +43,8 @@ module "cocoon_hibernation" {
   audit_methods                     = var.audit_methods
   sweep_time_zone                   = var.sweep_time_zone
   seat_reclaim_grace                = var.seat_reclaim_grace
+  seat_order                        = var.seat_order
+  cocoon_operator                   = var.cocoon_operator
   sweep_max_suspends                = var.sweep_max_suspends
   publish_lifecycle_events          = var.publish_lifecycle_events
   max_instances                     = var.max_instances

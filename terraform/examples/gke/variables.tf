@@ -151,6 +151,18 @@ variable "seat_reclaim_grace" {
   default     = null
 }
 
+variable "cocoon_operator" {
+  description = "present (a cocoon-operator manages the same sets, the default) or absent (the functions act alone)."
+  type        = string
+  default     = null
+}
+
+variable "seat_order" {
+  description = "gate (freed seats go to the longest-waiting wake, the default) or off (the scheduler's own order)."
+  type        = string
+  default     = null
+}
+
 variable "sweep_max_suspends" {
   description = "Idle suspends per sweep run (50 by default)."
   type        = number

@@ -23,6 +23,8 @@ locals {
     COCOON_WAKE_DEADLINE      = var.wake_deadline
     COCOON_SWEEP_MAX_SUSPENDS = tostring(var.sweep_max_suspends)
     COCOON_SEAT_RECLAIM_GRACE = var.seat_reclaim_grace
+    COCOON_SEAT_ORDER         = var.seat_order
+    COCOON_OPERATOR           = var.cocoon_operator
     COCOON_LOG_FORMAT         = "json"
     COCOON_EPOCH_PREFIX       = var.epoch_bucket == null ? "epoch/" : var.epoch_bucket.prefix
   }

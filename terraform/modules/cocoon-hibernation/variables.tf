@@ -312,6 +312,33 @@ variable "seat_reclaim_grace" {
   }
 }
 
+variable "cocoon_operator" {
+  description = "COCOON_OPERATOR: present when a cocoon-operator manages the same CocoonSets (the functions then never act on a set generation it has not observed, docs/operator.md); absent when the functions act alone. Left present with no operator running, every release and wake waits (and logs why)."
+  type        = string
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "present"
+
+  # What shared/config.py accepts (it also lowercases; plan insists on the canonical form).
+  validation {
+    condition     = contains(["present", "absent"], var.cocoon_operator)
+    error_message = "cocoon_operator must be present or absent."
+  }
+}
+
+variable "seat_order" {
+  description = "COCOON_SEAT_ORDER: gate = restore pods wait in their pool's line behind a scheduling gate and a freed seat goes to the longest-waiting wake; off = the scheduler's own order."
+  type        = string
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = "gate"
+
+  validation {
+    condition     = contains(["gate", "off"], var.seat_order)
+    error_message = "seat_order must be gate or off."
+  }
+}
+
 variable "sweep_max_suspends" {
   description = "COCOON_SWEEP_MAX_SUSPENDS: idle suspends per sweep run (keeps one run from stampeding the registry)."
   type        = number
