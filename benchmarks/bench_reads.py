@@ -13,6 +13,12 @@ Each sample is its own write + read, so no read warms the cache for the next one
 - `LIST line, from cache`: the pool's line of waiting wakes (`resourceVersion=0`,
   cluster-wide, field selector `spec.nodeName=`).
 
+Beside them, three requests are timed twice, through `shared.clients.kube` and as bare
+HTTP (`http.client`, one kept-alive connection, the same token): the bare figure is
+what the server takes (plus loopback), the difference is the client's own cost, which
+is the same on both backends. That split says where a release's real/embedded ratio
+comes from (docs/reads.md).
+
 Run: `uv run python -m benchmarks.bench_reads` (`--quick` for 20 samples per read).
 """
 
@@ -54,6 +60,13 @@ READS: tuple[tuple[str, str], ...] = (
 
 WRITE = "patch_set"
 
+# (figure key, what the note says): each timed bare and through the client.
+SPLIT: tuple[tuple[str, str], ...] = (
+    ("get_set", "GET a CocoonSet by name"),
+    ("patch_set", "merge PATCH of a CocoonSet's annotations"),
+    ("patch_pod", "merge PATCH of a pod's annotations (as the keep-snapshot flag)"),
+)
+
 
 def run(*, quick: bool) -> dict[str, Any]:
     """Both backends in one run (real figures suffixed `_real`), plus real/embedded ratios."""
@@ -91,6 +104,23 @@ def run(*, quick: bool) -> dict[str, Any]:
             "for comparison, the write before each read: a merge PATCH of a CocoonSet's "
             f"annotations (the official client); {len(w)} samples, {backend} Kubernetes API",
         )
+        for key, note in SPLIT:
+            for how in ("bare", "client"):
+                xs = timed[f"split: {key} {how}"]
+                name = f"{how}_{key}"
+                samples[f"{name}_ms{suffix}"] = xs
+                p50[backend][name] = statistics.median(xs)
+                figures[f"{name}_p50{suffix}"] = figure(
+                    statistics.median(xs),
+                    "ms",
+                    f"{note}, "
+                    + (
+                        "bare HTTP (http.client, kept-alive): the server's own time"
+                        if how == "bare"
+                        else "through shared.clients.kube (the official client + parsing)"
+                    )
+                    + f"; {len(xs)} samples, {backend}",
+                )
         for key in sorted(k_ for k_ in timed if k_.startswith("release: ")):
             xs = timed[key]
             name = "release_request_" + key.removeprefix("release: ").replace(" ", "_").replace(
@@ -113,6 +143,24 @@ def run(*, quick: bool) -> dict[str, Any]:
                     f"p50 {p50['real'][name]:.2f} ms real vs {p50['embedded'][name]:.2f} ms "
                     "embedded, same run",
                 )
+        for key, _ in SPLIT:
+            for how in ("bare", "client"):
+                name = f"{how}_{key}"
+                figures[f"{name}_real_over_embedded"] = figure(
+                    p50["real"][name] / p50["embedded"][name],
+                    "x",
+                    f"p50 {p50['real'][name]:.2f} ms real vs {p50['embedded'][name]:.2f} ms "
+                    "embedded, same run",
+                )
+            client_cost = {
+                b: p50[b][f"client_{key}"] - p50[b][f"bare_{key}"] for b in ("embedded", "real")
+            }
+            figures[f"client_cost_{key}_real"] = figure(
+                client_cost["real"],
+                "ms",
+                f"client p50 minus bare p50, {key}, real (embedded: "
+                f"{client_cost['embedded']:.2f} ms): the client's own cost per request",
+            )
         for key in (*(key for key, _ in READS), WRITE):
             name = "write_patch_set" if key == WRITE else f"read_{key}"
             figures[f"{name}_real_over_embedded"] = figure(
@@ -175,8 +223,76 @@ def _run_backend(backend: str, *, runs: int) -> dict[str, list[float]]:
                 if i > 0:  # the first round warms the connections
                     timed[key].append(elapsed)
                     writes.append((t0 - w0) * 1000.0)
+        timed.update(_split(st, runs=runs))
         timed.update(_release_requests(st, runs=max(10, runs // 3)))
         return timed
+
+
+def _bare(kubeconfig: Any) -> tuple[Any, dict[str, str]]:
+    """One kept-alive `http.client` connection to the kubeconfig's server, and its headers."""
+    import base64
+    import http.client
+    import ssl
+    import tempfile
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    conf = yaml.safe_load(open(kubeconfig, encoding="utf-8"))  # noqa: SIM115 - read at once
+    cluster = conf["clusters"][0]["cluster"]
+    token = conf["users"][0]["user"]["token"]
+    url = urlsplit(cluster["server"])
+    conn: Any
+    if url.scheme == "https":
+        with tempfile.NamedTemporaryFile("wb", suffix=".crt") as ca:
+            ca.write(base64.b64decode(cluster["certificate-authority-data"]))
+            ca.flush()
+            ctx = ssl.create_default_context(cafile=ca.name)
+        conn = http.client.HTTPSConnection(url.hostname or "", url.port, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(url.hostname or "", url.port)
+    return conn, {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+
+
+def _split(st: Any, *, runs: int) -> dict[str, list[float]]:
+    """SPLIT's requests, bare and through the client, interleaved."""
+    conn, headers = _bare(st.kubeconfig)
+    patch_headers = {**headers, "Content-Type": "application/merge-patch+json"}
+    set_path = f"/apis/{k.GROUP}/{k.VERSION}/namespaces/{NS}/{k.PLURAL}/written"
+    pod_path = f"/api/v1/namespaces/{NS}/pods/read-0"
+    client = st.client
+    ref = SetRef(NS, "written")
+
+    def bare(method: str, path: str, body: dict[str, Any] | None = None) -> None:
+        data = json.dumps(body) if body is not None else None
+        conn.request(method, path, data, patch_headers if body is not None else headers)
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 200, (method, path, resp.status)
+
+    def ann(i: int, how: str) -> dict[str, Any]:
+        return {"metadata": {"annotations": {f"bench/{how}": str(i)}}}
+
+    steps: dict[str, Callable[[int], Any]] = {
+        "get_set bare": lambda i: bare("GET", set_path),
+        "get_set client": lambda i: client.get_set(ref),
+        "patch_set bare": lambda i: bare("PATCH", set_path, ann(i, "bare")),
+        "patch_set client": lambda i: client.patch_set(ref, ann(i, "client")),
+        "patch_pod bare": lambda i: bare("PATCH", pod_path, ann(i, "bare")),
+        "patch_pod client": lambda i: client.patch_pod(NS, "read-0", ann(i, "client")),
+    }
+    out: dict[str, list[float]] = {f"split: {key}": [] for key in steps}
+    try:
+        for i in range(runs + 1):
+            for key, fn in steps.items():
+                t0 = time.perf_counter()
+                fn(i)
+                elapsed = (time.perf_counter() - t0) * 1000.0
+                if i > 0:  # the first round opens the connections
+                    out[f"split: {key}"].append(elapsed)
+    finally:
+        conn.close()
+    return out
 
 
 def _kind(what: str) -> str:
