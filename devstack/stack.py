@@ -102,7 +102,7 @@ class StackConfig:
     # A waiting wake reclaims an idle seat after this (production default 30s; the
     # local stack's scheduler never is merely slow, and a demo should not wait).
     seat_reclaim_grace: str = "2s"
-    # The simulated scheduler's pick among pending pods (devstack.simulator.FIFO or
+    # The simulated scheduler's pick among pending pods (devstack.sim_scheduler.FIFO or
     # NEWEST_FIRST, kube-scheduler's backoff at its least kind).
     scheduler_order: str = "fifo"
     # vk-cocoon's gap between its push and its `hibernated` report (devstack.vkorder).
