@@ -13,7 +13,7 @@ Modules: :mod:`~devstack.stack` (processes, the stack), :mod:`~devstack.simulato
 scheduler's pure placement), :mod:`~devstack.scenario` (the demo's story),
 :mod:`~devstack.observe` / :mod:`~devstack.functionlog` /
 :mod:`~devstack.narrate` (what the demo shows), :mod:`~devstack.processes`
-(child processes that never outlive the stack).
+(child processes that never outlive the stack, the ports they listen on).
 """
 
 from __future__ import annotations

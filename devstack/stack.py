@@ -43,8 +43,7 @@ from cloudevents.http import CloudEvent, to_binary
 
 from devstack.extra import require_local_extra
 from devstack.kubehttp import KubeHTTP
-from devstack.proc import free_port
-from devstack.processes import ManagedProcess, StackError, stop_all
+from devstack.processes import ManagedProcess, StackError, free_port, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from devstack.simulator import NodeSpec, SimEvent, Simulator
 from devstack.vkorder import DEFAULT_REPORT_GAP_S

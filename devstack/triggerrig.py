@@ -37,8 +37,7 @@ import requests
 
 from devstack.kubeapi import EmbeddedKube
 from devstack.kubehttp import KubeHTTP, pod_path, set_path
-from devstack.proc import free_port
-from devstack.processes import ManagedProcess
+from devstack.processes import ManagedProcess, free_port
 from devstack.registry import DistributionServer
 from devstack.simulator import NodeSpec, Simulator
 from devstack.vkorder import DEFAULT_REPORT_GAP_S
