@@ -232,6 +232,42 @@ def main_pod_body(set_obj: Mapping[str, Any]) -> JSON:
     return body
 
 
+def operator_main_pod(
+    set_obj: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    *,
+    node: str,
+    namespace: str | None = None,
+) -> JSON:
+    """A set's main pod as cocoon-operator builds it: labelled, controlled by the set (its
+    uid), bound to `node`, with the given annotations -- where the trigger rig and the
+    release benchmark start a release from (the VM's state is in the annotations)."""
+    name = str(meta_of(set_obj)["name"])
+    meta: JSON = {"name": f"{name}-0"}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = {k.LABEL_SET_NAME: name, k.LABEL_ROLE: k.ROLE_MAIN, k.LABEL_SLOT: "0"}
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": k.API_VERSION,
+            "kind": k.KIND,
+            "name": name,
+            "uid": meta_of(set_obj)["uid"],
+            "controller": True,
+        }
+    ]
+    meta["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": k.MAIN_CONTAINER, "image": k.PLACEHOLDER_IMAGE}],
+        },
+    }
+
+
 # --- writes and the registry, as every actor makes them ---------------------------------
 
 
