@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from devstack.proc import free_port
+from devstack.processes import free_port
 
 __all__ = ["fig", "free_port", "median", "percentile", "spawn_function", "wait_port"]
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from benchmarks._util import fig as figure
 from devstack.kubehttp import KubeHTTP, pod_path, set_path
-from devstack.simulator import NEWEST_FIRST, NodeSpec
+from devstack.sim_scheduler import NEWEST_FIRST
+from devstack.simulator import NodeSpec
 from devstack.stack import Stack, StackConfig
 from shared import constants as k
 from shared.seats.order import GATE

@@ -89,44 +89,19 @@ class Stack:
         return out
 
     def hibernated_main(self, cs: dict[str, Any]) -> None:
+        from devstack.sim_pods import operator_main_pod
+
         name = cs["metadata"]["name"]
-        self.core.create_namespaced_pod(
-            NS,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"{name}-0",
-                    "labels": {
-                        k.LABEL_SET_NAME: name,
-                        k.LABEL_ROLE: k.ROLE_MAIN,
-                        k.LABEL_SLOT: "0",
-                    },
-                    # As the operator builds it: controlled by the set, managed, stamped.
-                    "ownerReferences": [
-                        {
-                            "apiVersion": k.API_VERSION,
-                            "kind": k.KIND,
-                            "name": name,
-                            "uid": cs["metadata"]["uid"],
-                            "controller": True,
-                        }
-                    ],
-                    "annotations": {
-                        k.ANN_VM_NAME: vm_name(NS, name, 0),
-                        k.ANN_MANAGED: k.TRUE,
-                        k.ANN_GENERATION: str(cs["metadata"]["generation"]),
-                        k.ANN_HIBERNATE: k.TRUE,
-                        k.ANN_LIFECYCLE_STATE: "hibernated",
-                        k.ANN_LIFECYCLE_GENERATION: str(cs["metadata"]["generation"]),
-                    },
-                },
-                "spec": {
-                    "nodeName": "node-a",
-                    "containers": [{"name": k.MAIN_CONTAINER, "image": k.PLACEHOLDER_IMAGE}],
-                },
-            },
-        )
+        # As the operator builds it: controlled by the set, managed, stamped.
+        annotations = {
+            k.ANN_VM_NAME: vm_name(NS, name, 0),
+            k.ANN_MANAGED: k.TRUE,
+            k.ANN_GENERATION: str(cs["metadata"]["generation"]),
+            k.ANN_HIBERNATE: k.TRUE,
+            k.ANN_LIFECYCLE_STATE: "hibernated",
+            k.ANN_LIFECYCLE_GENERATION: str(cs["metadata"]["generation"]),
+        }
+        self.core.create_namespaced_pod(NS, operator_main_pod(cs, annotations, node="node-a"))
 
     def push(self, vm: str) -> str:
         from devstack.registry import push_image

@@ -7,11 +7,13 @@
         stack.request_wake("demo", "a")
 
 Modules: :mod:`~devstack.stack` (processes, the stack), :mod:`~devstack.simulator`
-(scheduler, operator and vk-cocoon stand-ins), :mod:`~devstack.placement` (the
+(wires the scheduler, operator and vk-cocoon stand-ins: :mod:`~devstack.sim_scheduler`,
+:mod:`~devstack.sim_normal_flow`, :mod:`~devstack.sim_vkcocoon`, reading pods through
+:mod:`~devstack.sim_pods`), :mod:`~devstack.placement` (the
 scheduler's pure placement), :mod:`~devstack.scenario` (the demo's story),
 :mod:`~devstack.observe` / :mod:`~devstack.functionlog` /
 :mod:`~devstack.narrate` (what the demo shows), :mod:`~devstack.processes`
-(child processes that never outlive the stack).
+(child processes that never outlive the stack, the ports they listen on).
 """
 
 from __future__ import annotations

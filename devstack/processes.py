@@ -8,16 +8,22 @@ Invariants:
 - stopping sends SIGTERM to the whole group, waits, then SIGKILLs the group:
   grandchildren (gunicorn workers, a registry) go with their parent;
 - on Linux each child also gets PR_SET_PDEATHSIG=SIGTERM, so even a SIGKILLed
-  owner leaves no orphan behind;
+  owner leaves no orphan behind (:func:`die_with_parent`, also used by the
+  registry, the real control plane, the tests and the benchmarks for every
+  child they start: a killed run never leaves a registry or a function
+  listening on 127.0.0.1);
 - each child's stdout and stderr go to one log file in the stack's directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +32,23 @@ from types import FrameType
 
 import requests
 
-from devstack.proc import die_with_parent
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the tiny race with its next user is accepted)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def die_with_parent() -> None:  # runs in the child between fork and exec
+    """Linux only: the kernel sends SIGTERM to this child when its parent dies."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class StackError(Exception):

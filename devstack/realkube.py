@@ -49,7 +49,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from devstack.certs import self_signed_ca
-from devstack.proc import die_with_parent, free_port
+from devstack.processes import die_with_parent, free_port
 from shared.crd import cocoonset_crd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

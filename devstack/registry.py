@@ -48,7 +48,7 @@ from typing import Any
 import requests
 import yaml
 
-from devstack.proc import die_with_parent, free_port
+from devstack.processes import die_with_parent, free_port
 from shared.clients.registry_auth import parse_challenge, token_of
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

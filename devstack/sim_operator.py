@@ -1,6 +1,6 @@
 """cocoon-operator as its source behaves, with an informer cache that can lag or stall.
 
-The simulator's default operator (:func:`devstack.simulator.decide_operator`)
+The simulator's default operator (:func:`devstack.sim_normal_flow.decide_operator`)
 plays only the normal flow. The real operator (cocoonstack/cocoon-operator at
 6151b05, cocoon-common v0.3.0) also runs its **own** slot release and wake for
 every ``hibernatePolicy: release`` set, entered from ``Reconcile`` before the
@@ -71,19 +71,25 @@ from devstack.kubehttp import (
     pod_path,
     set_path,
 )
-from devstack.simulator import (
-    _ann,
-    _key,
-    _labels,
-    _meta,
-    _owned,
-    _pod_terminal,
-    _ready,
-    _spec,
-    _terminating,
-    _unschedulable_message,
+from devstack.sim_pods import (
+    MANIFEST_ACCEPT,
+    ann_of,
+    condition_keys,
+    is_ready,
+    key_of,
+    labels_of,
     main_pod_body,
+    manifest_url,
+    meta_of,
+    owned_pods,
+    patch_annotations,
     pod_spec_drifted,
+    pod_terminal,
+    record_error,
+    repository,
+    spec_of,
+    terminating,
+    unschedulable_message,
 )
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
@@ -124,7 +130,7 @@ def _vm_live(pod: Mapping[str, Any]) -> bool:
     """vmLive (migrate.go): a vk-assigned VM id and a running container."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     running = any((c.get("state") or {}).get("running") is not None for c in statuses)
-    return bool(_ann(pod).get(k.ANN_VM_ID)) and running
+    return bool(ann_of(pod).get(k.ANN_VM_ID)) and running
 
 
 @dataclass
@@ -227,11 +233,11 @@ class UpstreamOperator:
             v = self.view()
             now = time.monotonic()
             for cs in v.sets:
-                key = _key(cs)
-                owned = _owned(cs, v.pods)
+                key = key_of(cs)
+                owned = owned_pods(cs, v.pods)
                 fp = (
-                    _meta(cs).get("generation"),
-                    str(_meta(cs).get("uid") or ""),
+                    meta_of(cs).get("generation"),
+                    str(meta_of(cs).get("uid") or ""),
                     tuple(sorted(_pod_fingerprint(p) for p in owned)),
                 )
                 due = self._due.get(key)
@@ -255,28 +261,28 @@ class UpstreamOperator:
     # -- Reconcile (reconciler.go) --
     def reconcile(self, cs: JSON, owned: Sequence[JSON]) -> float | None:
         """One pass over `cs` as cached; the requeue delay (0 = at once), None = none."""
-        live = [p for p in owned if not _terminating(p)]  # classifyPods skips them
-        main = next((p for p in live if _labels(p).get(k.LABEL_ROLE) == k.ROLE_MAIN), None)
-        gen = int(_meta(cs).get("generation") or 0)
-        ns, _ = _key(cs)
+        live = [p for p in owned if not terminating(p)]  # classifyPods skips them
+        main = next((p for p in live if labels_of(p).get(k.LABEL_ROLE) == k.ROLE_MAIN), None)
+        gen = int(meta_of(cs).get("generation") or 0)
+        ns, _ = key_of(cs)
         for p in live:  # syncCocoonSetGeneration: the cached generation, whatever is there
-            if parse_go_int(_ann(p).get(k.ANN_GENERATION, "")) != gen:
+            if parse_go_int(ann_of(p).get(k.ANN_GENERATION, "")) != gen:
                 self._patch_pod(p, {k.ANN_GENERATION: str(gen)}, "stamp", str(gen))
-        if main is not None and _pod_terminal(main):
+        if main is not None and pod_terminal(main):
             if pod_spec_drifted(cs, main):
                 self._delete(main)
                 return 0.0
             self._status(cs, live, Phase.FAILED)
             return None
-        if _spec(cs).get("suspend"):
-            if _spec(cs).get("hibernatePolicy") == "release":
+        if spec_of(cs).get("suspend"):
+            if spec_of(cs).get("hibernatePolicy") == "release":
                 return self._suspend_release(cs, live, main)
             return self._suspend_retain(cs, live, main)
         handled = self._wake(cs, live, main)
         if handled is not False:
             return handled
         for p in live:  # applyUnsuspend
-            if _ann(p).get(k.ANN_HIBERNATE) == k.TRUE:
+            if ann_of(p).get(k.ANN_HIBERNATE) == k.TRUE:
                 self._patch_pod(p, {k.ANN_HIBERNATE: None}, "unhibernate")
         if main is not None and pod_spec_drifted(cs, main):
             self._delete(main)
@@ -286,7 +292,7 @@ class UpstreamOperator:
             # so the pod boots from the base image whatever the registry holds.
             self._create(ns, main_pod_body(cs), fresh_over=self._tagged(cs))
             return 0.0
-        if not _ready(main):
+        if not is_ready(main):
             self._status(cs, live, Phase.PENDING)
             return self.requeue_after
         self._status(cs, live, None)
@@ -298,35 +304,35 @@ class UpstreamOperator:
             self._status(cs, live, Phase.SUSPENDED)
             return None
         for p in live:  # applySuspend
-            if _ann(p).get(k.ANN_HIBERNATE) != k.TRUE:
+            if ann_of(p).get(k.ANN_HIBERNATE) != k.TRUE:
                 self._patch_pod(p, {k.ANN_HIBERNATE: k.TRUE}, "hibernate")
         if not self._all_hibernated(cs, live):
             self._status(cs, live, Phase.SUSPENDING)
             return self.requeue_after
         names = _stash_names(cs, live)
-        if names and names != _ann(cs).get(k.ANN_DELETE_VM_NAMES, ""):
+        if names and names != ann_of(cs).get(k.ANN_DELETE_VM_NAMES, ""):
             self._patch_set(cs, {k.ANN_DELETE_VM_NAMES: names}, "stash")
         if main is not None and (node := str((main.get("spec") or {}).get("nodeName") or "")):
             self._patch_set(cs, {k.ANN_HIBERNATED_ON_NODE: node}, "hint", node)
-        for p in sorted(live, key=lambda p: _key(p)[1]):
-            if _pod_terminal(p):
+        for p in sorted(live, key=lambda p: key_of(p)[1]):
+            if pod_terminal(p):
                 continue
-            if _ann(p).get(k.ANN_KEEP_SNAPSHOT) != k.TRUE:
+            if ann_of(p).get(k.ANN_KEEP_SNAPSHOT) != k.TRUE:
                 self._patch_pod(p, {k.ANN_KEEP_SNAPSHOT: k.TRUE}, "flag")
             self._delete(p)
         self._status(cs, live, Phase.SUSPENDED)
         return self.requeue_after
 
     def _all_hibernated(self, cs: JSON, live: list[JSON]) -> bool:
-        gen = int(_meta(cs).get("generation") or 0)
-        for p in sorted(live, key=lambda p: _key(p)[1]):
-            if _ann(p).get(k.ANN_MANAGED) != k.TRUE or _pod_terminal(p):
+        gen = int(meta_of(cs).get("generation") or 0)
+        for p in sorted(live, key=lambda p: key_of(p)[1]):
+            if ann_of(p).get(k.ANN_MANAGED) != k.TRUE or pod_terminal(p):
                 continue
-            vm = _ann(p).get(k.ANN_VM_NAME, "")
+            vm = ann_of(p).get(k.ANN_VM_NAME, "")
             if not vm:
                 return False
-            state = _ann(p).get(k.ANN_LIFECYCLE_STATE, "")
-            seen = parse_go_int(_ann(p).get(k.ANN_LIFECYCLE_GENERATION, ""))
+            state = ann_of(p).get(k.ANN_LIFECYCLE_STATE, "")
+            seen = parse_go_int(ann_of(p).get(k.ANN_LIFECYCLE_GENERATION, ""))
             if state != LifecycleState.HIBERNATED.value or seen < gen:
                 return False
             if not self._head(vm):
@@ -335,21 +341,21 @@ class UpstreamOperator:
 
     def _wake(self, cs: JSON, live: list[JSON], main: JSON | None) -> float | bool | None:
         """reconcileWake: the requeue delay when handled, False when the normal flow's."""
-        hint = _ann(cs).get(k.ANN_HIBERNATED_ON_NODE, "")
+        hint = ann_of(cs).get(k.ANN_HIBERNATED_ON_NODE, "")
         phase = str((cs.get("status") or {}).get("phase") or "")
         waking = phase == Phase.WAKING.value
         suspended = phase == Phase.SUSPENDED.value
         suspending = phase == Phase.SUSPENDING.value and bool(hint)
         cleanup = (
             main is not None
-            and _ann(main).get(k.ANN_RESTORE) == k.TRUE
-            and _ann(main).get(k.ANN_HIBERNATE) != k.TRUE
+            and ann_of(main).get(k.ANN_RESTORE) == k.TRUE
+            and ann_of(main).get(k.ANN_HIBERNATE) != k.TRUE
             and bool(hint)
         )
         waking = waking or cleanup
         if not (waking or suspended or suspending):
             return False
-        ns, name = _key(cs)
+        ns, name = key_of(cs)
         vm0 = _vm0(cs)
         if main is None:
             if not self._head(vm0):
@@ -359,7 +365,7 @@ class UpstreamOperator:
             self._create(ns, body, fresh_over=False)
             return self.requeue_after
         if waking and not _vm_live(main):
-            if msg := _unschedulable_message(main):
+            if msg := unschedulable_message(main):
                 self._record("event", ns, name, f"WakeNoCapacity: {msg}")
             self._status(cs, live, Phase.WAKING)
             return self.requeue_after
@@ -369,20 +375,20 @@ class UpstreamOperator:
                 self._patch_set(cs, {k.ANN_HIBERNATED_ON_NODE: None}, "hint", "")
             self._status(cs, live, None)
             return 0.0
-        if hint and not _pod_terminal(main):
+        if hint and not pod_terminal(main):
             # confirmReleasedDelete: an uncached read tells a ghost from a live pod.
             try:
-                fresh = self.api.get(pod_path(ns, _key(main)[1]))
+                fresh = self.api.get(pod_path(ns, key_of(main)[1]))
             except NotFoundError:
                 return self.requeue_after
-            if _terminating(fresh):
+            if terminating(fresh):
                 return self.requeue_after
             return False
         return False
 
     # -- suspend.go (retain) --
     def _suspend_retain(self, cs: JSON, live: list[JSON], main: JSON | None) -> float | None:
-        ns, _ = _key(cs)
+        ns, _ = key_of(cs)
         if main is None:
             body = main_pod_body(cs)
             if self._tagged(cs):
@@ -390,7 +396,7 @@ class UpstreamOperator:
             self._create(ns, body, fresh_over=False)
             return 0.0
         for p in live:
-            if _ann(p).get(k.ANN_HIBERNATE) != k.TRUE:
+            if ann_of(p).get(k.ANN_HIBERNATE) != k.TRUE:
                 self._patch_pod(p, {k.ANN_HIBERNATE: k.TRUE}, "hibernate")
         if self._all_hibernated(cs, live):
             self._status(cs, live, Phase.SUSPENDED)
@@ -402,24 +408,24 @@ class UpstreamOperator:
     def _patch_pod(
         self, pod: JSON, annotations: Mapping[str, str | None], kind: str, detail: str = ""
     ) -> None:
-        ns, name = _key(pod)
-        self.api.merge_patch(pod_path(ns, name), {"metadata": {"annotations": dict(annotations)}})
+        ns, name = key_of(pod)
+        patch_annotations(self.api, pod_path(ns, name), annotations)
         self._record(kind, ns, name, detail)
 
     def _patch_set(
         self, cs: JSON, annotations: Mapping[str, str | None], kind: str, detail: str = ""
     ) -> None:
-        ns, name = _key(cs)
-        self.api.merge_patch(set_path(ns, name), {"metadata": {"annotations": dict(annotations)}})
+        ns, name = key_of(cs)
+        patch_annotations(self.api, set_path(ns, name), annotations)
         self._record(kind, ns, name, detail)
 
     def _delete(self, pod: JSON) -> None:
-        ns, name = _key(pod)
+        ns, name = key_of(pod)
         try:
             self.api.delete(pod_path(ns, name))
         except NotFoundError:
             return
-        self._record("delete", ns, name, str(_meta(pod).get("uid") or ""))
+        self._record("delete", ns, name, str(meta_of(pod).get("uid") or ""))
 
     def _create(self, ns: str, body: JSON, *, fresh_over: bool) -> None:
         name = str(body["metadata"]["name"])
@@ -436,9 +442,13 @@ class UpstreamOperator:
         model = CocoonSet.model_validate(cs)
         pods = tuple(Pod.model_validate(p) for p in live)
         if phase is None:
-            main = next((p for p in live if _labels(p).get(k.LABEL_ROLE) == k.ROLE_MAIN), None)
+            main = next((p for p in live if labels_of(p).get(k.LABEL_ROLE) == k.ROLE_MAIN), None)
             phase = (
-                Phase.PENDING if main is None else Phase.RUNNING if _ready(main) else Phase.SCALING
+                Phase.PENDING
+                if main is None
+                else Phase.RUNNING
+                if is_ready(main)
+                else Phase.SCALING
             )
         full = build_status(model, pods, phase, now=datetime.now(UTC))
         cached: Mapping[str, Any] = cs.get("status") or {}
@@ -447,19 +457,19 @@ class UpstreamOperator:
         }
         if not patch:
             return
-        ns, name = _key(cs)
+        ns, name = key_of(cs)
         self.api.merge_patch(set_path(ns, name) + "/status", {"status": patch})
         if "phase" in patch:
             self._record("status", ns, name, str(patch["phase"]))
 
     # -- the registry --
     def _repository(self, vm: str) -> str:
-        return f"{self.registry_prefix}/{vm}" if self.registry_prefix else vm
+        return repository(self.registry_prefix, vm)
 
     def _head(self, vm: str) -> bool:
         resp = requests.head(
-            f"{self.registry_url.rstrip('/')}/v2/{self._repository(vm)}/manifests/{k.TAG_HIBERNATE}",
-            headers={"Accept": _ACCEPT},
+            manifest_url(self.registry_url, self._repository(vm), k.TAG_HIBERNATE),
+            headers={"Accept": MANIFEST_ACCEPT},
             timeout=5,
         )
         if resp.status_code == 404:
@@ -474,11 +484,15 @@ class UpstreamOperator:
     def _untag(self, ns: str, name: str, vm: str) -> None:
         """DeleteManifest(vm, "hibernate"): by tag, 404 tolerated."""
         ref = k.TAG_HIBERNATE
-        base = f"{self.registry_url.rstrip('/')}/v2/{self._repository(vm)}/manifests"
+        repo = self._repository(vm)
         if self.registry_deletes_tags:
-            head = requests.head(f"{base}/{ref}", headers={"Accept": _ACCEPT}, timeout=5)
+            head = requests.head(
+                manifest_url(self.registry_url, repo, ref),
+                headers={"Accept": MANIFEST_ACCEPT},
+                timeout=5,
+            )
             ref = head.headers.get("Docker-Content-Digest", ref) if head.ok else ref
-        resp = requests.delete(f"{base}/{ref}", timeout=5)
+        resp = requests.delete(manifest_url(self.registry_url, repo, ref), timeout=5)
         if resp.status_code in (200, 202, 404):
             self._record("untag", ns, name, str(resp.status_code))
             return
@@ -489,23 +503,13 @@ class UpstreamOperator:
         self.actions.append(OpAction(time.monotonic(), kind, ns, name, detail))
 
     def _error(self, text: str) -> None:
-        if not self.errors or self.errors[-1] != text:
-            self.errors.append(text)
-            del self.errors[:-50]
-
-
-_ACCEPT = ", ".join(
-    [
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.v2+json",
-    ]
-)
+        record_error(self.errors, text)
 
 
 def _vm0(cs: JSON) -> str:
     from shared.names import vm_name  # noqa: PLC0415 - tiny
 
-    ns, name = _key(cs)
+    ns, name = key_of(cs)
     return vm_name(ns, name, 0)
 
 
@@ -513,29 +517,26 @@ def _same_conds(f: str, cached: Mapping[str, Any], new: Any) -> bool:
     """Conditions equal but for lastTransitionTime formatting: not a change."""
     if f != "conditions":
         return False
-    keys = ("type", "status", "reason", "message", "observedGeneration")
-    have = sorted(tuple(c.get(x) for x in keys) for c in cached.get("conditions") or ())
-    want = sorted(tuple(c.get(x) for x in keys) for c in new or ())
-    return have == want
+    return condition_keys(cached.get("conditions")) == condition_keys(new)
 
 
 def _stash_names(cs: JSON, live: list[JSON]) -> str:
     status = cs.get("status") or {}
     names = {str(a.get("vmName") or "") for a in status.get("agents") or ()}
     names.update(str(t.get("vmName") or "") for t in status.get("toolboxes") or ())
-    names.update(_ann(cs).get(k.ANN_DELETE_VM_NAMES, "").split(","))
-    names.update(_ann(p).get(k.ANN_VM_NAME, "") for p in live)
+    names.update(ann_of(cs).get(k.ANN_DELETE_VM_NAMES, "").split(","))
+    names.update(ann_of(p).get(k.ANN_VM_NAME, "") for p in live)
     return ",".join(sorted(n.strip() for n in names if n.strip()))
 
 
 def _pod_fingerprint(pod: Mapping[str, Any]) -> tuple[Any, ...]:
     """What podRelevantChange compares (predicate.go)."""
-    meta = _meta(pod)
+    meta = meta_of(pod)
     return (
         str(meta.get("uid") or ""),
         meta.get("deletionTimestamp") is not None,
         (pod.get("status") or {}).get("phase"),
-        _ready(pod),
-        tuple(sorted(_labels(pod).items())),
-        tuple(sorted(_ann(pod).items())),
+        is_ready(pod),
+        tuple(sorted(labels_of(pod).items())),
+        tuple(sorted(ann_of(pod).items())),
     )

@@ -43,8 +43,7 @@ from cloudevents.http import CloudEvent, to_binary
 
 from devstack.extra import require_local_extra
 from devstack.kubehttp import KubeHTTP
-from devstack.proc import free_port
-from devstack.processes import ManagedProcess, StackError, stop_all
+from devstack.processes import ManagedProcess, StackError, free_port, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from devstack.simulator import NodeSpec, SimEvent, Simulator
 from devstack.vkorder import DEFAULT_REPORT_GAP_S
@@ -102,7 +101,7 @@ class StackConfig:
     # A waiting wake reclaims an idle seat after this (production default 30s; the
     # local stack's scheduler never is merely slow, and a demo should not wait).
     seat_reclaim_grace: str = "2s"
-    # The simulated scheduler's pick among pending pods (devstack.simulator.FIFO or
+    # The simulated scheduler's pick among pending pods (devstack.sim_scheduler.FIFO or
     # NEWEST_FIRST, kube-scheduler's backoff at its least kind).
     scheduler_order: str = "fifo"
     # vk-cocoon's gap between its push and its `hibernated` report (devstack.vkorder).

@@ -37,9 +37,9 @@ import requests
 
 from devstack.kubeapi import EmbeddedKube
 from devstack.kubehttp import KubeHTTP, pod_path, set_path
-from devstack.proc import free_port
-from devstack.processes import ManagedProcess
+from devstack.processes import ManagedProcess, free_port
 from devstack.registry import DistributionServer
+from devstack.sim_pods import operator_main_pod
 from devstack.simulator import NodeSpec, Simulator
 from devstack.vkorder import DEFAULT_REPORT_GAP_S
 from functions.serve import default_source
@@ -303,41 +303,20 @@ class TriggerRig:
         cs = self.api.post(set_path(NS), body)
         gen = int(cs["metadata"].get("generation") or 1)
         self.api.merge_patch(set_path(NS, name) + "/status", {"status": {"phase": "Suspending"}})
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"{name}-0",
-                "namespace": NS,
-                "labels": {
-                    k.LABEL_SET_NAME: name,
-                    k.LABEL_ROLE: k.ROLE_MAIN,
-                    k.LABEL_SLOT: "0",
-                },
-                "ownerReferences": [
-                    {
-                        "apiVersion": k.API_VERSION,
-                        "kind": k.KIND,
-                        "name": name,
-                        "uid": cs["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-                # Running a VM, asked to hibernate for this round (the reconcile's patch).
-                "annotations": {
-                    k.ANN_VM_NAME: vm,
-                    k.ANN_MANAGED: k.TRUE,
-                    k.ANN_GENERATION: str(gen),
-                    k.ANN_HIBERNATE: k.TRUE,
-                    k.ANN_VM_ID: f"vm-{uuid.uuid4().hex[:12]}",
-                    k.ANN_LIFECYCLE_STATE: "ready",
-                },
+        pod = operator_main_pod(
+            cs,
+            # Running a VM, asked to hibernate for this round (the reconcile's patch).
+            {
+                k.ANN_VM_NAME: vm,
+                k.ANN_MANAGED: k.TRUE,
+                k.ANN_GENERATION: str(gen),
+                k.ANN_HIBERNATE: k.TRUE,
+                k.ANN_VM_ID: f"vm-{uuid.uuid4().hex[:12]}",
+                k.ANN_LIFECYCLE_STATE: "ready",
             },
-            "spec": {
-                "nodeName": "node-1",
-                "containers": [{"name": k.MAIN_CONTAINER, "image": k.PLACEHOLDER_IMAGE}],
-            },
-        }
+            node="node-1",
+            namespace=NS,
+        )
         self.api.post(pod_path(NS), pod)
         return name, vm
 

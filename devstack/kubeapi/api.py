@@ -6,6 +6,12 @@ way etcd transactions do (resourceVersion preconditions are checked against the
 object being replaced). Served shapes (custom resource versions, the
 events.k8s.io view of Events) are converted at the edge: the store keeps one
 storage form per object.
+
+:class:`Api` holds the reads and the writes (create, update, patch, binding,
+eviction) and is composed of the other concerns: :mod:`~devstack.kubeapi.deletion`
+(graceful deletion, finalizers, propagation, Event expiry),
+:mod:`~devstack.kubeapi.crds` (the CRD lifecycle) and :mod:`~devstack.kubeapi.watch`,
+all on :class:`~devstack.kubeapi.core.ApiCore` (the state and object shapes).
 """
 
 from __future__ import annotations
@@ -14,32 +20,30 @@ import base64
 import heapq
 import json
 import random
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
 from typing import Any
 
 from devstack.kubeapi import builtin, errors, patch, schema
+from devstack.kubeapi.core import (
+    CRD_STORAGE,
+    NS_STORAGE,
+    SA_STORAGE,
+    Query,
+    WriteResult,
+    deep_copy,
+    now_rfc3339,
+)
+from devstack.kubeapi.deletion import Deletion
 from devstack.kubeapi.errors import ApiError, Cause
-from devstack.kubeapi.resources import Registry, ResourceType, custom_type_from_crd
+from devstack.kubeapi.resources import ResourceType
 from devstack.kubeapi.selectors import (
     LABEL_KEY,
     LABEL_VALUE,
-    FieldSelector,
-    LabelSelector,
-    parse_field_selector,
-    parse_label_selector,
 )
-from devstack.kubeapi.store import Compacted, Key, Store, dumps
+from devstack.kubeapi.store import Compacted, Key, dumps
+from devstack.kubeapi.watch import Watch
 from shared.names import is_dns1123_label, is_dns1123_subdomain
-
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-SA_STORAGE = "/serviceaccounts"
-CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
-NS_STORAGE = "/namespaces"
 
 PATCH_TYPES_CUSTOM = [
     "application/json-patch+json",
@@ -56,28 +60,6 @@ _EXPIRED_CONTINUE = (
     "token results in an inconsistent list - objects that were created, modified, or deleted "
     "between the time the first chunk was returned and now may show up in the list."
 )
-
-
-def now_rfc3339(delta: float = 0.0) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=delta)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_ts(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def deep_copy(obj: Any) -> Any:
-    return json.loads(json.dumps(obj))
-
-
-@dataclass(slots=True)
-class Query:
-    label: LabelSelector
-    field: FieldSelector
-    limit: int
-    cont: str
-    rv: str
-    rv_match: str
 
 
 def _too_large_resource_version(wanted: int, current: int) -> ApiError:
@@ -140,53 +122,8 @@ def validate_list_options(q: Query) -> None:
         raise errors.invalid("ListOptions", "meta.k8s.io", "", causes)
 
 
-@dataclass(slots=True)
-class WriteResult:
-    code: int
-    obj: dict[str, Any]
-    warnings: list[str]
-
-
-class Api:
-    def __init__(
-        self, store: Store, registry: Registry, *, bookmark_interval: float = 60.0
-    ) -> None:
-        self.store = store
-        self.registry = registry
-        # How often an idle watch that allowed bookmarks gets one (upstream: about a minute).
-        self.bookmark_interval = bookmark_interval
-        self._schema_gen = 0
-        # Expiry deadlines of Events (kube-apiserver --event-ttl: an etcd lease per write):
-        # (deadline, storage, key, resourceVersion of the write that set it).
-        self.deadlines: list[tuple[float, str, Key, str]] = []
-        self.deadline_added = threading.Event()
-
-    # -- shapes ----------------------------------------------------------------
-
-    def served(self, rt: ResourceType, version: str, obj: dict[str, Any]) -> dict[str, Any]:
-        if rt.storage == "core/events" and rt.group == "events.k8s.io":
-            return builtin.core_event_to_v1(obj)
-        if rt.custom and version != rt.version:
-            return dict(obj, apiVersion=rt.api_version(version))
-        return obj
-
-    def served_raw(self, rt: ResourceType, version: str, key: Key, obj: dict[str, Any]) -> bytes:
-        if (rt.custom and version != rt.version) or (rt.group == "events.k8s.io"):
-            return dumps(self.served(rt, version, obj))
-        return self.store.raw(rt.storage, key, obj)
-
-    def to_storage(self, rt: ResourceType, body: dict[str, Any]) -> dict[str, Any]:
-        if rt.group == "events.k8s.io":
-            return builtin.v1_event_to_core(body)
-        if rt.custom:
-            body["apiVersion"] = rt.api_version()
-        return body
-
-    # -- helpers ---------------------------------------------------------------
-
-    @staticmethod
-    def key(rt: ResourceType, namespace: str | None, name: str) -> Key:
-        return (namespace or "", name) if rt.namespaced else ("", name)
+class Api(Watch, Deletion):
+    """Every verb on every resource type: reads and writes here, the rest by concern."""
 
     def _require_namespace(
         self, rt: ResourceType, namespace: str | None, name: str, creating: bool
@@ -214,33 +151,6 @@ class Api:
                     )
                 ],
             )
-
-    def _get_or_404(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
-        obj = self.store.get(rt.storage, self.key(rt, namespace, name))
-        if obj is None:
-            raise errors.not_found(rt.plural, rt.group, name)
-        return obj
-
-    def parse_query(self, rt: ResourceType, q: dict[str, str]) -> Query:
-        try:
-            limit = int(q.get("limit") or 0)
-        except ValueError:
-            raise errors.bad_request(f"invalid limit {q.get('limit')!r}") from None
-        return Query(
-            label=parse_label_selector(q.get("labelSelector")),
-            field=parse_field_selector(
-                q.get("fieldSelector"), rt.fields, custom_resource=rt.custom
-            ),
-            limit=max(0, limit),
-            cont=q.get("continue", ""),
-            rv=q.get("resourceVersion", ""),
-            rv_match=q.get("resourceVersionMatch", ""),
-        )
-
-    def matches(self, rt: ResourceType, q: Query, obj: dict[str, Any]) -> bool:
-        if not q.label.empty and not q.label.matches(obj.get("metadata", {}).get("labels")):
-            return False
-        return q.field.empty or q.field.matches(obj)
 
     # -- reads -----------------------------------------------------------------
 
@@ -951,309 +861,7 @@ class Api:
             "code": 201,
         }
 
-    # -- deletion --------------------------------------------------------------
-
-    def delete(
-        self,
-        rt: ResourceType,
-        version: str,
-        namespace: str | None,
-        name: str,
-        options: dict[str, Any],
-        *,
-        dry_run: bool = False,
-    ) -> WriteResult:
-        with self.store.lock:
-            key = self.key(rt, namespace, name)
-            old = self.store.get(rt.storage, key)
-            if old is None:
-                raise errors.not_found(rt.plural, rt.group, name)
-            pre = options.get("preconditions") or {}
-            meta = old["metadata"]
-            # The storage layer's wording (apiserver/pkg/storage: Preconditions.Check),
-            # naming the object by Kind (group-qualified for custom resources).
-            on = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {on} "{name}": the UID in the '
-                    f"precondition ({pre['uid']}) does not match the UID in record "
-                    f"({meta.get('uid')}). The object might have been deleted and then recreated",
-                    name=name,
-                    group=rt.group,
-                    kind=rt.kind,
-                )
-            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {on} "{name}": the ResourceVersion in the '
-                    f"precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
-                    f"in record ({meta.get('resourceVersion')}). The object might have been "
-                    "modified",
-                    name=name,
-                    group=rt.group,
-                    kind=rt.kind,
-                )
-            if dry_run:
-                return WriteResult(200, self.served(rt, version, old), [])
-            final = self.delete_stored(rt, key, old, options)
-            if rt.storage == CRD_STORAGE and self.store.get(rt.storage, key) is None:
-                self.crd_removed(old)
-            if self.store.get(rt.storage, key) is None and not rt.return_deleted_object:
-                # Gone at once: most registries answer a Status naming what was deleted.
-                details = {"name": name, "kind": rt.plural, "uid": meta.get("uid")}
-                if rt.group:
-                    details["group"] = rt.group
-                status = {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Success",
-                    "details": details,
-                }
-                return WriteResult(200, status, [])
-            return WriteResult(200, self.served(rt, version, final), [])
-
-    def delete_stored(
-        self, rt: ResourceType, key: Key, old: dict[str, Any], options: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Delete (or start deleting) a stored object; caller holds the lock."""
-        meta = old["metadata"]
-        policy = options.get("propagationPolicy")
-        if options.get("orphanDependents") is True and not policy:
-            policy = "Orphan"
-        finalizers = list(meta.get("finalizers") or [])
-        add: list[str] = []
-        if policy == "Orphan" and "orphan" not in finalizers:
-            add.append("orphan")
-        elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
-            add.append("foregroundDeletion")
-        is_pod = rt.plural == "pods" and not rt.group
-        is_namespace = rt.plural == "namespaces" and not rt.group
-        grace = 0
-        if is_pod:
-            requested = options.get("gracePeriodSeconds")
-            grace = (
-                int(requested)
-                if requested is not None
-                else int(old.get("spec", {}).get("terminationGracePeriodSeconds", 30) or 0)
-            )
-            phase = old.get("status", {}).get("phase")
-            if not old.get("spec", {}).get("nodeName") or phase in ("Succeeded", "Failed"):
-                grace = 0
-            grace = max(grace, 0)
-        if is_namespace:
-            if meta.get("deletionTimestamp"):
-                return old
-            new = deep_copy(old)
-            new["metadata"]["deletionTimestamp"] = now_rfc3339()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            new.setdefault("status", {})["phase"] = "Terminating"
-            stored = self.store.put(rt.storage, key, new)
-            self._after_write(rt, old, stored)
-            return stored
-        if not finalizers and not add and grace == 0:
-            if is_pod:
-                return self._delete_pod_now(rt, key, old)
-            final = self.store.remove(rt.storage, key)
-            assert final is not None
-            return final
-        new = deep_copy(old)
-        nmeta = new["metadata"]
-        if add:
-            nmeta["finalizers"] = finalizers + add
-        if not meta.get("deletionTimestamp"):
-            if rt.has_generation:
-                nmeta["generation"] = int(meta.get("generation") or 0) + 1
-            nmeta["deletionTimestamp"] = now_rfc3339(grace)
-            nmeta["deletionGracePeriodSeconds"] = grace
-        else:
-            current = int(meta.get("deletionGracePeriodSeconds") or 0)
-            if grace < current:
-                nmeta["deletionTimestamp"] = now_rfc3339(grace)
-                nmeta["deletionGracePeriodSeconds"] = grace
-            elif not add:
-                return old  # a repeated delete changes nothing
-        if is_pod and grace == 0 and not (nmeta.get("finalizers") or []):
-            return self._delete_pod_now(rt, key, old)
-        # A pod with grace left stays Terminating until the kubelet's final delete
-        # (grace 0) or a shorter delete: the API server never ends it by itself.
-        stored = self.store.put(rt.storage, key, new)
-        self._after_write(rt, old, stored)
-        return stored
-
-    def _delete_pod_now(self, rt: ResourceType, key: Key, old: dict[str, Any]) -> dict[str, Any]:
-        """A pod deleted with no grace left: pods always delete gracefully upstream, so
-        the deletion stamp (grace 0) is written first — watchers see MODIFIED, then
-        DELETED — and the answer is the stamped pod."""
-        new = deep_copy(old)
-        meta = new["metadata"]
-        if not meta.get("deletionTimestamp"):
-            if rt.has_generation:
-                meta["generation"] = int(meta.get("generation") or 0) + 1
-            meta["deletionTimestamp"] = now_rfc3339()
-        meta["deletionGracePeriodSeconds"] = 0
-        self.store.put(rt.storage, key, new)
-        final = self.store.remove(rt.storage, key)
-        assert final is not None
-        return final
-
-    def _finish_if_released(
-        self, rt: ResourceType, key: Key, obj: dict[str, Any]
-    ) -> dict[str, Any]:
-        """An object being deleted goes once its last finalizer is gone (and grace is over)."""
-        meta = obj["metadata"]
-        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-            return obj
-        if rt.plural == "namespaces" and not rt.group:
-            return obj
-        if int(meta.get("deletionGracePeriodSeconds") or 0) > 0:
-            # A terminating pod, even one whose status says Succeeded/Failed, waits for the
-            # kubelet's final delete (grace 0), as on a real API server.
-            return obj
-        final = self.store.remove(rt.storage, key)
-        return final or obj
-
-    def schedule_expiry(self, storage: str, key: Key, obj: dict[str, Any], ttl: float) -> None:
-        """An Event write (create or update) lives `ttl` seconds more, as with --event-ttl."""
-        rv = str(obj["metadata"].get("resourceVersion"))
-        self.deadlines.append((time.time() + ttl, storage, key, rv))
-        self.deadline_added.set()
-
-    def expire(self, storage: str, key: Key, rv: str) -> None:
-        """The lease of the write with resourceVersion `rv` ran out: the object goes
-        (watchers see DELETED), unless a later write renewed it."""
-        with self.store.lock:
-            obj = self.store.get(storage, key)
-            if obj is None or str(obj["metadata"].get("resourceVersion")) != rv:
-                return
-            self.store.remove(storage, key)
-
-    def delete_collection(
-        self,
-        rt: ResourceType,
-        version: str,
-        namespace: str | None,
-        q: Query,
-        options: dict[str, Any],
-    ) -> bytes:
-        with self.store.lock:
-            deleted: list[dict[str, Any]] = []
-            for k in list(
-                self.store.keys_from(rt.storage, namespace if rt.namespaced else None, None)
-            ):
-                obj = self.store.get(rt.storage, k)
-                if obj is None or not self.matches(rt, q, obj):
-                    continue
-                deleted.append(self.served(rt, version, self.delete_stored(rt, k, obj, options)))
-            head = {
-                "kind": rt.list_kind,
-                "apiVersion": rt.api_version(version),
-                "metadata": {"resourceVersion": str(self.store.rv)},
-                "items": deleted,
-            }
-            return dumps(head)
-
-    # -- CRDs ------------------------------------------------------------------
-
-    def _validate_crd(self, crd: dict[str, Any]) -> list[Cause]:
-        spec = crd.get("spec")
-        causes: list[Cause] = []
-        if not isinstance(spec, dict):
-            return [Cause("FieldValueRequired", "Required value", "spec")]
-        names = spec.get("names") or {}
-        for f in ("plural", "kind"):
-            if not names.get(f):
-                causes.append(Cause("FieldValueRequired", "Required value", f"spec.names.{f}"))
-        if not spec.get("group"):
-            causes.append(Cause("FieldValueRequired", "Required value", "spec.group"))
-        if not spec.get("versions"):
-            causes.append(
-                Cause(
-                    "FieldValueRequired",
-                    "Required value: must have exactly one version marked as storage version",
-                    "spec.versions",
-                )
-            )
-        expected = f"{names.get('plural')}.{spec.get('group')}"
-        if crd["metadata"].get("name") != expected:
-            causes.append(
-                Cause(
-                    "FieldValueInvalid",
-                    f'Invalid value: "{crd["metadata"].get("name")}": must be '
-                    'spec.names.plural+"."+spec.group',
-                    "metadata.name",
-                )
-            )
-        if spec.get("scope") not in ("Namespaced", "Cluster"):
-            causes.append(
-                Cause(
-                    "FieldValueNotSupported",
-                    f'Unsupported value: "{spec.get("scope", "")}": supported values: '
-                    '"Cluster", "Namespaced"',
-                    "spec.scope",
-                )
-            )
-        return causes
-
-    @staticmethod
-    def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
-        ts = now_rfc3339()
-        storage = [v["name"] for v in crd["spec"]["versions"] if v.get("storage")] or [
-            crd["spec"]["versions"][0]["name"]
-        ]
-        return {
-            "acceptedNames": crd["spec"]["names"],
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                    "lastTransitionTime": ts,
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                    "lastTransitionTime": ts,
-                },
-            ],
-            "storedVersions": storage,
-        }
-
-    def _after_write(
-        self, rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any]
-    ) -> None:
-        if rt.storage != CRD_STORAGE:
-            return
-        if new["metadata"].get("deletionTimestamp"):
-            return
-        self._schema_gen += 1
-        ct = custom_type_from_crd(new, self._schema_gen)
-        self.registry.add_custom(ct)
-        # Compiling CEL takes a moment the first time (the parser loads); do it
-        # off the request path so the first write of a custom resource is quick.
-        threading.Thread(target=schema.precompile, args=(ct.schemas,), daemon=True).start()
-        if old is not None:
-            # Defaults of a changed schema show on read for existing objects, as upstream.
-            sch = ct.schemas.get(ct.version) or {}
-            for k, obj in self.store.all_items(ct.storage):
-                self.store.replace_silently(ct.storage, k, schema.apply_defaults(obj, sch))
-
-    def crd_removed(self, crd: dict[str, Any]) -> None:
-        spec = crd.get("spec") or {}
-        group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
-        rt = self.registry.find_custom(group, plural)
-        if rt is None:
-            return
-        with self.store.lock:
-            for k, _ in self.store.all_items(rt.storage):
-                self.store.remove(rt.storage, k)
-        self.registry.remove_custom(group, plural)
+    # -- CRDs: installing one is a create or an update of it (the rest: crds.py) ----
 
     def install_crd(self, crd: dict[str, Any]) -> None:
         rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -1267,133 +875,6 @@ class Api:
                 body = deep_copy(crd)
                 body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
                 self.update(rt, "v1", None, name, body)
-
-    # -- watch -----------------------------------------------------------------
-
-    def watch(
-        self,
-        rt: ResourceType,
-        version: str,
-        namespace: str | None,
-        q: Query,
-        timeout: float,
-        stopped: Callable[[], bool],
-        bookmarks: bool = False,
-        render: Callable[[dict[str, Any]], bytes] | None = None,
-    ) -> Iterator[bytes]:
-        """Newline-delimited watch events, as kube-apiserver streams them."""
-        deadline = time.monotonic() + timeout
-        ns = namespace if rt.namespaced else None
-        store = self.store
-        with store.lock:
-            initial: list[bytes] = []
-            if q.rv in ("", "0"):
-                for k in store.keys_from(rt.storage, ns, None):
-                    obj = store.get(rt.storage, k)
-                    if obj is not None and self.matches(rt, q, obj):
-                        raw = (
-                            render(self.served(rt, version, obj))
-                            if render
-                            else self.served_raw(rt, version, k, obj)
-                        )
-                        initial.append(_event_line("ADDED", raw))
-                pos = store.end
-            else:
-                try:
-                    start = int(q.rv)
-                except ValueError:
-                    raise errors.bad_request(f"invalid resource version: {q.rv!r}") from None
-                try:
-                    pos = store.position_after(start)
-                except Compacted as exc:
-                    yield _error_line(
-                        410, "Expired", f"too old resource version: {exc.requested} ({exc.oldest})"
-                    )
-                    return
-        yield from initial
-        last_rv = 0
-        # Every event up to `consumed_rv` has been sent or filtered out: a bookmark
-        # may name it (a later one could skip events the client never saw).
-        consumed_rv = int(q.rv) if q.rv not in ("", "0") else self._rv_at(pos)
-        next_mark = time.monotonic() + self.bookmark_interval
-
-        def bookmark() -> bytes:
-            mark = {
-                "kind": rt.kind,
-                "apiVersion": rt.api_version(version),
-                "metadata": {"resourceVersion": str(consumed_rv)},
-            }
-            return _event_line("BOOKMARK", dumps(mark))
-
-        while not stopped() and not store.closed:
-            with store.lock:
-                try:
-                    batch = store.events_from(pos)
-                except Compacted as exc:
-                    yield _error_line(
-                        410, "Expired", f"too old resource version: {last_rv} ({exc.oldest})"
-                    )
-                    return
-                lines: list[bytes] = []
-                if not batch:
-                    now = time.monotonic()
-                    if deadline - now <= 0:
-                        break
-                    if bookmarks and now >= next_mark:
-                        next_mark = now + self.bookmark_interval
-                        lines.append(bookmark())
-                    else:
-                        wait = min(deadline - now, 0.5)
-                        if bookmarks:
-                            wait = min(wait, max(0.0, next_mark - now))
-                        store.changed.wait(wait)
-                        continue
-                pos += len(batch)
-                for ev in batch:
-                    consumed_rv = ev.rv
-                    if ev.storage != rt.storage or (ns is not None and ev.key[0] != ns):
-                        continue
-                    last_rv = ev.rv
-                    kind = ev.type
-                    new_ok = self.matches(rt, q, ev.obj)
-                    if kind == "MODIFIED":
-                        old_ok = ev.prev is not None and self.matches(rt, q, ev.prev)
-                        if new_ok and not old_ok:
-                            kind = "ADDED"
-                        elif old_ok and not new_ok:
-                            kind = "DELETED"
-                        elif not new_ok:
-                            continue
-                    elif not new_ok:
-                        continue
-                    shown = self.served(rt, version, ev.obj)
-                    lines.append(_event_line(kind, render(shown) if render else dumps(shown)))
-            yield from lines
-            if time.monotonic() >= deadline:
-                break
-        if bookmarks and not store.closed:
-            yield bookmark()
-
-    def _rv_at(self, pos: int) -> int:
-        """The resourceVersion a watch positioned at `pos` has caught up to."""
-        with self.store.lock:
-            idx = pos - self.store.base
-            if 0 < idx <= len(self.store.history):
-                return self.store.history[idx - 1].rv
-            return (
-                self.store.rv
-                if idx > len(self.store.history) or not self.store.history
-                else self.store.compacted_rv
-            )
-
-
-def _event_line(kind: str, raw: bytes) -> bytes:
-    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
-
-
-def _error_line(code: int, reason: str, message: str) -> bytes:
-    status = ApiError(code, reason, message).status()
-    return _event_line("ERROR", dumps(status))
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -16,7 +16,8 @@ import threading
 import time
 from typing import Any
 
-from devstack.kubeapi.api import NS_STORAGE, Api, deep_copy
+from devstack.kubeapi.api import Api
+from devstack.kubeapi.core import NS_STORAGE, deep_copy
 from devstack.kubeapi.resources import ResourceType
 from devstack.kubeapi.store import Compacted, Key
 

@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 
 from devstack.extra import require_local_extra
-from devstack.kubeapi.api import CRD_STORAGE, SYSTEM_NAMESPACES, Api
+from devstack.kubeapi.api import Api
 from devstack.kubeapi.audit import AuditBackend
 from devstack.kubeapi.controllers import Controllers
+from devstack.kubeapi.core import CRD_STORAGE, SYSTEM_NAMESPACES
 from devstack.kubeapi.faults import UNSET, Faults
 from devstack.kubeapi.resources import Registry
 from devstack.kubeapi.server import EmbeddedApp, KubeHTTPServer

@@ -21,7 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 from cocoon_hibernation.main import main as cli
-from devstack.proc import die_with_parent, free_port
+from devstack.processes import die_with_parent, free_port
 from tests.conftest import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "devstack" / "scripts" / "build-control-plane.sh"

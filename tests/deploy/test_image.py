@@ -31,7 +31,7 @@ import pytest
 import requests
 from cloudevents.http import CloudEvent, to_binary
 
-from devstack.proc import free_port
+from devstack.processes import free_port
 from shared.metric_names import CATALOGUE
 from tests.conftest import REPO_ROOT
 from tests.fixtures.tools import in_ci

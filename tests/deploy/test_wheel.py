@@ -35,7 +35,7 @@ import requests
 import yaml
 from cloudevents.http import CloudEvent, to_binary
 
-from devstack.proc import free_port
+from devstack.processes import free_port
 from shared.crd import cocoonset_crd
 from tests.conftest import REPO_ROOT
 from tests.fixtures.tools import require_tool

@@ -114,7 +114,7 @@ def test_a_woken_pod_as_stored_is_not_drift_for_the_operator(
 ) -> None:
     """The operator deletes a main pod that fails its podSpecMatchesAgent: the woken pod,
     as the API server stored it (quantities, defaults), must pass it."""
-    from devstack.simulator import pod_spec_drifted
+    from devstack.sim_pods import pod_spec_drifted
 
     released_set(
         world,

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from devstack.simulator import NEWEST_FIRST, NodeSpec, Simulator
+from devstack.sim_scheduler import NEWEST_FIRST
+from devstack.simulator import NodeSpec, Simulator
 from shared.models import Pod
 from shared.names import SetRef
 from shared.reconcile import reconcile_set, request_wake

@@ -109,7 +109,7 @@ def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> N
 
     import requests
 
-    from devstack.proc import free_port
+    from devstack.processes import free_port
 
     port = free_port()
     cli = str(Path(sys.executable).parent / "cocoon-hibernation")

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from cocoon_hibernation.cmd_status import FLAG_STALE_OPERATOR, command
 from devstack.kubehttp import KubeHTTP, pod_path, set_path
 from devstack.registry import DistributionServer, push_image
-from devstack.simulator import main_pod_body
+from devstack.sim_pods import main_pod_body
 from shared import constants as k
 from shared import log
 from shared.clients.registry import reset_clients

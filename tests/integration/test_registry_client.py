@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from devstack.proc import free_port
+from devstack.processes import free_port
 from devstack.registry import (
     DistributionServer,
     TokenServer,

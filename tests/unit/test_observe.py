@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from devstack.observe import build_view, transitions
-from devstack.simulator import main_pod_body
+from devstack.sim_pods import main_pod_body
 from shared import constants as k
 
 NODES = {"node-1": 1, "node-2": 1}

@@ -8,24 +8,24 @@ import pytest
 
 from devstack.kubeapi.builtin import default_pod
 from devstack.placement import NodeInfo
-from devstack.simulator import (
+from devstack.sim_normal_flow import (
+    AnnotatePod,
+    CreatePod,
+    DeletePod,
+    WriteSetStatus,
+    decide_operator,
+)
+from devstack.sim_pods import main_pod_body
+from devstack.sim_scheduler import BindPod, MarkUnschedulable, decide_scheduler
+from devstack.sim_vkcocoon import (
     AUTO,
     COLD,
     FRESH,
     WARM,
-    AnnotatePod,
-    BindPod,
     BootVM,
-    CreatePod,
-    DeletePod,
     FinalizeDelete,
     HibernateVM,
-    MarkUnschedulable,
-    WriteSetStatus,
-    decide_operator,
-    decide_scheduler,
     decide_vk,
-    main_pod_body,
 )
 from shared import constants as k
 
