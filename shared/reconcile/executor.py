@@ -60,6 +60,7 @@ from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, re
 from shared.metric_names import METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
+from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile import owed
 from shared.reconcile.decide import (
     Observed,
@@ -68,8 +69,6 @@ from shared.reconcile.decide import (
     owned_pods,
     released_seat_evidence,
 )
-from shared.reconcile.ports import KubeApi, SnapshotRegistry
-from shared.reconcile.refusal import report_refusal
 from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
     OBSERVING,
@@ -100,6 +99,7 @@ from shared.reconcile.steps import (
     Wait,
     WaitInLine,
 )
+from shared.refusal import report_refusal
 from shared.seats.keys import ANN_SEAT_WAIT
 from shared.seats.order import GATE as SEAT_GATE
 from shared.seats.order import LABEL_SEAT_LINE
@@ -731,10 +731,8 @@ class _Run:
             or LABEL_SEAT_LINE not in main.labels
         ):
             return None
-        from shared.seats.line import LineReader, advance_line  # noqa: PLC0415 - wakes only
+        from shared.seats.line import advance_line  # noqa: PLC0415 - wakes only
 
-        if not isinstance(self.kube, LineReader):
-            return None
         try:
             res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
         except CocoonError as e:

@@ -296,7 +296,7 @@ def test_a_refusal_is_told_once_per_generation_and_counted_with_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from shared.models import CocoonSet
-    from shared.reconcile.refusal import METRIC_ADMISSION_REFUSED, report_refusal
+    from shared.refusal import METRIC_ADMISSION_REFUSED, report_refusal
 
     user = "cocoon-wake@p.iam.gserviceaccount.com"
     message = f'admission webhook "{adm.POD_WEBHOOK}" denied the request: ' + adm.creator_message(
