@@ -31,7 +31,7 @@ from devstack.kubehttp import KubeHTTP, pod_path, set_path
 from devstack.simulator import NEWEST_FIRST, NodeSpec
 from devstack.stack import Stack, StackConfig
 from shared import constants as k
-from shared.seats.order import GATE
+from shared.seats.line_decide import GATE
 
 NS = "bench"
 NAMES = ["a", "b", "c", "d"]

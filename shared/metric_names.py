@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from shared import constants as k
 
-# A seat reclaimed for a waiting wake, by namespace and pool (shared/seats/reclaimer.py).
+# A seat reclaimed for a waiting wake, by namespace and pool (shared/seats/reclaim_act.py).
 METRIC_SEAT_RECLAIMS: Final = "cocoon_hibernation_seat_reclaims_total"
 # Events created on CocoonSets, by reason (WakeNoCapacity, WakeTimedOut, WriteRefused, ...).
 METRIC_EVENTS: Final = "cocoon_hibernation_events_total"

@@ -41,7 +41,7 @@ class SetLister(Protocol):
 
 
 class LineReader(Protocol):
-    """The line of waiting wakes (shared/seats/line_perform.py): read it, ungate a pod."""
+    """The line of waiting wakes (shared/seats/line_act.py): read it, ungate a pod."""
 
     def list_pods_matching(
         self,

@@ -386,8 +386,8 @@ def test_a_reclaim_victim_the_webhook_refuses_is_told_once_and_skipped() -> None
     from datetime import UTC, datetime, timedelta
 
     from shared.models import CocoonSet
-    from shared.seats.reclaim import Candidate
-    from shared.seats.reclaimer import _suspend_victim
+    from shared.seats.reclaim_act import _suspend_victim
+    from shared.seats.reclaim_decide import Candidate
 
     message = (
         f'admission webhook "{adm.COCOONSET_WEBHOOK}" denied the request: '

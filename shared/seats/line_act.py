@@ -1,4 +1,4 @@
-"""Keeping a pool's line of waiting wakes (the decisions are in `order.py`).
+"""Keeping a pool's line of waiting wakes (the decisions are in `line_decide.py`).
 
 Who removes a gate: whoever reconciles a set of that pool's line, at the
 moments the line can move, and the sweep as the safety net:
@@ -27,7 +27,7 @@ from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
 from shared.models import Pod
 from shared.ports import LineReader
-from shared.seats.order import (
+from shared.seats.line_decide import (
     GATE,
     LABEL_SEAT_LINE,
     KeepGated,

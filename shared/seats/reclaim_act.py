@@ -1,4 +1,4 @@
-"""Performing a seat reclaim for a waiting wake (the decisions are in `reclaim.py`).
+"""Performing a seat reclaim for a waiting wake (the decisions are in `reclaim_decide.py`).
 
 Called by the reconciler when a wake reports no capacity (and so by the
 sweep's safety net, which reconciles every `Waking` set each run). Cost when
@@ -40,7 +40,7 @@ from shared.ports import KubeApi, SetLister
 from shared.refusal import report_refusal
 from shared.seats import keys
 from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
-from shared.seats.reclaim import (
+from shared.seats.reclaim_decide import (
     NOT_READ,
     Candidate,
     Hold,
