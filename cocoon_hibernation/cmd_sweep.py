@@ -27,7 +27,8 @@ from cocoon_hibernation._common import (
     output_option,
 )
 from shared.errors import CocoonError, ConfigError, CrdNotInstalled
-from shared.sweep.execute import Result, SweepIncomplete, SweepKube, SweepSummary
+from shared.ports import KubeApi
+from shared.sweep.report import Result, SweepIncomplete, SweepSummary
 
 _STYLE = {
     Result.DONE: "green",
@@ -137,7 +138,7 @@ def command(
         from shared.clients.kube import get_client  # noqa: PLC0415
 
         try:
-            kube = cast("SweepKube", SelectedSets(get_client(settings), selector))
+            kube = cast("KubeApi", SelectedSets(get_client(settings), selector))
         except ConfigError as err:
             fail(str(err))
     try:

@@ -33,11 +33,11 @@ from shared.enums import LifecycleState
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from shared.clients.kube import KubeClient
     from shared.config import Settings
     from shared.models import CocoonSet, Pod
     from shared.names import SetRef
-    from shared.reconcile import KubeApi, Outcome
+    from shared.ports import KubeApi
+    from shared.reconcile import Outcome
 
 # Re-reconciles after reports within one invocation: a report that does not pass the
 # gate (a stale stamp) ends the wait rather than looping.
@@ -71,22 +71,19 @@ def settle(
 ) -> Outcome:
     """`first` (a waiting outcome) or the outcome after vk-cocoon's report, within the bound."""
     budget = settings.report_wait.total_seconds()
-    if budget <= 0 or not hasattr(kube, "watch_pod"):
+    if budget <= 0:
         return first
-    client: KubeClient = kube  # type: ignore[assignment]  # the real client has watch_pod
     started = time.monotonic()
     out = first
     for round_no in range(MAX_ROUNDS):
-        cs = client.get_set(ref)
-        pod_name = next((p.name for p in client.list_pods(ref) if p.vm_name == vm), None)
+        cs = kube.get_set(ref)
+        pod_name = next((p.name for p in kube.list_pods(ref) if p.vm_name == vm), None)
         if cs is None or pod_name is None:
             return out
         left = budget - (time.monotonic() - started)
         reported = immediate = False
         report: seat_freed.Report | None = None
-        for seen, pod in enumerate(
-            client.watch_pod(ref.namespace, pod_name, timeout=max(left, 0.0))
-        ):
+        for seen, pod in enumerate(kube.watch_pod(ref.namespace, pod_name, timeout=max(left, 0.0))):
             if _reported(cs, pod, vm):
                 reported, immediate = True, seen == 0
                 if (

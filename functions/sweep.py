@@ -17,8 +17,11 @@ from shared.config import Settings
 from shared.durations import utcnow
 from shared.lifecycle import FROM_SETTINGS, PublisherArg, resolve_publisher
 from shared.names import SetRef
-from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set
-from shared.sweep.execute import SweepIncomplete, SweepKube, SweepSummary, sweep
+from shared.ports import KubeApi, SnapshotRegistry
+from shared.reconcile import Outcome, reconcile_set
+from shared.seats.sweep_hook import SeatSweep
+from shared.sweep.report import SweepIncomplete, SweepReport, SweepSummary
+from shared.sweep.run import sweep
 
 __all__ = ["SweepIncomplete", "SweepSummary", "run_sweep"]
 
@@ -27,7 +30,7 @@ def run_sweep(
     *,
     settings: Settings,
     dry_run: bool,
-    kube: SweepKube | None = None,
+    kube: KubeApi | None = None,
     registry: SnapshotRegistry | None = None,
     now: datetime | None = None,
     publisher: PublisherArg = FROM_SETTINGS,
@@ -39,7 +42,7 @@ def run_sweep(
     unset) and the clock is read once, so every decision of a run (and every
     reconcile it starts) is made against the same instant.
     """
-    client: SweepKube = kube if kube is not None else kube_clients.get_client(settings)
+    client: KubeApi = kube if kube is not None else kube_clients.get_client(settings)
     at = now or utcnow()
     events = resolve_publisher(publisher, settings)
     snapshots: list[SnapshotRegistry | None] = [registry] if registry is not None else []
@@ -51,6 +54,10 @@ def run_sweep(
             ref, kube=client, registry=snapshots[0], settings=settings, now=at, publisher=events
         )
 
+    def seats(report: SweepReport) -> SeatSweep:
+        # Sleep windows, CPU activity and seat-annotation warnings, per page.
+        return SeatSweep(report=report, kube=client, now=at)
+
     return sweep(
         kube=client,
         settings=settings,
@@ -58,4 +65,5 @@ def run_sweep(
         now=at,
         dry_run=dry_run,
         publisher=events,
+        page_hook=seats,
     )

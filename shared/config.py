@@ -160,7 +160,7 @@ class Settings:
     sweep_max_suspends: int = 50
     # How long a wake must be unschedulable before it reclaims an idle seat; None = off.
     seat_reclaim_grace: timedelta | None = timedelta(seconds=30)
-    # Fair order among waiting wakes by a scheduling gate (shared.seats.order); False = off.
+    # Fair order among waiting wakes by a scheduling gate (shared.seats.line_decide); False = off.
     seat_order: bool = True
     log_format: LogFormat = LogFormat.JSON
     # How long a push-event invocation waits for vk-cocoon's `hibernated` report when the

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from shared import constants as k
-from shared.seats.keys import METRIC_SEAT_RECLAIMS
 
+# A seat reclaimed for a waiting wake, by namespace and pool (shared/seats/reclaim_act.py).
+METRIC_SEAT_RECLAIMS: Final = "cocoon_hibernation_seat_reclaims_total"
 # Events created on CocoonSets, by reason (WakeNoCapacity, WakeTimedOut, WriteRefused, ...).
 METRIC_EVENTS: Final = "cocoon_hibernation_events_total"
 # A sweep run found a suspended release set not yet Suspended (stuck Suspending counts each run).
@@ -24,7 +25,7 @@ METRIC_RELEASE_PENDING: Final = "cocoon_hibernation_release_pending_total"
 # An incoming event acknowledged without a reconcile, by target and reason.
 METRIC_DROPPED: Final = "cocoon_hibernation_dropped_events_total"
 # A write admission refused (quota, PodSecurity, cocoon-webhook), once per refusal situation,
-# with the WriteRefused Warning that tells it (shared/reconcile/refusal.py).
+# with the WriteRefused Warning that tells it (shared/refusal.py).
 METRIC_ADMISSION_REFUSED: Final = "cocoon_hibernation_admission_refused_total"
 # A retry this code decided (a compare-and-swap re-read, a redelivery asked of the platform).
 METRIC_RETRIES: Final = "cocoon_hibernation_retries_total"

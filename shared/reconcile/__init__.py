@@ -7,10 +7,10 @@ functions and the sweep do to a set goes through here.
 
 from __future__ import annotations
 
+from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.decide import Observed, decide
 from shared.reconcile.executor import Outcome, reconcile_set, request_wake
 from shared.reconcile.mainpod import build_main_pod
-from shared.reconcile.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.steps import OutcomeResult, Probe
 
 __all__ = [

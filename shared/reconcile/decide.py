@@ -63,8 +63,8 @@ from shared.reconcile.steps import (
     Wait,
     WaitInLine,
 )
-from shared.seats.order import GATE as SEAT_GATE
-from shared.seats.order import LABEL_SEAT_LINE
+from shared.seats.line_decide import GATE as SEAT_GATE
+from shared.seats.line_decide import LABEL_SEAT_LINE
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 

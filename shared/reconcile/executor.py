@@ -60,6 +60,7 @@ from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, re
 from shared.metric_names import METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
+from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile import owed
 from shared.reconcile.decide import (
     Observed,
@@ -68,8 +69,6 @@ from shared.reconcile.decide import (
     owned_pods,
     released_seat_evidence,
 )
-from shared.reconcile.ports import KubeApi, SnapshotRegistry
-from shared.reconcile.refusal import report_refusal
 from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
     OBSERVING,
@@ -100,13 +99,14 @@ from shared.reconcile.steps import (
     Wait,
     WaitInLine,
 )
+from shared.refusal import report_refusal
 from shared.seats.keys import ANN_SEAT_WAIT
-from shared.seats.order import GATE as SEAT_GATE
-from shared.seats.order import LABEL_SEAT_LINE
-from shared.seats.reclaim import SeatWait
+from shared.seats.line_decide import GATE as SEAT_GATE
+from shared.seats.line_decide import LABEL_SEAT_LINE
+from shared.seats.reclaim_decide import SeatWait
 
 if TYPE_CHECKING:
-    from shared.seats.line import Advanced
+    from shared.seats.line_act import Advanced
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
@@ -335,7 +335,7 @@ class _Run:
             main = main_pod(self.pods)
             if main is not None and main.spec.node_name and self.set.phase is Phase.WAKING:
                 # Bound: it left the line, so the next in line may try now rather
-                # than after this VM's restore (hand-off, shared.seats.line).
+                # than after this VM's restore (hand-off, shared.seats.line_act).
                 self.tend_line("bound")
             return self.outcome(OutcomeResult.WAITING, step.reason)
         assert isinstance(step, NotOurs)
@@ -522,7 +522,7 @@ class _Run:
         lifecycle.emit(self.publisher, event)
 
     def adopt_into_line(self, step: JoinLine) -> None:
-        from shared.seats.order import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
+        from shared.seats.line_decide import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
 
         since = self.set.metadata.annotations.get(k.ANN_WAKE_STARTED) or step.since
         if k.ANN_WAKE_STARTED not in self.set.metadata.annotations and step.since:
@@ -699,13 +699,13 @@ class _Run:
                 ),
             )
 
-    # --- the line of waiting wakes (shared.seats.order) -------------------------
+    # --- the line of waiting wakes (shared.seats.line_decide) -------------------
 
     def join_line(self, body: dict[str, Any]) -> dict[str, Any]:
         """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
         if self.settings is None or not self.settings.seat_order:
             return body
-        from shared.seats.line import prepare_restore_pod  # noqa: PLC0415 - wakes only
+        from shared.seats.line_act import prepare_restore_pod  # noqa: PLC0415 - wakes only
 
         return prepare_restore_pod(
             self.kube,
@@ -731,10 +731,8 @@ class _Run:
             or LABEL_SEAT_LINE not in main.labels
         ):
             return None
-        from shared.seats.line import LineReader, advance_line  # noqa: PLC0415 - wakes only
+        from shared.seats.line_act import advance_line  # noqa: PLC0415 - wakes only
 
-        if not isinstance(self.kube, LineReader):
-            return None
         try:
             res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
         except CocoonError as e:
@@ -753,7 +751,7 @@ class _Run:
         if res is None:
             # No line to wait in (the order was turned off with pods gated, or the pod
             # lost its line label): nobody else will remove our gate, so remove it now.
-            from shared.seats.line import drop_gate  # noqa: PLC0415 - wakes only
+            from shared.seats.line_act import drop_gate  # noqa: PLC0415 - wakes only
 
             main = main_pod(self.pods)
             if main is not None:
@@ -778,7 +776,7 @@ class _Run:
         """Try to take an idle seat for this waiting wake (shared.seats); a note for the log."""
         if not self.reclaim or self.settings is None or self.settings.seat_reclaim_grace is None:
             return ""
-        from shared.seats.reclaimer import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
+        from shared.seats.reclaim_act import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
 
         def start_release(ref: SetRef) -> Outcome:
             # The victim's release, now rather than on its next event (as the sweep does).

@@ -219,7 +219,7 @@ class ReportWoken:
 
 @dataclass(frozen=True, slots=True)
 class WaitInLine:
-    """The restored main pod is held by our scheduling gate (shared.seats.order): an
+    """The restored main pod is held by our scheduling gate (shared.seats.line_decide): an
     older wake waits for the same seats. Tend the line; the pod goes when its turn comes."""
 
     pod_uid: str
@@ -230,7 +230,7 @@ class WaitInLine:
 class JoinLine:
     """A restore pod another actor created (cocoon-operator's startReleasedWake) waits
     outside the seat line: label it into its pool's line, its place the pod's creation
-    (shared.seats.order), and stamp the wake's start on the set if nobody did."""
+    (shared.seats.line_decide), and stamp the wake's start on the set if nobody did."""
 
     pod_name: str
     pod_uid: str

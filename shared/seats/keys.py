@@ -32,8 +32,6 @@ REASON_SCHEDULE_SUSPENDED: Final = "ScheduleSuspended"
 REASON_SCHEDULE_WOKEN: Final = "ScheduleWoken"
 REASON_METRICS_UNAVAILABLE: Final = "PodMetricsUnavailable"
 
-METRIC_SEAT_RECLAIMS: Final = "cocoon_hibernation_seat_reclaims_total"
-
 CE_SEAT_RECLAIMED_KIND: Final = "seat-reclaimed"
 
 # The default grace: a wake must have been unschedulable this long before it reclaims.

@@ -1,11 +1,12 @@
 """The seat economy's part of a sweep run: sleep windows, CPU activity, config warnings.
 
-The sweep executor calls :meth:`SeatSweep.prepare_page` on every page of sets
-before it plans idle suspends, and :meth:`SeatSweep.idle_allowed` for each idle
-candidate. Decisions are the pure functions of `schedule.py` and
-`activity.py`; this class only performs them through the sweeper's own
-reporting (actions, Events, error policy), so a run's summary and dry run
-cover them too.
+The sweep's page hook (:class:`shared.sweep.run.PageHook`, filled in by
+functions/sweep.py): the run calls :meth:`SeatSweep.prepare_page` on every page
+of sets before it plans idle suspends, and :meth:`SeatSweep.idle_allowed` for
+each idle candidate. Decisions are the pure functions of `schedule.py` and
+`activity.py`; this class only performs them through the run's
+:class:`shared.sweep.report.SweepReport` (actions, Events, error policy), so a
+run's summary and dry run cover them too.
 
 Cost added to a run: nothing for sets without these annotations; one
 PodMetrics LIST (main pods only) per namespace per run that has a set with
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any
 
 from shared import constants as k
 from shared import log
@@ -24,6 +25,7 @@ from shared.durations import format_rfc3339, parse_duration
 from shared.errors import CocoonError, Conflict, NotFound
 from shared.models import CocoonSet
 from shared.names import SetRef, main_pod_name
+from shared.ports import KubeApi
 from shared.seats import keys
 from shared.seats.activity import Activity, cpu_nanocores, evaluate_activity, main_pod_usage
 from shared.seats.schedule import (
@@ -34,17 +36,10 @@ from shared.seats.schedule import (
     decide_schedule,
     parse_schedule,
 )
-
-if TYPE_CHECKING:
-    from shared.sweep.execute import Sweeper
+from shared.sweep.report import ActionKind, Result, SweepReport
 
 _MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
 _VALUE_MAX = 120
-
-
-@runtime_checkable
-class PodMetricsLister(Protocol):
-    def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
 
 
 def _clip(value: str) -> str:
@@ -89,16 +84,14 @@ def _schedule(cs: CocoonSet, key: str) -> Schedule | None:
 
 @dataclass
 class SeatSweep:
-    sweeper: Sweeper
+    report: SweepReport
+    kube: KubeApi
+    now: datetime
     # Per run: namespace -> {main pod name -> CPU nanocores}; None = PodMetrics unavailable.
     _metrics: dict[str, dict[str, int] | None] = field(default_factory=dict)
     _metrics_warned: bool = False
     # Sets whose activity is unknown this run: never idle-suspended on missing data.
     _unknown: set[tuple[str, str]] = field(default_factory=set)
-
-    @property
-    def now(self) -> datetime:
-        return self.sweeper.now
 
     # --- the page ------------------------------------------------------------------
 
@@ -108,7 +101,7 @@ class SeatSweep:
             try:
                 out.append(self._one(cs))
             except CocoonError as err:
-                self.sweeper._error(SetRef(cs.namespace, cs.name), "seat economy", err)
+                self.report.error(SetRef(cs.namespace, cs.name), "seat economy", err)
                 out.append(cs)
         return out
 
@@ -133,8 +126,6 @@ class SeatSweep:
     # --- config warnings (warn once per bad value) ----------------------------------
 
     def _record_config(self, cs: CocoonSet, fingerprint: str | None) -> CocoonSet | None:
-        from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
-
         ref = SetRef(cs.namespace, cs.name)
         kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
         detail = (
@@ -142,8 +133,8 @@ class SeatSweep:
             if fingerprint
             else "seat annotations valid again"
         )
-        if self.sweeper.dry_run:
-            self.sweeper._act(kind, ref, Result.WOULD, detail)
+        if self.report.dry_run:
+            self.report.act(kind, ref, Result.WOULD, detail)
             return None
         updated = self._patch(
             cs,
@@ -152,7 +143,7 @@ class SeatSweep:
             detail,
         )
         if updated is not None and fingerprint:
-            self.sweeper._event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
+            self.report.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
         return updated
 
     # --- CPU activity ---------------------------------------------------------------
@@ -165,12 +156,8 @@ class SeatSweep:
         return None if pods is None else pods.get(main_pod_name(cs.name))
 
     def _list_metrics(self, ns: str) -> dict[str, int] | None:
-        kube = self.sweeper.kube
-        if not isinstance(kube, PodMetricsLister):
-            self._warn_metrics("this client cannot read PodMetrics")
-            return None
         try:
-            items = kube.list_pod_metrics(ns, _MAIN_PODS)
+            items = self.kube.list_pod_metrics(ns, _MAIN_PODS)
         except CocoonError as err:
             # No metrics-server (404), or its APIService down (503): do nothing.
             self._warn_metrics(f"{type(err).__name__}: {err}")
@@ -196,8 +183,6 @@ class SeatSweep:
             )
 
     def _activity(self, cs: CocoonSet) -> CocoonSet:
-        from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
-
         state = evaluate_activity(cs, None, now=self.now).state
         if state is Activity.BAD_CONFIG:
             # It asked to be measured by CPU and cannot be: no idle suspend on a guess.
@@ -214,8 +199,8 @@ class SeatSweep:
             return cs
         used, below = (ev.usage or 0) // 10**6, (ev.threshold or 0) // 10**6
         detail = f"CPU {used}m >= idle-cpu-below {below}m"
-        if self.sweeper.dry_run:
-            self.sweeper._act(ActionKind.ACTIVITY, ref, Result.WOULD, detail)
+        if self.report.dry_run:
+            self.report.act(ActionKind.ACTIVITY, ref, Result.WOULD, detail)
             self._unknown.add((cs.namespace, cs.name))  # active: not idle this run either
             return cs
         updated = self._patch(
@@ -232,8 +217,6 @@ class SeatSweep:
     # --- sleep windows ----------------------------------------------------------------
 
     def _schedule(self, cs: CocoonSet) -> CocoonSet:
-        from shared.sweep.execute import ActionKind, Result  # noqa: PLC0415 - import cycle
-
         sleep = _schedule(cs, keys.ANN_SLEEP_SCHEDULE)
         wake = _schedule(cs, keys.ANN_WAKE_SCHEDULE)
         decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
@@ -256,8 +239,8 @@ class SeatSweep:
             ScheduleAction.RECORD: ActionKind.SCHEDULE_RECORD,
         }[decision.action]
         detail = f"{decision.tick.value} tick of {format_rfc3339(decision.at)}"
-        if self.sweeper.dry_run:
-            self.sweeper._act(kind, ref, Result.WOULD, detail)
+        if self.report.dry_run:
+            self.report.act(kind, ref, Result.WOULD, detail)
             return cs
         patch: dict[str, Any] = {
             "metadata": {"annotations": {keys.ANN_SCHEDULE_APPLIED: decision.record}}
@@ -277,7 +260,7 @@ class SeatSweep:
             else keys.REASON_SCHEDULE_WOKEN
         )
         verb = "suspended" if decision.action is ScheduleAction.SUSPEND else "woken"
-        self.sweeper._event(
+        self.report.event(
             cs,
             reason,
             f"{verb} by the {decision.tick.value} schedule (tick {format_rfc3339(decision.at)})",
@@ -290,23 +273,19 @@ class SeatSweep:
     # --- writes -------------------------------------------------------------------------
 
     def _patch(
-        self, cs: CocoonSet, patch: dict[str, Any], kind: Any, detail: str
+        self, cs: CocoonSet, patch: dict[str, Any], kind: ActionKind, detail: str
     ) -> CocoonSet | None:
-        from shared.sweep.execute import Result  # noqa: PLC0415 - import cycle
-
         ref = SetRef(cs.namespace, cs.name)
         try:
-            updated = self.sweeper.kube.patch_set(
-                ref, patch, resource_version=cs.metadata.resource_version
-            )
+            updated = self.kube.patch_set(ref, patch, resource_version=cs.metadata.resource_version)
         except Conflict:
-            self.sweeper._act(kind, ref, Result.CONFLICT, detail)
+            self.report.act(kind, ref, Result.CONFLICT, detail)
             return None
         except NotFound:
-            self.sweeper._act(kind, ref, Result.GONE, detail)
+            self.report.act(kind, ref, Result.GONE, detail)
             return None
         except CocoonError as err:
-            self.sweeper._error(ref, str(kind.value), err, kind=kind)
+            self.report.error(ref, str(kind.value), err, kind=kind)
             return None
-        self.sweeper._act(kind, ref, Result.DONE, detail)
+        self.report.act(kind, ref, Result.DONE, detail)
         return updated

@@ -1,4 +1,4 @@
 """The scheduled sweep (docs/design.md#sweep): idle auto-suspend and the safety net for lost events.
 
-`plan` decides (pure); `execute` lists, acts and reports.
+`plan` decides (pure); `run` lists and acts; `report` keeps the summary and logs it.
 """

@@ -2,7 +2,7 @@
 
 Nothing here performs I/O: given a CocoonSet as listed (and, for the few sets
 that need it, the pods one label-selected list returned), these functions say
-what the sweep should do. The executor (:mod:`shared.sweep.execute`) performs it.
+what the sweep should do. A run (:mod:`shared.sweep.run`) performs it.
 
 Invariants the decisions keep:
 

@@ -23,7 +23,7 @@ from shared.durations import format_rfc3339
 from shared.names import vm_name
 from shared.seats import keys
 from shared.seats.schedule import Tick, encode_applied
-from shared.sweep.execute import ActionKind, SweepSummary
+from shared.sweep.report import ActionKind, SweepSummary
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
 

@@ -25,7 +25,7 @@ from devstack.simulator import NodeSpec, Simulator
 from shared.models import Pod
 from shared.names import SetRef
 from shared.reconcile import reconcile_set, request_wake
-from shared.seats.order import GATE, LABEL_SEAT_LINE
+from shared.seats.line_decide import GATE, LABEL_SEAT_LINE
 from tests.e2e.test_seat_reclaim_e2e import phase
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World

@@ -20,7 +20,7 @@ from cloudevents.http import CloudEvent, to_binary
 from functions.sweep import run_sweep
 from shared import constants as k
 from shared.durations import format_rfc3339
-from shared.sweep.execute import ActionKind, Result, SweepIncomplete, SweepSummary
+from shared.sweep.report import ActionKind, Result, SweepIncomplete, SweepSummary
 from tests.data.events import cloudevent
 from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World

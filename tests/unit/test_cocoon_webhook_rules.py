@@ -296,7 +296,7 @@ def test_a_refusal_is_told_once_per_generation_and_counted_with_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from shared.models import CocoonSet
-    from shared.reconcile.refusal import METRIC_ADMISSION_REFUSED, report_refusal
+    from shared.refusal import METRIC_ADMISSION_REFUSED, report_refusal
 
     user = "cocoon-wake@p.iam.gserviceaccount.com"
     message = f'admission webhook "{adm.POD_WEBHOOK}" denied the request: ' + adm.creator_message(
@@ -386,8 +386,8 @@ def test_a_reclaim_victim_the_webhook_refuses_is_told_once_and_skipped() -> None
     from datetime import UTC, datetime, timedelta
 
     from shared.models import CocoonSet
-    from shared.seats.reclaim import Candidate
-    from shared.seats.reclaimer import _suspend_victim
+    from shared.seats.reclaim_act import _suspend_victim
+    from shared.seats.reclaim_decide import Candidate
 
     message = (
         f'admission webhook "{adm.COCOONSET_WEBHOOK}" denied the request: '

@@ -18,7 +18,7 @@ from shared.models import Pod
 from shared.reconcile.decide import Observed, decide
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.steps import ReportNoCapacity, Wait, WaitInLine
-from shared.seats.order import (
+from shared.seats.line_decide import (
     ANN_QUEUED_AT,
     ANN_UNGATED_AT,
     GATE,

@@ -14,7 +14,7 @@ from shared.durations import format_rfc3339
 from shared.errors import ConfigError
 from shared.models import CocoonSet
 from shared.seats import keys
-from shared.seats.reclaim import (
+from shared.seats.reclaim_decide import (
     Candidate,
     Hold,
     MarkFreed,

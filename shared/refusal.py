@@ -16,7 +16,7 @@ from shared import log
 from shared.errors import AdmissionDenied, WebhookDenied
 from shared.metric_names import METRIC_ADMISSION_REFUSED
 from shared.models import CocoonSet
-from shared.reconcile.ports import KubeApi
+from shared.ports import KubeApi
 
 
 def refusal_message(write: str, err: AdmissionDenied) -> str:

@@ -1,4 +1,4 @@
-"""Keeping a pool's line of waiting wakes (the decisions are in `order.py`).
+"""Keeping a pool's line of waiting wakes (the decisions are in `line_decide.py`).
 
 Who removes a gate: whoever reconciles a set of that pool's line, at the
 moments the line can move, and the sweep as the safety net:
@@ -18,16 +18,16 @@ idempotent, so duplicates and retries need no record of their own.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from shared import log
 from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
 from shared.models import Pod
-from shared.seats.order import (
+from shared.ports import LineReader
+from shared.seats.line_decide import (
     GATE,
     LABEL_SEAT_LINE,
     KeepGated,
@@ -42,21 +42,6 @@ from shared.seats.order import (
 )
 
 UNBOUND: str = "spec.nodeName="
-
-
-@runtime_checkable
-class LineReader(Protocol):
-    def list_pods_matching(
-        self,
-        namespace: str | None,
-        label_selector: str,
-        *,
-        limit: int = 500,
-        field_selector: str | None = None,
-        from_cache: bool = False,
-    ) -> Iterator[list[Pod]]: ...
-
-    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
 
 
 def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
@@ -75,7 +60,7 @@ def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
 
 
 def prepare_restore_pod(
-    kube: object,
+    kube: LineReader,
     settings: Settings | None,
     body: dict[str, Any],
     *,
@@ -88,7 +73,7 @@ def prepare_restore_pod(
     Fairness is worth a LIST, not a failed wake: when the line cannot be read the
     pod goes to the scheduler ungated (and is still in the line for the next ones).
     """
-    if settings is None or not settings.seat_order or not isinstance(kube, LineReader):
+    if settings is None or not settings.seat_order:
         return body
     place = queued_at(wake_started, now=now)
     try:
@@ -147,10 +132,10 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
     return result
 
 
-def drop_gate(kube: object, pod: Pod, *, now: datetime) -> bool:
+def drop_gate(kube: LineReader, pod: Pod, *, now: datetime) -> bool:
     """Remove our gate from one pod outside any line decision (the order is off, or the
     pod lost its line label): a pod we gated is never left for nobody to release."""
-    if GATE not in pod.scheduling_gates or not hasattr(kube, "patch_pod"):
+    if GATE not in pod.scheduling_gates:
         return False
     patch = gate_removal(pod.metadata.uid or "", pod.scheduling_gates, now=now)
     try:
@@ -163,7 +148,6 @@ def drop_gate(kube: object, pod: Pod, *, now: datetime) -> bool:
 
 __all__ = [
     "Advanced",
-    "LineReader",
     "advance_line",
     "drop_gate",
     "prepare_restore_pod",

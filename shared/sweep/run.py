@@ -1,4 +1,4 @@
-"""The sweep's executor: stream the set list, act on each page's plan, report once.
+"""One sweep run: stream the set list, act on each page's plan, report once (through `report.py`).
 
 Cost model (what a run sends to the API server), kept on purpose:
 
@@ -29,30 +29,19 @@ when a transient error left work undone.
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime
-from enum import StrEnum
 from typing import Protocol
 
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
-from shared.errors import (
-    AdmissionDenied,
-    CocoonError,
-    ConfigError,
-    Conflict,
-    NotFound,
-    TransientError,
-)
+from shared.errors import CocoonError, Conflict, NotFound
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.metric_names import METRIC_RELEASE_PENDING, METRIC_RETRIES, METRIC_SWEEP_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
-from shared.reconcile.ports import KubeApi
-from shared.reconcile.refusal import report_refusal
+from shared.ports import PAGE_SIZE, KubeApi
 from shared.sweep.plan import (
     ConfigAction,
     IdleCandidate,
@@ -66,116 +55,45 @@ from shared.sweep.plan import (
     pods_left,
     unlabelable,
 )
-
-PAGE_SIZE = 500
-
-
-class SweepKube(KubeApi, Protocol):
-    """What the sweep needs of :class:`shared.clients.kube.KubeClient`: the reconciler's
-    port (the safety net hands the same client to `reconcile_set`) plus the two lists."""
-
-    def list_sets(
-        self, namespace: str | None, *, limit: int = PAGE_SIZE
-    ) -> Iterator[list[CocoonSet]]: ...
-
-    def list_pods_matching(
-        self, namespace: str | None, label_selector: str, *, limit: int = PAGE_SIZE
-    ) -> Iterator[list[Pod]]: ...
-
+from shared.sweep.report import (
+    ActionKind,
+    Result,
+    SweepIncomplete,
+    SweepReport,
+    SweepSummary,
+)
 
 # What the safety net calls for a set: the very reconcile an event would run.
 Reconcile = Callable[[SetRef], object]
 
 
-class ActionKind(StrEnum):
-    SUSPEND = "suspend"
-    RECONCILE = "reconcile"
-    WAKE_TIMED_OUT = "wake-timed-out"
-    CONFIG_WARNING = "config-warning"
-    CONFIG_CLEARED = "config-cleared"
-    # The seat economy (shared.seats.sweep_hook).
-    SCHEDULE_SUSPEND = "schedule-suspend"
-    SCHEDULE_WAKE = "schedule-wake"
-    SCHEDULE_RECORD = "schedule-record"
-    ACTIVITY = "activity"
+class PageHook(Protocol):
+    """Work done on each page of sets before the sweep plans it (the seat economy's
+    sleep windows, CPU activity and annotation warnings: shared/seats/sweep_hook.py).
+
+    It reports through the run's :class:`SweepReport`, so its actions share the
+    summary, the dry run and the error policy."""
+
+    def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
+        """The page as the sweep should plan it (a set this hook wrote, as written)."""
+        ...
+
+    def idle_allowed(self, ref: SetRef) -> bool:
+        """False for a set that must not be idle-suspended this run."""
+        ...
 
 
-class Result(StrEnum):
-    DONE = "done"
-    WOULD = "would"  # dry run
-    CONFLICT = "conflict"  # lost a compare-and-swap: skipped this run
-    GONE = "gone"  # the set was deleted meanwhile
-    ERROR = "error"
+# Builds a run's page hook around the run's report (functions/sweep.py passes the
+# seat economy's).
+PageHookFactory = Callable[[SweepReport], PageHook]
 
 
-@dataclass(frozen=True, slots=True)
-class SweepAction:
-    kind: ActionKind
-    ref: SetRef
-    result: Result
-    detail: str
+class _NoHook:
+    def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
+        return page
 
-
-@dataclass(slots=True)
-class SweepSummary:
-    """What one run did (or, in a dry run, would do)."""
-
-    dry_run: bool
-    sets: int = 0
-    set_pages: int = 0
-    pod_lists: int = 0
-    idle_candidates: int = 0
-    deferred: int = 0  # idle sets left for a later run by the per-run cap
-    errors: int = 0
-    transient_errors: int = 0
-    actions: list[SweepAction] = field(default_factory=list)
-    # Errors no set owns (a LIST that failed): "what: error", for the CLI's last line.
-    failures: list[str] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        """`<kind>` for done actions, `would-<kind>` in a dry run, plus `conflict`, `error`."""
-        c: Counter[str] = Counter()
-        for a in self.actions:
-            if a.result is Result.DONE:
-                c[a.kind.value] += 1
-            elif a.result is Result.WOULD:
-                c[f"would-{a.kind.value}"] += 1
-            else:
-                c[a.result.value] += 1
-        return dict(sorted(c.items()))
-
-    def of(self, kind: ActionKind, result: Result | None = None) -> list[SweepAction]:
-        want = result or (Result.WOULD if self.dry_run else Result.DONE)
-        return [a for a in self.actions if a.kind is kind and a.result is want]
-
-    @property
-    def complete(self) -> bool:
-        return self.transient_errors == 0
-
-    def __str__(self) -> str:
-        # What a log line shows for the run (the runtime logs the returned object):
-        # counts only, however many actions there were.
-        counts = ",".join(f"{key}={n}" for key, n in self.counts().items()) or "none"
-        return (
-            f"sweep(dry_run={self.dry_run}, sets={self.sets}, actions={counts}, "
-            f"deferred={self.deferred}, errors={self.errors})"
-        )
-
-
-class SweepIncomplete(TransientError):
-    """A transient error left work undone; the platform should run the sweep again."""
-
-    def __init__(self, summary: SweepSummary) -> None:
-        super().__init__(
-            f"sweep incomplete: {summary.transient_errors} transient error(s) left work undone"
-        )
-        self.summary = summary
-
-
-def _is_transient(err: BaseException) -> bool:
-    # ConfigError is retried by the targets too: fixing the deployment should let a
-    # rerun succeed (docs/design.md#ack-or-retry).
-    return isinstance(err, TransientError | ConfigError)
+    def idle_allowed(self, ref: SetRef) -> bool:
+        return True
 
 
 class Sweeper:
@@ -184,12 +102,13 @@ class Sweeper:
     def __init__(
         self,
         *,
-        kube: SweepKube,
+        kube: KubeApi,
         settings: Settings,
         reconcile: Reconcile,
         now: datetime,
         dry_run: bool,
         publisher: PublisherArg = FROM_SETTINGS,
+        page_hook: PageHookFactory | None = None,
     ) -> None:
         self.kube = kube
         # Lifecycle CloudEvents (idle-suspended); None when COCOON_EVENTS_TOPIC is unset.
@@ -198,12 +117,10 @@ class Sweeper:
         self.reconcile_fn = reconcile
         self.now = now
         self.dry_run = dry_run
-        self.summary = SweepSummary(dry_run=dry_run)
+        self.report = SweepReport(kube=kube, dry_run=dry_run)
+        self.summary = self.report.summary
         self.queue = IdleQueue(settings.sweep_max_suspends)
-        from shared.seats.sweep_hook import SeatSweep  # noqa: PLC0415 - import cycle
-
-        # Sleep windows, CPU activity and seat-annotation warnings, per page.
-        self.seats = SeatSweep(self)
+        self.page_hook: PageHook = page_hook(self.report) if page_hook is not None else _NoHook()
 
     # --- the run -------------------------------------------------------------------
 
@@ -226,20 +143,20 @@ class Sweeper:
                     self._page(page)
             except CocoonError as err:
                 # The rest of this scope is unseen: that is work undone.
-                self._error(None, "list sets", err, scope=scope or "*")
+                self.report.error(None, "list sets", err, scope=scope or "*")
         self._suspend_idle()
         return self.summary
 
     def _page(self, page: list[CocoonSet]) -> None:
         self.summary.sets += len(page)
-        page = self.seats.prepare_page(page)
+        page = self.page_hook.prepare_page(page)
         pod_checks: list[tuple[CocoonSet, SafetyNeed]] = []
         for cs in page:
             plan = plan_set(cs, now=self.now)
             if plan.config is not None:
                 self._config(cs, plan.config, plan.idle.fingerprint)
             cand = idle_candidate(plan)
-            if cand is not None and self.seats.idle_allowed(cand.ref):
+            if cand is not None and self.page_hook.idle_allowed(cand.ref):
                 self.summary.idle_candidates += 1
                 self.queue.offer(cand)
             if plan.safety is None:
@@ -284,7 +201,7 @@ class Sweeper:
         except CocoonError as err:
             # Without the pods none of this page's checks can be judged: one failure,
             # all of them undone (the next run, or the retry, repeats them).
-            self._error(None, "list pods", err, sets=str(len(checks)), scope=scope or "*")
+            self.report.error(None, "list pods", err, sets=str(len(checks)), scope=scope or "*")
             return
         for cs, need in checks:
             ref = SetRef(cs.namespace, cs.name)
@@ -301,20 +218,20 @@ class Sweeper:
 
     def _reconcile(self, ref: SetRef, why: str) -> None:
         if self.dry_run:
-            self._act(ActionKind.RECONCILE, ref, Result.WOULD, why)
+            self.report.act(ActionKind.RECONCILE, ref, Result.WOULD, why)
             return
         try:
             outcome = self.reconcile_fn(ref)
         except NotFound:
-            self._act(ActionKind.RECONCILE, ref, Result.GONE, why)
+            self.report.act(ActionKind.RECONCILE, ref, Result.GONE, why)
             return
         except CocoonError as err:
-            self._error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
-            self._unexpected(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            self.report.unexpected(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
-        self._act(ActionKind.RECONCILE, ref, Result.DONE, f"{why}: {_describe(outcome)}")
+        self.report.act(ActionKind.RECONCILE, ref, Result.DONE, f"{why}: {_describe(outcome)}")
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
         ref = SetRef(cs.namespace, cs.name)
@@ -322,7 +239,7 @@ class Sweeper:
         if due is None:
             return
         if self.dry_run:
-            self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.WOULD, due.message)
+            self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.WOULD, due.message)
             return
         # The reconcile just ran and may have written the set (finishing the wake, say):
         # on a lost CAS re-read once and re-decide from the fresh set (docs/design.md#concurrency).
@@ -336,16 +253,16 @@ class Sweeper:
                 )
             except Conflict:
                 if attempt == 2:
-                    self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.CONFLICT, due.message)
+                    self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.CONFLICT, due.message)
                     return
                 log.count(METRIC_RETRIES, operation="wake-timeout-record")
                 try:
                     current = self.kube.get_set(ref)
                 except CocoonError as err:
-                    self._error(ref, "re-read set", err, kind=ActionKind.WAKE_TIMED_OUT)
+                    self.report.error(ref, "re-read set", err, kind=ActionKind.WAKE_TIMED_OUT)
                     return
                 if current is None:
-                    self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.GONE, due.message)
+                    self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.GONE, due.message)
                     return
                 fresh = check_wake_deadline(
                     current, pods, now=self.now, deadline=self.settings.wake_deadline
@@ -355,10 +272,12 @@ class Sweeper:
                 due = fresh
                 continue
             except CocoonError as err:
-                self._error(ref, "record wake timeout", err, kind=ActionKind.WAKE_TIMED_OUT)
+                self.report.error(ref, "record wake timeout", err, kind=ActionKind.WAKE_TIMED_OUT)
                 return
-            self._event(updated, k.REASON_WAKE_TIMED_OUT, due.message, warning=True, key=due.key)
-            self._act(ActionKind.WAKE_TIMED_OUT, ref, Result.DONE, due.message)
+            self.report.event(
+                updated, k.REASON_WAKE_TIMED_OUT, due.message, warning=True, key=due.key
+            )
+            self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.DONE, due.message)
             return
 
     # --- bad annotations -----------------------------------------------------------
@@ -374,23 +293,23 @@ class Sweeper:
             detail = "idle annotations valid again"
             value = None
         if self.dry_run:
-            self._act(kind, ref, Result.WOULD, detail)
+            self.report.act(kind, ref, Result.WOULD, detail)
             return
         patch = {"metadata": {"annotations": {k.ANN_IDLE_CONFIG_ERROR: value}}}
         try:
             updated = self.kube.patch_set(ref, patch, resource_version=cs.metadata.resource_version)
         except Conflict:
-            self._act(kind, ref, Result.CONFLICT, detail)
+            self.report.act(kind, ref, Result.CONFLICT, detail)
             return
         except NotFound:
-            self._act(kind, ref, Result.GONE, detail)
+            self.report.act(kind, ref, Result.GONE, detail)
             return
         except CocoonError as err:
-            self._error(ref, "record idle config error", err, kind=kind)
+            self.report.error(ref, "record idle config error", err, kind=kind)
             return
         if action is ConfigAction.WARN:
-            self._event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
-        self._act(kind, ref, Result.DONE, detail)
+            self.report.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
+        self.report.act(kind, ref, Result.DONE, detail)
 
     # --- idle suspend --------------------------------------------------------------
 
@@ -406,9 +325,9 @@ class Sweeper:
             f"(idle-timeout {format_duration(cand.timeout)})"
         )
         if self.dry_run:
-            self._act(ActionKind.SUSPEND, ref, Result.WOULD, detail)
+            self.report.act(ActionKind.SUSPEND, ref, Result.WOULD, detail)
             if cand.release:
-                self._act(ActionKind.RECONCILE, ref, Result.WOULD, "after idle suspend")
+                self.report.act(ActionKind.RECONCILE, ref, Result.WOULD, "after idle suspend")
             return
         try:
             # CAS on the listed version: if anything changed since (activity stamped,
@@ -417,15 +336,15 @@ class Sweeper:
                 ref, {"spec": {"suspend": True}}, resource_version=cand.resource_version
             )
         except Conflict:
-            self._act(ActionKind.SUSPEND, ref, Result.CONFLICT, detail)
+            self.report.act(ActionKind.SUSPEND, ref, Result.CONFLICT, detail)
             return
         except NotFound:
-            self._act(ActionKind.SUSPEND, ref, Result.GONE, detail)
+            self.report.act(ActionKind.SUSPEND, ref, Result.GONE, detail)
             return
         except CocoonError as err:
-            self._error(ref, "idle suspend", err, kind=ActionKind.SUSPEND)
+            self.report.error(ref, "idle suspend", err, kind=ActionKind.SUSPEND)
             return
-        self._event(updated, k.REASON_IDLE_SUSPENDED, f"suspended: {detail}", warning=False)
+        self.report.event(updated, k.REASON_IDLE_SUSPENDED, f"suspended: {detail}", warning=False)
         lifecycle.emit(
             self.publisher,
             lifecycle.idle_suspended(
@@ -436,109 +355,10 @@ class Sweeper:
                 now=self.now,
             ),
         )
-        self._act(ActionKind.SUSPEND, ref, Result.DONE, detail)
+        self.report.act(ActionKind.SUSPEND, ref, Result.DONE, detail)
         if cand.release:
             # Start the seat release now rather than on the next event.
             self._reconcile(ref, "after idle suspend")
-
-    # --- reporting -----------------------------------------------------------------
-
-    def _event(
-        self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
-    ) -> None:
-        try:
-            # `key` names the Event after the situation, so even two runs that both
-            # believed they won cannot produce two warnings for one situation.
-            self.kube.emit_event(
-                cs,
-                reason=reason,
-                message=message,
-                type="Warning" if warning else "Normal",
-                key=key,
-            )
-        except CocoonError as err:
-            # The write it reports already landed; a rerun would not re-emit it (the
-            # CAS-guarded record says it is done), so this is logged, not retried.
-            self.summary.errors += 1
-            log.warning(
-                "sweep: event not recorded",
-                namespace=cs.namespace,
-                cocoonset=cs.name,
-                reason=reason,
-                error=str(err),
-                error_type=type(err).__name__,
-            )
-
-    def _act(self, kind: ActionKind, ref: SetRef, result: Result, detail: str) -> None:
-        self.summary.actions.append(SweepAction(kind, ref, result, detail))
-        verb = {
-            Result.DONE: "sweep: done",
-            Result.WOULD: "sweep: would",
-            Result.CONFLICT: "sweep: skipped (changed meanwhile)",
-            Result.GONE: "sweep: skipped (set gone)",
-            Result.ERROR: "sweep: failed",
-        }[result]
-        log.info(
-            f"{verb} {kind.value} {ref}",
-            action=kind.value,
-            result=result.value,
-            namespace=ref.namespace,
-            cocoonset=ref.name,
-            detail=detail,
-            dry_run=self.dry_run,
-        )
-
-    def _error(
-        self,
-        ref: SetRef | None,
-        what: str,
-        err: CocoonError,
-        *,
-        kind: ActionKind | None = None,
-        **fields: str,
-    ) -> None:
-        transient = _is_transient(err)
-        self.summary.errors += 1
-        if isinstance(err, AdmissionDenied) and ref is not None:
-            self._refused(ref, what, err)
-        if transient:
-            self.summary.transient_errors += 1
-        if ref is not None and kind is not None:
-            self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err}"))
-        else:
-            self.summary.failures.append(f"{what}: {err}")
-        log.emit(
-            "WARNING" if transient else "INFO",
-            f"sweep: {what} failed",
-            namespace=ref.namespace if ref else None,
-            cocoonset=ref.name if ref else None,
-            error=str(err),
-            error_type=type(err).__name__,
-            transient=transient,
-            **fields,
-        )
-
-    def _refused(self, ref: SetRef, what: str, err: AdmissionDenied) -> None:
-        """A spec write refused by admission (cocoon-webhook's CocoonSet rules, say):
-        the set's owner gets the one Warning the reconciler would give; the next
-        sweep tries again (at its pace, not a redelivery storm)."""
-        try:
-            cs = self.kube.get_set(ref)
-            if cs is not None and not self.dry_run:
-                report_refusal(self.kube, cs, what, err)
-        except CocoonError as e:
-            log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))
-
-    def _unexpected(self, ref: SetRef, what: str, err: Exception, *, kind: ActionKind) -> None:
-        self.summary.errors += 1
-        self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err!r}"))
-        log.error(
-            f"sweep: {what} raised unexpectedly",
-            namespace=ref.namespace,
-            cocoonset=ref.name,
-            error=repr(err),
-            error_type=type(err).__name__,
-        )
 
 
 def _describe(outcome: object) -> str:
@@ -549,12 +369,13 @@ def _describe(outcome: object) -> str:
 
 def sweep(
     *,
-    kube: SweepKube,
+    kube: KubeApi,
     settings: Settings,
     reconcile: Reconcile,
     now: datetime,
     dry_run: bool,
     publisher: PublisherArg = FROM_SETTINGS,
+    page_hook: PageHookFactory | None = None,
 ) -> SweepSummary:
     """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
     summary = Sweeper(
@@ -564,6 +385,7 @@ def sweep(
         now=now,
         dry_run=dry_run,
         publisher=publisher,
+        page_hook=page_hook,
     ).run()
     log.emit(
         "INFO" if summary.complete else "WARNING",

@@ -1,4 +1,4 @@
-"""Performing a seat reclaim for a waiting wake (the decisions are in `reclaim.py`).
+"""Performing a seat reclaim for a waiting wake (the decisions are in `reclaim_decide.py`).
 
 Called by the reconciler when a wake reports no capacity (and so by the
 sweep's safety net, which reconciles every `Waking` set each run). Cost when
@@ -24,24 +24,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
 
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import AdmissionDenied, CocoonError, Conflict, NotFound
 from shared.lifecycle import LifecyclePublisher
-from shared.metric_names import METRIC_RECLAIM_GRACE
+from shared.metric_names import METRIC_RECLAIM_GRACE, METRIC_SEAT_RECLAIMS
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.reconcile.ports import KubeApi
-from shared.reconcile.refusal import report_refusal
+from shared.ports import KubeApi, SetLister
+from shared.refusal import report_refusal
 from shared.seats import keys
 from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
-from shared.seats.reclaim import (
+from shared.seats.reclaim_decide import (
     NOT_READ,
     Candidate,
     Hold,
@@ -55,19 +54,11 @@ from shared.seats.reclaim import (
     set_key,
     why_not,
 )
-from shared.seats.sweep_hook import PodMetricsLister
 from shared.sweep.plan import format_duration
 
 # Candidates tried per search: each lost CAS means another wake (or the user)
 # got there first; past this, the next run searches again from fresh state.
 MAX_TRIES = 5
-
-
-@runtime_checkable
-class SetLister(Protocol):
-    def list_sets(
-        self, namespace: str | None, *, limit: int = 500
-    ) -> Iterator[list[CocoonSet]]: ...
 
 
 # How long one search's list of reclaimable sets serves other searches in this
@@ -181,8 +172,6 @@ def reclaim_for(
         if isinstance(step, Stamp):
             return ReclaimResult("stamped", f"unschedulable since {step.wait.since.isoformat()}")
         return ReclaimResult("freed", f"{step.wait.victim}'s seat is free")
-    if not isinstance(kube, SetLister):
-        return ReclaimResult("none", "this client cannot list sets")
     sets = _CACHE.reclaimable(kube, settings.scopes)
     candidates = choose_victim(waker, sets, now=now, exclude=step.exclude)
     if not candidates:
@@ -239,8 +228,6 @@ def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
     """
     if keys.ANN_IDLE_CPU_BELOW not in cand.cs.metadata.annotations:
         return None
-    if not isinstance(kube, PodMetricsLister):
-        return "PodMetrics unavailable"
     selector = f"{k.LABEL_SET_NAME}={cand.cs.name},{k.LABEL_ROLE}={k.ROLE_MAIN}"
     try:
         items = kube.list_pod_metrics(cand.cs.namespace, selector)
@@ -321,7 +308,7 @@ def _report(
             )
         except CocoonError as err:
             log.warning("could not emit event", set=set_key(cs), error=str(err))
-    log.count(keys.METRIC_SEAT_RECLAIMS, namespace=victim.namespace, pool=cand.pool)
+    log.count(METRIC_SEAT_RECLAIMS, namespace=victim.namespace, pool=cand.pool)
     lifecycle.emit(
         publisher,
         lifecycle.seat_reclaimed(

@@ -1,0 +1,100 @@
+"""What the engines need from the outside world, as Protocols (docs/design.md#reconciler).
+
+Below every engine (reconcile, seats, sweep) and above only the models: importing
+it loads no engine and no client. `shared.clients.kube.KubeClient` and the
+registry client satisfy these; the engines depend only on the shapes.
+
+`KubeApi` is the one Kubernetes port, every call any engine makes; the narrow
+protocols it is made of name what a single piece of code reads. A test fake
+implements the methods its code path calls: no engine asks a client which
+methods it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from shared.models import CocoonSet, Pod
+from shared.names import SetRef
+
+# The page size of every paged LIST (the sweep's, the reclaimer's search).
+PAGE_SIZE = 500
+
+
+class SnapshotRegistry(Protocol):
+    def snapshot_present(self, vm_name: str) -> bool:
+        """HEAD `<base>/<vm>:hibernate`; raises RegistryError/RegistryAuthError, never guesses."""
+        ...
+
+    def drop_snapshot(self, vm_name: str) -> object:
+        """Delete the `:hibernate` manifest; NotFound is success."""
+        ...
+
+
+class SetLister(Protocol):
+    """Pages of sets: the sweep's stream, the reclaimer's search for idle seats."""
+
+    def list_sets(
+        self, namespace: str | None, *, limit: int = PAGE_SIZE
+    ) -> Iterator[list[CocoonSet]]: ...
+
+
+class LineReader(Protocol):
+    """The line of waiting wakes (shared/seats/line_act.py): read it, ungate a pod."""
+
+    def list_pods_matching(
+        self,
+        namespace: str | None,
+        label_selector: str,
+        *,
+        limit: int = PAGE_SIZE,
+        field_selector: str | None = None,
+        from_cache: bool = False,
+    ) -> Iterator[list[Pod]]: ...
+
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
+
+
+class PodMetricsLister(Protocol):
+    """metrics.k8s.io PodMetrics (CPU activity; raises CocoonError when unavailable)."""
+
+    def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
+
+
+class PodWatcher(Protocol):
+    """The pod now, then after each change (functions/report_wait.py waits on it)."""
+
+    def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]: ...
+
+
+class KubeApi(SetLister, LineReader, PodMetricsLister, PodWatcher, Protocol):
+    def get_set(self, ref: SetRef) -> CocoonSet | None: ...
+
+    def patch_set(
+        self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> CocoonSet: ...
+
+    def patch_set_status(
+        self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> CocoonSet: ...
+
+    def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]: ...
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None: ...
+
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> Pod: ...
+
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
+    ) -> bool: ...
+
+    def emit_event(
+        self,
+        cs: CocoonSet,
+        *,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        key: str | None = None,
+    ) -> bool: ...
