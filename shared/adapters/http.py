@@ -11,14 +11,14 @@ push envelope carrying a wake request or a sweep tick (`ACCEPT_PUBSUB_PUSH`).
 
 from __future__ import annotations
 
+from shared.adapters.audit_events import parse_audit_eventlist
 from shared.adapters.cloudevent import (
     ACCEPT_REGISTRY,
     parse_parts,
     parse_structured,
 )
 from shared.adapters.epoch import is_eventbridge_s3, parse_eventbridge_s3, parse_s3_records
-from shared.adapters.kube import parse_audit_eventlist
-from shared.adapters.registry import (
+from shared.adapters.push_events import (
     parse_distribution,
     parse_ecr,
     parse_harbor_default,

@@ -24,35 +24,20 @@ from shared.adapters.result import (
     as_object,
     clip,
     event_id_of,
+    guarded,
     loads,
     opt_str,
     show,
 )
 from shared.config import Settings
 from shared.constants import TAG_HIBERNATE
-from shared.errors import InvalidName, MalformedEvent
+from shared.errors import MalformedEvent
 from shared.names import check_digest, check_repository, check_tag, parse_vm_name
 from shared.triggers import SnapshotPushed, Source
 
 HARBOR_PUSH = "PUSH_ARTIFACT"
 ECR_DETAIL_TYPE = "ECR Image Action"
 AR_INSERT = "INSERT"
-
-
-def guarded(
-    out: Parsed,
-    event_id: str | None,
-    item: Callable[[Parsed, object, str | None, Settings], None],
-    raw: object,
-    settings: Settings,
-) -> None:
-    """Run one item of a batch: a permanent problem with it drops the item, not the batch."""
-    try:
-        item(out, raw, event_id, settings)
-    except InvalidName as err:
-        out.drop(DropReason.INVALID_NAME, str(err), event_id)
-    except MalformedEvent as err:
-        out.drop(DropReason.MALFORMED, str(err), event_id)
 
 
 def snapshot_pushed(

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from shared.adapters.registry import guarded
 from shared.adapters.result import (
     DropReason,
     Parsed,
@@ -27,6 +26,7 @@ from shared.adapters.result import (
     as_object,
     clip,
     event_id_of,
+    guarded,
     loads,
     opt_object,
     opt_str,
