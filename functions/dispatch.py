@@ -30,7 +30,6 @@ from shared import log, seat_freed
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.metric_names import METRIC_RETRIES
-from shared.names import SetRef, parse_vm_name
 from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
@@ -48,11 +47,11 @@ def _summary(out: Outcome) -> dict[str, Any]:
 
 
 def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str, Any]]:
-    """Every set the VM name may belong to (docs/design.md#names): a wrong one is a no-op."""
-    refs: list[SetRef] = []
-    for cand in parse_vm_name(trigger.vm_name):
-        if s.namespace_allowed(cand.namespace) and cand.ref not in refs:
-            refs.append(cand.ref)
+    """Every set the VM name may belong to (docs/design.md#names): a wrong one is a no-op.
+
+    The candidates are the trigger's own (`SnapshotPushed.sets`, from the adapter).
+    """
+    refs = trigger.sets
     if not refs:
         raise PermanentError(f"VM name {trigger.vm_name!r} names no set in an allowed namespace")
     kube, registry = kube_client(s), registry_client(s)

@@ -73,10 +73,13 @@ def snapshot_pushed(
     if not candidates:
         out.drop(DropReason.NOT_A_VM, vm, event_id)
         return
-    if not any(settings.namespace_allowed(c.namespace) for c in candidates):
+    sets = tuple(
+        dict.fromkeys(c.ref for c in candidates if settings.namespace_allowed(c.namespace))
+    )
+    if not sets:
         out.drop(DropReason.NAMESPACE, vm, event_id)
         return
-    out.add(SnapshotPushed(repo, tag, digest, source, vm, event_id=event_id))
+    out.add(SnapshotPushed(repo, tag, digest, source, vm, event_id=event_id, sets=sets))
 
 
 # --- CNCF Distribution --------------------------------------------------------
