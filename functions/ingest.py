@@ -36,9 +36,10 @@ from shared.adapters import (
     parse_pubsub_push,
     parse_registry_webhook,
 )
-from shared.adapters.result import DropReason, clip
+from shared.adapters.result import DropReason
 from shared.config import Settings
 from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
+from shared.log import clip
 from shared.metric_names import METRIC_DROPPED
 from shared.triggers import Trigger, describe
 

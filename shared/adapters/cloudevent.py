@@ -31,7 +31,7 @@ from shared.adapters.push_events import (
     parse_artifact_registry,
     parse_snapshot_pushed,
 )
-from shared.adapters.result import DropReason, Parsed, as_object, clip, loads, show
+from shared.adapters.result import DropReason, Parsed, as_object, loads, show
 from shared.adapters.wake_and_tick import parse_tick, parse_wake
 from shared.config import Settings
 from shared.constants import (
@@ -47,6 +47,7 @@ from shared.constants import (
     CE_WAKE_REQUESTED,
 )
 from shared.errors import MalformedEvent
+from shared.log import clip
 from shared.triggers import Source
 
 KNATIVE_TYPES = frozenset(

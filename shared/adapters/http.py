@@ -24,10 +24,11 @@ from shared.adapters.push_events import (
     parse_harbor_default,
     parse_registry_json,
 )
-from shared.adapters.result import Parsed, clip, loads, show
+from shared.adapters.result import Parsed, loads, show
 from shared.config import Settings
 from shared.constants import CE_PUBSUB_PUBLISHED
 from shared.errors import MalformedEvent
+from shared.log import clip
 
 __all__ = ["parse_audit_eventlist", "parse_pubsub_push", "parse_registry_webhook"]
 

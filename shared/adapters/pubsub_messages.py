@@ -28,13 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.result import (
-    as_object,
-    clip,
-    event_id_of,
-    loads,
-    opt_object,
-)
+from shared.adapters.result import as_object, event_id_of, loads, opt_object
 from shared.constants import (
     CE_AUDIT_WRITTEN,
     CE_LIFECYCLE_PREFIX,
@@ -44,6 +38,7 @@ from shared.constants import (
     CE_WAKE_REQUESTED,
 )
 from shared.errors import MalformedEvent
+from shared.log import clip
 
 # Publishers may name the canonical type in a message attribute.
 TYPE_ATTRIBUTES = ("type", "ce-type", "ce_type")

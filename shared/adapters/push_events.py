@@ -22,7 +22,6 @@ from shared.adapters.result import (
     Parsed,
     as_list,
     as_object,
-    clip,
     event_id_of,
     guarded,
     loads,
@@ -32,6 +31,7 @@ from shared.adapters.result import (
 from shared.config import Settings
 from shared.constants import TAG_HIBERNATE
 from shared.errors import MalformedEvent
+from shared.log import clip
 from shared.names import check_digest, check_repository, check_tag, parse_vm_name
 from shared.triggers import SnapshotPushed, Source
 

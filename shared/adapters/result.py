@@ -17,10 +17,8 @@ from typing import Any, NamedTuple
 
 from shared.config import Settings
 from shared.errors import InvalidName, MalformedEvent
+from shared.log import clip
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
-
-# Untrusted text quoted in a drop detail is cut: a log line is not a place for a payload.
-DETAIL_MAX = 200
 
 
 class DropReason(StrEnum):
@@ -128,10 +126,6 @@ def guarded(
         out.drop(DropReason.INVALID_NAME, str(err), event_id)
     except MalformedEvent as err:
         out.drop(DropReason.MALFORMED, str(err), event_id)
-
-
-def clip(text: str) -> str:
-    return text if len(text) <= DETAIL_MAX else text[:DETAIL_MAX] + "…"
 
 
 def show(value: object) -> str:

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.adapters.audit_events import set_ref
-from shared.adapters.result import DropReason, Parsed, clip
+from shared.adapters.result import DropReason, Parsed
 from shared.config import Settings
 from shared.errors import MalformedEvent
+from shared.log import clip
 from shared.triggers import Source, SweepTick, WakeRequested
 
 
