@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from shared.clients.kube import KubeClient
@@ -143,3 +145,36 @@ def chosen_sets(
     if names:
         return [parse_ref(n, namespace) for n in names]
     return [SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)]
+
+
+# How often `--wait` re-reads a set's phase.
+POLL_S = 0.25
+
+
+def phase_of(client: KubeClient, ref: SetRef) -> str | None:
+    """The set's phase as its status spells it; None when it has none (or is gone)."""
+    cs = client.get_set(ref)
+    return cs.phase.value if cs is not None and cs.phase else None
+
+
+def wait_for_phase(
+    client: KubeClient,
+    ref: SetRef,
+    want: str,
+    wait: timedelta,
+    *,
+    phase: str | None,
+    step: Callable[[str], None],
+    label: str = "",
+) -> str | None:
+    """Re-read the phase every POLL_S until it is `want` or `wait` has passed; the last one read.
+
+    `phase` is the one already known (not re-read when it is `want`); each read is
+    reported through `step` as `<label>phase <phase>`.
+    """
+    deadline = time.monotonic() + wait.total_seconds()
+    while phase != want and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        phase = phase_of(client, ref)
+        step(f"{label}phase {phase or '-'}")
+    return phase

@@ -8,7 +8,6 @@ release the seat); with `--wait` the command follows the phase until
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,34 +15,18 @@ import click
 
 from cocoon_hibernation._common import (
     EXIT_CODES_HELP,
-    EXIT_FINDING,
-    Duration,
-    echo_result,
-    emit_structured,
+    emit_results,
     fail,
     format_seconds,
-    kube_options,
-    namespace_option,
-    output_option,
     progress,
-    selector_options,
+    set_action_options,
 )
-from cocoon_hibernation._kube import chosen_sets, cli_settings, kube_client
+from cocoon_hibernation._kube import chosen_sets, cli_settings, kube_client, wait_for_phase
 from shared.errors import CocoonError
 
 
 @click.command(name="suspend", epilog=EXIT_CODES_HELP)
-@click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
-@kube_options
-@namespace_option
-@selector_options
-@click.option(
-    "--wait",
-    type=Duration(),
-    default=None,
-    help="Wait up to this long (30s, 5m) for phase Suspended; default: do not wait.",
-)
-@output_option
+@set_action_options(wait_for="Suspended")
 def command(
     *,
     names: tuple[str, ...],
@@ -74,12 +57,7 @@ def command(
                 cs = client.patch_set(ref, {"spec": {"suspend": True}})
                 phase = cs.phase.value if cs.phase else None
                 if wait:
-                    deadline = time.monotonic() + wait.total_seconds()
-                    while phase != "Suspended" and time.monotonic() < deadline:
-                        time.sleep(0.25)
-                        current = client.get_set(ref)
-                        phase = current.phase.value if current and current.phase else None
-                        step(f"phase {phase or '-'}")
+                    phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
                 ok = not wait or phase == "Suspended"
                 message = (
                     f"spec.suspend=true (phase {phase or '-'})"
@@ -90,12 +68,4 @@ def command(
                 results.append({"set": str(ref), "ok": ok, "phase": phase, "message": message})
     except CocoonError as err:
         fail(str(err))
-    if output != "table":
-        emit_structured(results, output)
-    else:
-        for r in results:
-            echo_result(str(r["set"]), bool(r["ok"]), str(r["message"]))
-        if not results:
-            click.echo("no CocoonSet matched")
-    if any(not r["ok"] for r in results):
-        raise SystemExit(EXIT_FINDING)
+    emit_results(results, output)
