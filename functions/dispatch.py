@@ -97,11 +97,12 @@ def _announced_but_not_served(trigger: SnapshotPushed, registry: SnapshotRegistr
     """The pushed tag is absent although its push was just announced.
 
     A real Distribution server queues the manifest-push notification before it
-    links the tag (measured by an earlier, push-first `benchmarks/bench_seatfreed.py`:
-    4-6 % of pushes, more under load), so the gate can read "absent" for a snapshot that is
-    landing. Acknowledging would leave the seat held until the next sweep;
-    answering "retry" lets the registry (or Pub/Sub) redeliver at once. Asked
-    only when the reconcile is waiting, so a normal release pays no extra HEAD.
+    links the tag (docs/design.md#announced-not-served; how often: see
+    `seat_freed_notified_before_tag` in benchmarks/results/latest.md), so the gate
+    can read "absent" for a snapshot that is landing. Acknowledging would leave the
+    seat held until the next sweep; answering "retry" lets the registry (or
+    Pub/Sub) redeliver at once. Asked only when the reconcile is waiting, so a
+    normal release pays no extra HEAD.
     """
     if registry is None:
         return False
