@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from shared.clients.kube import KubeClient
 from shared.clients.registry import RegistryClient, get_client
@@ -178,3 +179,41 @@ def wait_for_phase(
         phase = phase_of(client, ref)
         step(f"{label}phase {phase or '-'}")
     return phase
+
+
+# (client, settings, ref, progress step) -> one result row (`set`, `ok`, `message`, ...).
+SetAction = Callable[[KubeClient, Settings, SetRef, Callable[[str], None]], Mapping[str, Any]]
+
+
+def act_on_sets(
+    act: SetAction,
+    doing: str,
+    *,
+    names: Iterable[str],
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    selector: str | None,
+    all_sets: bool,
+    output: str,
+) -> None:
+    """`act` on every chosen set (with a `<doing> <set>` progress line), then print the rows.
+
+    A cluster error ends the command with one line (exit 1) before anything is printed;
+    a row that is not ok makes the exit 1 once every set was tried (`emit_results`).
+    """
+    from cocoon_hibernation._common import emit_results, fail, progress  # noqa: PLC0415
+
+    rows: list[Mapping[str, Any]] = []
+    try:
+        settings = cli_settings(kubeconfig, context, namespace)
+        client = kube_client(settings)
+        refs = chosen_sets(
+            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
+        )
+        for ref in refs:
+            with progress(f"{doing} {ref}") as step:
+                rows.append(act(client, settings, ref, step))
+    except CocoonError as err:
+        fail(str(err))
+    emit_results(rows, output)

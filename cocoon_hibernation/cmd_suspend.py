@@ -8,21 +8,43 @@ release the seat); with `--wait` the command follows the phase until
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import (
-    EXIT_CODES_HELP,
-    emit_results,
-    fail,
-    format_seconds,
-    progress,
-    set_action_options,
-)
-from cocoon_hibernation._kube import chosen_sets, cli_settings, kube_client, wait_for_phase
-from shared.errors import CocoonError
+from cocoon_hibernation._common import EXIT_CODES_HELP, format_seconds, set_action_options
+from cocoon_hibernation._kube import act_on_sets, wait_for_phase
+from shared.clients.kube import KubeClient
+from shared.config import Settings
+from shared.names import SetRef
+
+
+def suspend_one(
+    client: KubeClient,
+    settings: Settings,
+    ref: SetRef,
+    step: Callable[[str], None],
+    *,
+    wait: timedelta | None,
+) -> dict[str, object]:
+    if client.get_set(ref) is None:
+        missing = f"cocoonset {ref} not found"
+        return {"set": str(ref), "ok": False, "phase": None, "message": missing}
+    cs = client.patch_set(ref, {"spec": {"suspend": True}})
+    phase = cs.phase.value if cs.phase else None
+    if wait:
+        phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
+    ok = not wait or phase == "Suspended"
+    message = (
+        f"spec.suspend=true (phase {phase or '-'})"
+        if ok
+        else f"spec.suspend=true, but still {phase or '-'} after "
+        f"{format_seconds(wait or timedelta())}"
+    )
+    return {"set": str(ref), "ok": ok, "phase": phase, "message": message}
 
 
 @click.command(name="suspend", epilog=EXIT_CODES_HELP)
@@ -39,33 +61,14 @@ def command(
     output: str,
 ) -> None:
     """Set spec.suspend=true on CocoonSets."""
-    results: list[dict[str, object]] = []
-    try:
-        settings = cli_settings(kubeconfig, context, namespace)
-        client = kube_client(settings)
-        refs = chosen_sets(
-            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
-        )
-        for ref in refs:
-            with progress(f"suspending {ref}") as step:
-                if client.get_set(ref) is None:
-                    missing = f"cocoonset {ref} not found"
-                    results.append(
-                        {"set": str(ref), "ok": False, "phase": None, "message": missing}
-                    )
-                    continue
-                cs = client.patch_set(ref, {"spec": {"suspend": True}})
-                phase = cs.phase.value if cs.phase else None
-                if wait:
-                    phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
-                ok = not wait or phase == "Suspended"
-                message = (
-                    f"spec.suspend=true (phase {phase or '-'})"
-                    if ok
-                    else f"spec.suspend=true, but still {phase or '-'} after "
-                    f"{format_seconds(wait or timedelta())}"
-                )
-                results.append({"set": str(ref), "ok": ok, "phase": phase, "message": message})
-    except CocoonError as err:
-        fail(str(err))
-    emit_results(results, output)
+    act_on_sets(
+        partial(suspend_one, wait=wait),
+        "suspending",
+        names=names,
+        kubeconfig=kubeconfig,
+        context=context,
+        namespace=namespace,
+        selector=selector,
+        all_sets=all_sets,
+        output=output,
+    )

@@ -13,6 +13,7 @@ A set already `Running` (and not asked to suspend) is a no-op success.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -20,24 +21,11 @@ from typing import Any
 
 import click
 
-from cocoon_hibernation._common import (
-    EXIT_CODES_HELP,
-    emit_results,
-    fail,
-    format_seconds,
-    progress,
-    set_action_options,
-)
-from cocoon_hibernation._kube import (
-    chosen_sets,
-    cli_settings,
-    kube_client,
-    phase_of,
-    registry_client,
-    wait_for_phase,
-)
+from cocoon_hibernation._common import EXIT_CODES_HELP, format_seconds, set_action_options
+from cocoon_hibernation._kube import act_on_sets, phase_of, registry_client, wait_for_phase
 from shared import constants as k
 from shared.clients.kube import KubeClient
+from shared.config import Settings
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.names import SetRef
@@ -143,16 +131,20 @@ def command(
     """Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
 
     A set already Running is left alone (exit 0, said so)."""
-    results: list[WakeResult] = []
-    try:
-        settings = cli_settings(kubeconfig, context, namespace)
-        client = kube_client(settings)
-        refs = chosen_sets(
-            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
-        )
-        for ref in refs:
-            with progress(f"waking {ref}") as step:
-                results.append(wake_one(client, settings, ref, wait, step))
-    except CocoonError as err:
-        fail(str(err))
-    emit_results([r.as_dict() for r in results], output)
+
+    def act(
+        client: KubeClient, settings: Settings, ref: SetRef, step: Callable[[str], None]
+    ) -> dict[str, Any]:
+        return wake_one(client, settings, ref, wait, step).as_dict()
+
+    act_on_sets(
+        act,
+        "waking",
+        names=names,
+        kubeconfig=kubeconfig,
+        context=context,
+        namespace=namespace,
+        selector=selector,
+        all_sets=all_sets,
+        output=output,
+    )
