@@ -217,3 +217,39 @@ def act_on_sets(
     except CocoonError as err:
         fail(str(err))
     emit_results(rows, output)
+
+
+def set_action_command(
+    name: str, *, wait_for: str, doing: str, help: str, act: Callable[[timedelta | None], SetAction]
+) -> Any:
+    """A command acting on sets (`wake`, `suspend`): their shared options, `act(wait)` per set."""
+    import click  # noqa: PLC0415
+
+    from cocoon_hibernation._common import EXIT_CODES_HELP, set_action_options  # noqa: PLC0415
+
+    @click.command(name=name, epilog=EXIT_CODES_HELP, help=help)
+    @set_action_options(wait_for=wait_for)
+    def command(
+        *,
+        names: tuple[str, ...],
+        kubeconfig: Path | None,
+        context: str | None,
+        namespace: str | None,
+        selector: str | None,
+        all_sets: bool,
+        wait: timedelta | None,
+        output: str,
+    ) -> None:
+        act_on_sets(
+            act(wait),
+            doing,
+            names=names,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespace=namespace,
+            selector=selector,
+            all_sets=all_sets,
+            output=output,
+        )
+
+    return command

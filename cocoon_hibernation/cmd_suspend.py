@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 
-import click
-
-from cocoon_hibernation._common import EXIT_CODES_HELP, format_seconds, set_action_options
-from cocoon_hibernation._kube import act_on_sets, wait_for_phase
+from cocoon_hibernation._common import format_seconds
+from cocoon_hibernation._kube import set_action_command, wait_for_phase
 from shared.clients.kube import KubeClient
 from shared.config import Settings
 from shared.names import SetRef
@@ -47,28 +44,10 @@ def suspend_one(
     return {"set": str(ref), "ok": ok, "phase": phase, "message": message}
 
 
-@click.command(name="suspend", epilog=EXIT_CODES_HELP)
-@set_action_options(wait_for="Suspended")
-def command(
-    *,
-    names: tuple[str, ...],
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    selector: str | None,
-    all_sets: bool,
-    wait: timedelta | None,
-    output: str,
-) -> None:
-    """Set spec.suspend=true on CocoonSets."""
-    act_on_sets(
-        partial(suspend_one, wait=wait),
-        "suspending",
-        names=names,
-        kubeconfig=kubeconfig,
-        context=context,
-        namespace=namespace,
-        selector=selector,
-        all_sets=all_sets,
-        output=output,
-    )
+command = set_action_command(
+    "suspend",
+    wait_for="Suspended",
+    doing="suspending",
+    help="Set spec.suspend=true on CocoonSets.",
+    act=lambda wait: partial(suspend_one, wait=wait),
+)

@@ -16,13 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import click
-
-from cocoon_hibernation._common import EXIT_CODES_HELP, format_seconds, set_action_options
-from cocoon_hibernation._kube import act_on_sets, phase_of, registry_client, wait_for_phase
+from cocoon_hibernation._common import format_seconds
+from cocoon_hibernation._kube import (
+    SetAction,
+    phase_of,
+    registry_client,
+    set_action_command,
+    wait_for_phase,
+)
 from shared import constants as k
 from shared.clients.kube import KubeClient
 from shared.config import Settings
@@ -115,36 +118,21 @@ def wake_one(
     )
 
 
-@click.command(name="wake", epilog=EXIT_CODES_HELP)
-@set_action_options(wait_for="Running")
-def command(
-    *,
-    names: tuple[str, ...],
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    selector: str | None,
-    all_sets: bool,
-    wait: timedelta | None,
-    output: str,
-) -> None:
-    """Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
-
-    A set already Running is left alone (exit 0, said so)."""
-
+def _waking(wait: timedelta | None) -> SetAction:
     def act(
         client: KubeClient, settings: Settings, ref: SetRef, step: Callable[[str], None]
     ) -> dict[str, Any]:
         return wake_one(client, settings, ref, wait, step).as_dict()
 
-    act_on_sets(
-        act,
-        "waking",
-        names=names,
-        kubeconfig=kubeconfig,
-        context=context,
-        namespace=namespace,
-        selector=selector,
-        all_sets=all_sets,
-        output=output,
-    )
+    return act
+
+
+command = set_action_command(
+    "wake",
+    wait_for="Running",
+    doing="waking",
+    help="""Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
+
+    A set already Running is left alone (exit 0, said so).""",
+    act=_waking,
+)
