@@ -186,17 +186,17 @@ def function_client(st: Stack, target: str, env: dict[str, str] | None = None) -
     """A warm functions-framework client of `target` configured for the stack (plus `env`)."""
     import functions_framework
 
-    from functions import runtime
+    from functions import process
 
     wanted = {**st.env(), **(env or {})}
     saved = {key: os.environ.get(key) for key in wanted}
     os.environ.update(wanted)
-    runtime.reset()
+    process.reset()
     try:
         app = functions_framework.create_app(target=target, source=str(REPO_ROOT / "main.py"))
         yield app.test_client()
     finally:
-        runtime.reset()
+        process.reset()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

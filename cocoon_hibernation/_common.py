@@ -16,7 +16,7 @@ Errors are one line on stderr, always prefixed `error: `.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -194,6 +194,30 @@ def output_option(func: F, choices: tuple[str, ...] = ("table", "json", "yaml"))
     )(func)
 
 
+def set_action_options(wait_for: str) -> Callable[[F], F]:
+    """The option stack of a command that acts on sets and may wait for a phase.
+
+    `[NS/NAME | NAME -n NS]...`, the cluster options, `-n`, `-l`/`--all`,
+    `--wait DURATION` (for phase `wait_for`) and `-o`: `wake` and `suspend`.
+    """
+
+    def decorate(func: F) -> F:
+        # Applied innermost first, so --help lists them in the order read below.
+        func = output_option(func)
+        func = click.option(
+            "--wait",
+            type=Duration(),
+            default=None,
+            help=f"Wait up to this long (30s, 5m) for phase {wait_for}; default: do not wait.",
+        )(func)
+        func = selector_options(func)
+        func = namespace_option(func)
+        func = kube_options(func)
+        return click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")(func)
+
+    return decorate
+
+
 def allow_unchecked_option(func: F) -> F:
     return click.option(
         "--allow-unchecked",
@@ -237,6 +261,19 @@ def emit_structured(data: Any, output: str) -> None:
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
     else:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def emit_results(rows: Sequence[Mapping[str, Any]], output: str) -> None:
+    """One result per set (`set`, `ok`, `message`, ...) as asked; exit 1 if any failed."""
+    if output != "table":
+        emit_structured([dict(r) for r in rows], output)
+    else:
+        for r in rows:
+            echo_result(str(r["set"]), bool(r["ok"]), str(r["message"]))
+        if not rows:
+            click.echo("no CocoonSet matched")
+    if any(not r["ok"] for r in rows):
+        raise SystemExit(EXIT_FINDING)
 
 
 def echo_result(target: str, ok: bool, message: str) -> None:

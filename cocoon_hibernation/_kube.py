@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from shared.clients.kube import KubeClient
 from shared.clients.registry import RegistryClient, get_client
@@ -143,3 +146,110 @@ def chosen_sets(
     if names:
         return [parse_ref(n, namespace) for n in names]
     return [SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)]
+
+
+# How often `--wait` re-reads a set's phase.
+POLL_S = 0.25
+
+
+def phase_of(client: KubeClient, ref: SetRef) -> str | None:
+    """The set's phase as its status spells it; None when it has none (or is gone)."""
+    cs = client.get_set(ref)
+    return cs.phase.value if cs is not None and cs.phase else None
+
+
+def wait_for_phase(
+    client: KubeClient,
+    ref: SetRef,
+    want: str,
+    wait: timedelta,
+    *,
+    phase: str | None,
+    step: Callable[[str], None],
+    label: str = "",
+) -> str | None:
+    """Re-read the phase every POLL_S until it is `want` or `wait` has passed; the last one read.
+
+    `phase` is the one already known (not re-read when it is `want`); each read is
+    reported through `step` as `<label>phase <phase>`.
+    """
+    deadline = time.monotonic() + wait.total_seconds()
+    while phase != want and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        phase = phase_of(client, ref)
+        step(f"{label}phase {phase or '-'}")
+    return phase
+
+
+# (client, settings, ref, progress step) -> one result row (`set`, `ok`, `message`, ...).
+SetAction = Callable[[KubeClient, Settings, SetRef, Callable[[str], None]], Mapping[str, Any]]
+
+
+def act_on_sets(
+    act: SetAction,
+    doing: str,
+    *,
+    names: Iterable[str],
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    selector: str | None,
+    all_sets: bool,
+    output: str,
+) -> None:
+    """`act` on every chosen set (with a `<doing> <set>` progress line), then print the rows.
+
+    A cluster error ends the command with one line (exit 1) before anything is printed;
+    a row that is not ok makes the exit 1 once every set was tried (`emit_results`).
+    """
+    from cocoon_hibernation._common import emit_results, fail, progress  # noqa: PLC0415
+
+    rows: list[Mapping[str, Any]] = []
+    try:
+        settings = cli_settings(kubeconfig, context, namespace)
+        client = kube_client(settings)
+        refs = chosen_sets(
+            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
+        )
+        for ref in refs:
+            with progress(f"{doing} {ref}") as step:
+                rows.append(act(client, settings, ref, step))
+    except CocoonError as err:
+        fail(str(err))
+    emit_results(rows, output)
+
+
+def set_action_command(
+    name: str, *, wait_for: str, doing: str, help: str, act: Callable[[timedelta | None], SetAction]
+) -> Any:
+    """A command acting on sets (`wake`, `suspend`): their shared options, `act(wait)` per set."""
+    import click  # noqa: PLC0415
+
+    from cocoon_hibernation._common import EXIT_CODES_HELP, set_action_options  # noqa: PLC0415
+
+    @click.command(name=name, epilog=EXIT_CODES_HELP, help=help)
+    @set_action_options(wait_for=wait_for)
+    def command(
+        *,
+        names: tuple[str, ...],
+        kubeconfig: Path | None,
+        context: str | None,
+        namespace: str | None,
+        selector: str | None,
+        all_sets: bool,
+        wait: timedelta | None,
+        output: str,
+    ) -> None:
+        act_on_sets(
+            act(wait),
+            doing,
+            names=names,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespace=namespace,
+            selector=selector,
+            all_sets=all_sets,
+            output=output,
+        )
+
+    return command

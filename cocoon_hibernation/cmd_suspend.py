@@ -8,94 +8,46 @@ release the seat); with `--wait` the command follows the phase until
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
+from functools import partial
 
-import click
-
-from cocoon_hibernation._common import (
-    EXIT_CODES_HELP,
-    EXIT_FINDING,
-    Duration,
-    echo_result,
-    emit_structured,
-    fail,
-    format_seconds,
-    kube_options,
-    namespace_option,
-    output_option,
-    progress,
-    selector_options,
-)
-from cocoon_hibernation._kube import chosen_sets, cli_settings, kube_client
-from shared.errors import CocoonError
+from cocoon_hibernation._common import format_seconds
+from cocoon_hibernation._kube import set_action_command, wait_for_phase
+from shared.clients.kube import KubeClient
+from shared.config import Settings
+from shared.names import SetRef
 
 
-@click.command(name="suspend", epilog=EXIT_CODES_HELP)
-@click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
-@kube_options
-@namespace_option
-@selector_options
-@click.option(
-    "--wait",
-    type=Duration(),
-    default=None,
-    help="Wait up to this long (30s, 5m) for phase Suspended; default: do not wait.",
-)
-@output_option
-def command(
+def suspend_one(
+    client: KubeClient,
+    settings: Settings,
+    ref: SetRef,
+    step: Callable[[str], None],
     *,
-    names: tuple[str, ...],
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    selector: str | None,
-    all_sets: bool,
     wait: timedelta | None,
-    output: str,
-) -> None:
-    """Set spec.suspend=true on CocoonSets."""
-    results: list[dict[str, object]] = []
-    try:
-        settings = cli_settings(kubeconfig, context, namespace)
-        client = kube_client(settings)
-        refs = chosen_sets(
-            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
-        )
-        for ref in refs:
-            with progress(f"suspending {ref}") as step:
-                if client.get_set(ref) is None:
-                    missing = f"cocoonset {ref} not found"
-                    results.append(
-                        {"set": str(ref), "ok": False, "phase": None, "message": missing}
-                    )
-                    continue
-                cs = client.patch_set(ref, {"spec": {"suspend": True}})
-                phase = cs.phase.value if cs.phase else None
-                if wait:
-                    deadline = time.monotonic() + wait.total_seconds()
-                    while phase != "Suspended" and time.monotonic() < deadline:
-                        time.sleep(0.25)
-                        current = client.get_set(ref)
-                        phase = current.phase.value if current and current.phase else None
-                        step(f"phase {phase or '-'}")
-                ok = not wait or phase == "Suspended"
-                message = (
-                    f"spec.suspend=true (phase {phase or '-'})"
-                    if ok
-                    else f"spec.suspend=true, but still {phase or '-'} after "
-                    f"{format_seconds(wait or timedelta())}"
-                )
-                results.append({"set": str(ref), "ok": ok, "phase": phase, "message": message})
-    except CocoonError as err:
-        fail(str(err))
-    if output != "table":
-        emit_structured(results, output)
-    else:
-        for r in results:
-            echo_result(str(r["set"]), bool(r["ok"]), str(r["message"]))
-        if not results:
-            click.echo("no CocoonSet matched")
-    if any(not r["ok"] for r in results):
-        raise SystemExit(EXIT_FINDING)
+) -> dict[str, object]:
+    if client.get_set(ref) is None:
+        missing = f"cocoonset {ref} not found"
+        return {"set": str(ref), "ok": False, "phase": None, "message": missing}
+    cs = client.patch_set(ref, {"spec": {"suspend": True}})
+    phase = cs.phase.value if cs.phase else None
+    if wait:
+        phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
+    ok = not wait or phase == "Suspended"
+    message = (
+        f"spec.suspend=true (phase {phase or '-'})"
+        if ok
+        else f"spec.suspend=true, but still {phase or '-'} after "
+        f"{format_seconds(wait or timedelta())}"
+    )
+    return {"set": str(ref), "ok": ok, "phase": phase, "message": message}
+
+
+command = set_action_command(
+    "suspend",
+    wait_for="Suspended",
+    doing="suspending",
+    help="Set spec.suspend=true on CocoonSets.",
+    act=lambda wait: partial(suspend_one, wait=wait),
+)

@@ -13,37 +13,26 @@ A set already `Running` (and not asked to suspend) is a no-op success.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import click
-
-from cocoon_hibernation._common import (
-    EXIT_CODES_HELP,
-    EXIT_FINDING,
-    Duration,
-    echo_result,
-    emit_structured,
-    fail,
-    format_seconds,
-    kube_options,
-    namespace_option,
-    output_option,
-    progress,
-    selector_options,
+from cocoon_hibernation._common import format_seconds
+from cocoon_hibernation._kube import (
+    SetAction,
+    phase_of,
+    registry_client,
+    set_action_command,
+    wait_for_phase,
 )
-from cocoon_hibernation._kube import chosen_sets, cli_settings, kube_client, registry_client
 from shared import constants as k
 from shared.clients.kube import KubeClient
+from shared.config import Settings
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.names import SetRef
 from shared.reconcile import request_wake
-
-POLL_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +78,6 @@ def why_not_running(client: KubeClient, ref: SetRef) -> str:
     return "the restore has not finished"
 
 
-def _phase(client: KubeClient, ref: SetRef) -> str | None:
-    cs = client.get_set(ref)
-    return cs.phase.value if cs is not None and cs.phase else None
-
-
 def wake_one(
     client: KubeClient, settings: Any, ref: SetRef, wait: timedelta | None, step: Any
 ) -> WakeResult:
@@ -114,13 +98,11 @@ def wake_one(
             )
         phase = after.phase.value if after is not None and after.phase else None
         return WakeResult(str(ref), False, phase, outcome.reason, outcome.steps)
-    phase = _phase(client, ref)
+    phase = phase_of(client, ref)
     if wait:
-        deadline = time.monotonic() + wait.total_seconds()
-        while phase != "Running" and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-            phase = _phase(client, ref)
-            step(f"{ref}: phase {phase or '-'}")
+        phase = wait_for_phase(
+            client, ref, "Running", wait, phase=phase, step=step, label=f"{ref}: "
+        )
         if phase != "Running":
             return WakeResult(
                 str(ref),
@@ -136,50 +118,21 @@ def wake_one(
     )
 
 
-@click.command(name="wake", epilog=EXIT_CODES_HELP)
-@click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
-@kube_options
-@namespace_option
-@selector_options
-@click.option(
-    "--wait",
-    type=Duration(),
-    default=None,
-    help="Wait up to this long (30s, 5m) for phase Running; default: do not wait.",
-)
-@output_option
-def command(
-    *,
-    names: tuple[str, ...],
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    selector: str | None,
-    all_sets: bool,
-    wait: timedelta | None,
-    output: str,
-) -> None:
-    """Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
+def _waking(wait: timedelta | None) -> SetAction:
+    def act(
+        client: KubeClient, settings: Settings, ref: SetRef, step: Callable[[str], None]
+    ) -> dict[str, Any]:
+        return wake_one(client, settings, ref, wait, step).as_dict()
 
-    A set already Running is left alone (exit 0, said so)."""
-    results: list[WakeResult] = []
-    try:
-        settings = cli_settings(kubeconfig, context, namespace)
-        client = kube_client(settings)
-        refs = chosen_sets(
-            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
-        )
-        for ref in refs:
-            with progress(f"waking {ref}") as step:
-                results.append(wake_one(client, settings, ref, wait, step))
-    except CocoonError as err:
-        fail(str(err))
-    if output != "table":
-        emit_structured([r.as_dict() for r in results], output)
-    else:
-        for r in results:
-            echo_result(r.set, r.ok, r.message)
-        if not results:
-            click.echo("no CocoonSet matched")
-    if any(not r.ok for r in results):
-        raise SystemExit(EXIT_FINDING)
+    return act
+
+
+command = set_action_command(
+    "wake",
+    wait_for="Running",
+    doing="waking",
+    help="""Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
+
+    A set already Running is left alone (exit 0, said so).""",
+    act=_waking,
+)

@@ -3,8 +3,13 @@
 Kept thin on purpose: functions-framework imports this file on cold start
 (through the top-level `main.py` on Cloud Run, or by its installed path under
 `cocoon-hibernation serve` and the local stack), so it imports nothing heavy.
-Each target hands the request to its module in `functions/`, which parses the
-trigger and only then loads the clients it needs.
+
+Each CloudEvent target is defined by the event types it accepts; the adapters
+drop everything else with a reason *before* any client is built, so an
+irrelevant or malformed event costs no API or registry call and is
+acknowledged (a 2xx: redelivering it cannot help). `ingest` hands the request
+to `functions.ingest`, which parses the body and only then loads the clients
+it needs.
 """
 
 from __future__ import annotations
@@ -14,22 +19,53 @@ from typing import Any
 import functions_framework
 
 from functions import ingest as _ingest
-from functions import targets as _targets
+from functions import process
+from shared import log
+from shared.adapters import ACCEPT_RELEASE, ACCEPT_SWEEP, ACCEPT_WAKE, parse_cloudevent
+from shared.errors import PermanentError
+from shared.metric_names import METRIC_DROPPED
+
+
+def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
+    settings = process.settings()  # a ConfigError here is a 500: fix the deployment
+    try:
+        parsed = parse_cloudevent(event, settings=settings, accept=accept)
+    except PermanentError as e:
+        log.info("event acknowledged", target=target, outcome="malformed", reason=str(e))
+        log.count(METRIC_DROPPED, target=target, reason="malformed")
+        return
+    for drop in parsed.dropped:
+        log.count(METRIC_DROPPED, target=target, reason=drop.reason.value)
+        log.info(
+            "event dropped",
+            target=target,
+            outcome="dropped",
+            reason=drop.reason.value,
+            detail=drop.detail,
+            event_id=drop.event_id,
+        )
+    if not parsed.triggers:
+        return
+    # The dispatcher pulls in the reconciler and the client wrappers: loaded only
+    # once an event matters, so an irrelevant one is answered at import cost zero.
+    from functions import dispatch  # noqa: PLC0415 - lazy: cold start
+
+    dispatch.run(parsed.triggers, settings=settings, target=target)
 
 
 @functions_framework.cloud_event
 def release(event: Any) -> None:
-    _targets.release(event)
+    _run(event, target="release", accept=ACCEPT_RELEASE)
 
 
 @functions_framework.cloud_event
 def wake(event: Any) -> None:
-    _targets.wake(event)
+    _run(event, target="wake", accept=ACCEPT_WAKE)
 
 
 @functions_framework.cloud_event
 def sweep(event: Any) -> None:
-    _targets.sweep(event)
+    _run(event, target="sweep", accept=ACCEPT_SWEEP)
 
 
 @functions_framework.http

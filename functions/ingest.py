@@ -15,7 +15,7 @@ behind it, so everything permanent (malformed, irrelevant, invalid names) is
 acknowledged with 202 and a log line saying why; only a transient failure
 while acting (or a configuration the operator must fix) answers 503.
 
-`dispatch` is the action: `functions.runtime.run` unless a test or an
+`dispatch` is the action: `functions.dispatch.run` unless a test or an
 embedding sets this module attribute; it is imported on first use so an
 irrelevant event never loads the clients.
 """
@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from functions import settings as process_settings
+from functions import process
 from shared import log
 from shared.adapters import (
     ACCEPT_PUBSUB_PUSH,
@@ -36,9 +36,10 @@ from shared.adapters import (
     parse_pubsub_push,
     parse_registry_webhook,
 )
-from shared.adapters.result import DropReason, clip
+from shared.adapters.result import DropReason
 from shared.config import Settings
 from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
+from shared.log import clip
 from shared.metric_names import METRIC_DROPPED
 from shared.triggers import Trigger, describe
 
@@ -59,18 +60,9 @@ class Dispatch(Protocol):
 
 # Injection points (module attributes, read per request).
 dispatch: Dispatch | None = None
-"""Acts on the triggers; None = `functions.runtime.run` (imported lazily)."""
+"""Acts on the triggers; None = `functions.dispatch.run` (imported lazily)."""
 verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
 """Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
-
-
-def settings() -> Settings:
-    return process_settings.get()
-
-
-def reset_settings() -> None:
-    """Forget the cached settings (tests change the environment between cases)."""
-    process_settings.reset()
 
 
 def _reply(
@@ -110,7 +102,7 @@ _ROUTES = frozenset({ROUTE_REGISTRY, ROUTE_AUDIT, ROUTE_PUBSUB})
 def handle(request: Any) -> Reply:
     """One webhook delivery (a `flask.Request`) -> (body, status, headers)."""
     try:
-        config = settings()
+        config = process.settings()
     except ConfigError as err:
         log.error("ingest refuses requests: invalid configuration", error=str(err))
         return _refuse(500, {"error": "misconfigured"})
@@ -245,9 +237,9 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
 
     act = dispatch
     if act is None:
-        from functions import runtime  # noqa: PLC0415 - lazy: cold start
+        from functions import dispatch as dispatcher  # noqa: PLC0415 - lazy: cold start
 
-        act = runtime.run
+        act = dispatcher.run
     try:
         act(parsed.triggers, settings=config, target=TARGET)
     except (TransientError, ConfigError) as err:

@@ -1,7 +1,7 @@
 """The `sweep` function: a scheduler tick -> one sweep run (docs/design.md#sweep).
 
 Wires the pure planner and executor of :mod:`shared.sweep` to the process's
-clients (built once per instance). The registry client is only asked for when
+clients (`functions.process`, built once per instance). The registry client is only asked for when
 the safety net actually reconciles a set, and the reconciler refuses on its
 own when no registry is configured: an idle-suspend-only run never needs
 `COCOON_REGISTRY_BASE`.
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from functions import runtime
-from shared.clients import kube as kube_clients
+from functions import process
 from shared.config import Settings
 from shared.durations import utcnow
 from shared.lifecycle import FROM_SETTINGS, PublisherArg, resolve_publisher
@@ -42,14 +41,14 @@ def run_sweep(
     unset) and the clock is read once, so every decision of a run (and every
     reconcile it starts) is made against the same instant.
     """
-    client: KubeApi = kube if kube is not None else kube_clients.get_client(settings)
+    client: KubeApi = kube if kube is not None else process.kube_client(settings)
     at = now or utcnow()
     events = resolve_publisher(publisher, settings)
     snapshots: list[SnapshotRegistry | None] = [registry] if registry is not None else []
 
     def reconcile(ref: SetRef) -> Outcome:
         if not snapshots:
-            snapshots.append(runtime.registry_client(settings))
+            snapshots.append(process.registry_client(settings))
         return reconcile_set(
             ref, kube=client, registry=snapshots[0], settings=settings, now=at, publisher=events
         )

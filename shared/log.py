@@ -36,6 +36,15 @@ class _State:
     min_level = 0
 
 
+# Untrusted text quoted in a log field is cut: a log line is not a place for a payload.
+DETAIL_MAX = 200
+
+
+def clip(text: str, limit: int = DETAIL_MAX) -> str:
+    """`text`, cut to `limit` characters (and marked so) when it is longer."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 # Cloud Logging's severities, in order.
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 

@@ -37,6 +37,7 @@ from shared.enums import (
     SnapshotPolicy,
     ToolboxMode,
 )
+from shared.names import LABEL_VALUE_MAX, LABEL_VALUE_PATTERN
 
 # --- generator hints (read by shared.crd, stripped from the CRD) ---------------------
 
@@ -66,9 +67,6 @@ QUANTITY_PATTERN: Final = (
     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 DNS1123_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# A Kubernetes label value (may be empty): the class is used as a node label value.
-LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-LABEL_VALUE_MAX: Final = 63
 CONDITION_REASON_PATTERN: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 CONDITION_TYPE_PATTERN: Final = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -384,7 +382,7 @@ class CocoonSetSpec(_Model):
     snapshot_compatibility_class: str | None = Field(
         default=None,
         alias="snapshotCompatibilityClass",
-        max_length=LABEL_VALUE_MAX,
+        max_length=LABEL_VALUE_MAX,  # a label value: the class is used as a node label value
         pattern=LABEL_VALUE_PATTERN,
         description=(
             "SnapshotCompatibilityClass selects nodes that expose a guest-visible CPU\n"

@@ -26,6 +26,13 @@ OCI_REPOSITORY_MAX = 255
 _OCI_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 
+# A Kubernetes label value (apimachinery IsValidLabelValue): empty, or at most 63
+# characters, alphanumeric at both ends and `-_.` inside. The one spelling of the
+# rule: the CRD's schema (shared.models) and the checks in code use it.
+LABEL_VALUE_MAX = 63
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
+
 VM_PREFIX = "vk-"
 
 
@@ -35,6 +42,11 @@ def is_dns1123_label(value: str) -> bool:
 
 def is_dns1123_subdomain(value: str) -> bool:
     return len(value) <= DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.match(value))
+
+
+def is_label_value(value: str) -> bool:
+    """Whether the API server accepts `value` as a label value ("" included)."""
+    return len(value) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(value) is not None
 
 
 def check_namespace(value: object) -> str:

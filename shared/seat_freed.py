@@ -9,7 +9,7 @@ report landed precisely (docs/observability.md):
   report time;
 - `audit`: the kube-apiserver audit event of the pod write that set the
   annotation to `hibernated` carries `requestReceivedTimestamp`
-  (`shared.adapters.kube`, carried on the `SetChanged` trigger).
+  (`shared.adapters.audit_events`, carried on the `SetChanged` trigger).
 
 The caller that knows the time wraps its reconcile in `reported(...)`; the
 executor calls `main_pod_deleted` after a DELETE it won, which observes

@@ -35,7 +35,13 @@ class Source(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SnapshotPushed:
-    """A `<vm>:hibernate` manifest landed (repository is already under the base)."""
+    """A `<vm>:hibernate` manifest landed (repository is already under the base).
+
+    `sets`: every set the VM name may belong to (docs/design.md#names) in an
+    allowed namespace, in the order `shared.names.parse_vm_name` gives them;
+    computed once, by the adapter that accepted the push. Derived from
+    `vm_name`, so left out of equality like `event_id`.
+    """
 
     repository: str
     tag: str
@@ -43,6 +49,7 @@ class SnapshotPushed:
     source: Source
     vm_name: str
     event_id: str | None = field(default=None, compare=False)
+    sets: tuple[SetRef, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ API touches only this module.
 
 `accept` is the set of CloudEvent types a target takes (docs/design.md#targets); anything
 else is dropped with a reason and acknowledged. For a Pub/Sub message the
-type it stands for (see `control.classify_pubsub`) must be accepted too.
+type it stands for (see `pubsub_messages.classify_pubsub`) must be accepted too.
 """
 
 from __future__ import annotations
@@ -17,23 +17,22 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from shared.adapters.control import (
+from shared.adapters.audit_events import parse_gke_audit, parse_knative, parse_set_changed
+from shared.adapters.epoch import parse_gcs_finalized
+from shared.adapters.pubsub_messages import (
     CANONICAL_TYPES,
     classify_pubsub,
     describe_unrecognised,
-    parse_tick,
-    parse_wake,
     require_json,
     unwrap_pubsub,
 )
-from shared.adapters.epoch import parse_gcs_finalized
-from shared.adapters.kube import parse_gke_audit, parse_knative, parse_set_changed
-from shared.adapters.registry import (
+from shared.adapters.push_events import (
     harbor_event_data,
     parse_artifact_registry,
     parse_snapshot_pushed,
 )
-from shared.adapters.result import DropReason, Parsed, as_object, clip, loads, show
+from shared.adapters.result import DropReason, Parsed, as_object, loads, show
+from shared.adapters.wake_and_tick import parse_tick, parse_wake
 from shared.config import Settings
 from shared.constants import (
     CE_AUDIT_WRITTEN,
@@ -48,6 +47,7 @@ from shared.constants import (
     CE_WAKE_REQUESTED,
 )
 from shared.errors import MalformedEvent
+from shared.log import clip
 from shared.triggers import Source
 
 KNATIVE_TYPES = frozenset(
@@ -65,7 +65,7 @@ ACCEPT_RELEASE = (
 )
 ACCEPT_WAKE = frozenset({CE_WAKE_REQUESTED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_SWEEP = frozenset({CE_PUBSUB_PUBLISHED, CE_KNATIVE_PING, CE_SWEEP_REQUESTED})
-# What a Pub/Sub message can stand for and be parsed as (`control.classify_pubsub`).
+# What a Pub/Sub message can stand for and be parsed as (`pubsub_messages.classify_pubsub`).
 PUBSUB_TYPES = CANONICAL_TYPES | {CE_AUDIT_WRITTEN}
 # What a registry webhook may POST as a structured CloudEvent to `ingest /registry`.
 ACCEPT_REGISTRY = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED})

@@ -25,13 +25,14 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote_plus
 
-from shared.adapters.registry import guarded, snapshot_pushed
+from shared.adapters.push_events import snapshot_pushed
 from shared.adapters.result import (
     DropReason,
     Parsed,
     as_list,
     as_object,
     event_id_of,
+    guarded,
     opt_str,
     show,
 )

@@ -11,23 +11,24 @@ push envelope carrying a wake request or a sweep tick (`ACCEPT_PUBSUB_PUSH`).
 
 from __future__ import annotations
 
+from shared.adapters.audit_events import parse_audit_eventlist
 from shared.adapters.cloudevent import (
     ACCEPT_REGISTRY,
     parse_parts,
     parse_structured,
 )
 from shared.adapters.epoch import is_eventbridge_s3, parse_eventbridge_s3, parse_s3_records
-from shared.adapters.kube import parse_audit_eventlist
-from shared.adapters.registry import (
+from shared.adapters.push_events import (
     parse_distribution,
     parse_ecr,
     parse_harbor_default,
     parse_registry_json,
 )
-from shared.adapters.result import Parsed, clip, loads, show
+from shared.adapters.result import Parsed, loads, show
 from shared.config import Settings
 from shared.constants import CE_PUBSUB_PUBLISHED
 from shared.errors import MalformedEvent
+from shared.log import clip
 
 __all__ = ["parse_audit_eventlist", "parse_pubsub_push", "parse_registry_webhook"]
 

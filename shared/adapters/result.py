@@ -10,16 +10,15 @@ one log line. Only input that cannot be read at all raises (`MalformedEvent`,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from shared.errors import MalformedEvent
+from shared.config import Settings
+from shared.errors import InvalidName, MalformedEvent
+from shared.log import clip
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
-
-# Untrusted text quoted in a drop detail is cut: a log line is not a place for a payload.
-DETAIL_MAX = 200
 
 
 class DropReason(StrEnum):
@@ -113,8 +112,20 @@ class Parsed:
         self.dropped.append(Drop(reason, clip(text), event_id or self.event_id))
 
 
-def clip(text: str) -> str:
-    return text if len(text) <= DETAIL_MAX else text[:DETAIL_MAX] + "…"
+def guarded(
+    out: Parsed,
+    event_id: str | None,
+    item: Callable[[Parsed, object, str | None, Settings], None],
+    raw: object,
+    settings: Settings,
+) -> None:
+    """Run one item of a batch: a permanent problem with it drops the item, not the batch."""
+    try:
+        item(out, raw, event_id, settings)
+    except InvalidName as err:
+        out.drop(DropReason.INVALID_NAME, str(err), event_id)
+    except MalformedEvent as err:
+        out.drop(DropReason.MALFORMED, str(err), event_id)
 
 
 def show(value: object) -> str:

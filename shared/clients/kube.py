@@ -49,6 +49,7 @@ from pydantic import BaseModel, ValidationError
 from shared import constants as k
 from shared import log
 from shared.admission import parse_denial
+from shared.clients.cache import ProcessCache
 from shared.config import KubeAuth, Settings
 from shared.errors import (
     AccessDenied,
@@ -947,21 +948,14 @@ class KubeClient:
         return True
 
 
-_clients: dict[Settings, KubeClient] = {}
-_clients_lock = threading.Lock()
+_clients: ProcessCache[Settings, KubeClient] = ProcessCache(KubeClient.from_settings)
 
 
 def get_client(settings: Settings) -> KubeClient:
     """The process's client for `settings`: built once, reused by warm invocations."""
-    with _clients_lock:
-        client = _clients.get(settings)
-        if client is None:
-            client = KubeClient.from_settings(settings)
-            _clients[settings] = client
-        return client
+    return _clients.get(settings)
 
 
 def reset_clients() -> None:
     """Forget every cached client (tests; a settings reload)."""
-    with _clients_lock:
-        _clients.clear()
+    _clients.reset()

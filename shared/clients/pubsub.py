@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from shared import log
+from shared.clients.cache import ProcessCache
 from shared.errors import CocoonError, ConfigError, PermanentError, TransientError
 
 # Bounds the RPC and, with a small margin for the batch's commit, the wait for
@@ -171,24 +172,16 @@ class PubSubPublisher:
             log.debug("stopping the Pub/Sub client failed", topic=self.topic, error=str(err))
 
 
-_publishers: dict[str, PubSubPublisher] = {}
-_publishers_lock = threading.Lock()
+_publishers: ProcessCache[str, PubSubPublisher] = ProcessCache(
+    PubSubPublisher, close=PubSubPublisher.close
+)
 
 
 def get_publisher(topic: str) -> PubSubPublisher:
     """The process's publisher for `topic`: built once, reused by warm invocations."""
-    with _publishers_lock:
-        publisher = _publishers.get(topic)
-        if publisher is None:
-            publisher = PubSubPublisher(topic)
-            _publishers[topic] = publisher
-        return publisher
+    return _publishers.get(topic)
 
 
 def reset_clients() -> None:
     """Stop and forget every cached publisher (tests; a settings reload)."""
-    with _publishers_lock:
-        publishers = list(_publishers.values())
-        _publishers.clear()
-    for publisher in publishers:
-        publisher.close()
+    _publishers.reset()

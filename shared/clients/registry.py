@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared import constants, log
+from shared.clients.cache import ProcessCache
 from shared.clients.registry_auth import Challenge, parse_challenge, token_expiry, token_of
 from shared.config import RegistryAuth, Settings
 from shared.errors import ConfigError, RegistryAuthError, RegistryError
@@ -569,23 +570,16 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-_clients: dict[Settings, RegistryClient] = {}
-_clients_lock = threading.Lock()
+_clients: ProcessCache[Settings, RegistryClient] = ProcessCache(
+    RegistryClient, close=RegistryClient.close
+)
 
 
 def get_client(settings: Settings) -> RegistryClient:
     """The process's client for `settings`: built once, reused by warm invocations."""
-    with _clients_lock:
-        client = _clients.get(settings)
-        if client is None:
-            client = RegistryClient(settings)
-            _clients[settings] = client
-        return client
+    return _clients.get(settings)
 
 
 def reset_clients() -> None:
     """Close and forget every cached client (tests; a settings reload)."""
-    with _clients_lock:
-        for client in _clients.values():
-            client.close()
-        _clients.clear()
+    _clients.reset()

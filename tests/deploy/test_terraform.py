@@ -367,7 +367,7 @@ def _audit_methods(module: TfDir) -> list[str]:
 
 def _parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
     try:
-        from shared.adapters.kube import parse_gke_method
+        from shared.adapters.audit_events import parse_gke_method
     except ImportError:  # same rule as the adapter (docs/design.md#gke-audit-methods)
         prefixes = {"io.k8s.core.": "", ".".join(reversed(c.GROUP.split("."))) + ".": c.GROUP}
         for prefix, group in prefixes.items():

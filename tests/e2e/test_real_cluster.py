@@ -67,7 +67,7 @@ def as_target(
     """`as_target(t)`: a functions-framework client of target `t`, running as t's identity."""
     import functions_framework
 
-    from functions import runtime
+    from functions import process
 
     for key, value in rworld.env.items():
         monkeypatch.setenv(key, value)
@@ -77,12 +77,12 @@ def as_target(
         identity = {"release": "release", "wake": "wake", "sweep": "sweep"}.get(target, "ingest")
         path = real.write_kubeconfig(tmp_path / f"{identity}.kubeconfig", identity=identity)
         monkeypatch.setenv("KUBECONFIG", str(path))
-        runtime.reset()
+        process.reset()
         app = functions_framework.create_app(target=target, source=str(REPO_ROOT / "main.py"))
         return app.test_client()
 
     yield make
-    runtime.reset()
+    process.reset()
 
 
 def _post(client: Any, event: CloudEvent) -> Any:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from cloudevents.http import CloudEvent, to_binary, to_structured
 
-from functions import ingest, runtime
+from functions import process
 from functions.serve import create_app
 
 ENV = {
@@ -32,13 +32,11 @@ ENV = {
 def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
-    ingest.reset_settings()
-    runtime.reset()
+    process.reset()
     app = create_app()
     yield app.test_client()
     # The targets cache settings per process: leave none of this test's behind.
-    ingest.reset_settings()
-    runtime.reset()
+    process.reset()
 
 
 def _event(ce_type: str, data: dict[str, Any]) -> CloudEvent:

@@ -2,7 +2,7 @@
 
 One table per source: valid, irrelevant, malformed, oversized, unauthenticated,
 each with the HTTP status and the decision (what reached the dispatch)
-asserted. The dispatch is a recorder: `functions.runtime.run` needs a cluster
+asserted. The dispatch is a recorder: `functions.dispatch.run` needs a cluster
 and belongs to the reconciler work.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from functions import ingest
+from functions import ingest, process
 from shared.errors import ConfigError, NotFound, RegistryError
 from shared.names import SetRef
 from shared.triggers import SetChanged, SnapshotPushed, Source, SweepTick, WakeRequested
@@ -164,7 +164,7 @@ def test_unset_token_refuses_everything_with_500(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.delenv("COCOON_INGEST_TOKEN")
-    ingest.reset_settings()
+    process.reset()
     for headers in ({}, auth(), auth("")):
         response = client.post(
             "/registry", data=event_bytes("distribution_push_hibernate"), headers=headers
@@ -178,7 +178,7 @@ def test_invalid_configuration_is_500_naming_the_variable(
     client: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("COCOON_NAMESPACES", "Not_Valid")
-    ingest.reset_settings()
+    process.reset()
     response = client.post("/registry", data=b"{}", headers=auth())
     assert response.status_code == 500
     assert "COCOON_NAMESPACES" in capsys.readouterr().out
@@ -188,7 +188,7 @@ def test_missing_registry_base_asks_for_redelivery_of_a_hibernate_push(
     client: Any, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("COCOON_REGISTRY_BASE")
-    ingest.reset_settings()
+    process.reset()
     hibernate = client.post(
         "/registry", data=event_bytes("distribution_push_hibernate"), headers=auth()
     )
@@ -221,7 +221,7 @@ def test_namespace_allowlist_drops_before_dispatch(
     client: Any, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COCOON_NAMESPACES", "team-b")
-    ingest.reset_settings()
+    process.reset()
     response = client.post("/kubernetes/audit", data=event_bytes("audit_eventlist"), headers=auth())
     assert response.status_code == 202
     assert response.get_json()["accepted"] == 0

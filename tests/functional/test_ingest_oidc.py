@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
-from functions import ingest
+from functions import ingest, process
 from shared.clients import oidc
 from shared.config import Settings
 from shared.errors import ConfigError
@@ -90,7 +90,7 @@ def oidc_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv(
         "COCOON_PUSH_SERVICE_ACCOUNTS", f"relay@acme-prod.iam.gserviceaccount.com, {PUSH_SA}"
     )
-    ingest.reset_settings()
+    process.reset()
     monkeypatch.setattr(
         ingest,
         "verify_push_token",
@@ -189,7 +189,7 @@ def test_audience_without_an_allowlist_refuses_every_request(
     client: Any, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COCOON_PUSH_AUDIENCE", AUDIENCE)
-    ingest.reset_settings()
+    process.reset()
     response = client.post("/pubsub", data=_wake_push(), headers=auth())
     assert response.status_code == 500
     assert recorder.calls == []

@@ -5,7 +5,7 @@ deployment would be: its notification endpoint is `ingest`'s `/registry`
 route with `Authorization: [Bearer <token>]`, and blob events are NOT ignored,
 so the app sees every blob push. `ingest` runs as the functions-framework
 Flask app served by werkzeug in a thread (so the recording dispatch stays
-in-process); the dispatch is the only stand-in (`functions.runtime.run`
+in-process); the dispatch is the only stand-in (`functions.dispatch.run`
 needs a cluster).
 """
 
@@ -24,7 +24,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from devstack.registry import DistributionServer, push_image, wait_until
-from functions import ingest
+from functions import ingest, process
 from shared.triggers import SnapshotPushed, Source
 from tests.conftest import REPO_ROOT
 from tests.fixtures.ingest import TOKEN, Recorder, auth
@@ -69,7 +69,7 @@ def test_hibernate_push_becomes_exactly_one_trigger(
     with DistributionServer(notify_url=f"{ingest_server}/registry", notify_token=TOKEN) as registry:
         # The base names the registry's real address, as a deployment's would.
         monkeypatch.setenv("COCOON_REGISTRY_BASE", f"{registry.host}/cocoon")
-        ingest.reset_settings()
+        process.reset()
 
         digest = push_image(registry.url, repository, "hibernate")
         # Same image again as :latest (blobs exist: only the manifest is new), then

@@ -26,8 +26,8 @@ from shared.adapters import (
     parse_pubsub_push,
     parse_registry_webhook,
 )
-from shared.adapters.kube import parse_gke_method
-from shared.adapters.registry import split_qualified
+from shared.adapters.audit_events import parse_gke_method
+from shared.adapters.push_events import split_qualified
 from shared.config import RegistryBase, Settings
 from shared.errors import InvalidName, MalformedEvent
 from shared.names import SetRef

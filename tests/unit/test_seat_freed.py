@@ -22,7 +22,7 @@ from functions.report_wait import settle
 from shared import constants as k
 from shared import log, seat_freed
 from shared.adapters import parse_audit_eventlist
-from shared.adapters.kube import report_time
+from shared.adapters.audit_events import report_time
 from shared.config import LogFormat, Settings
 from shared.metric_names import BY_NAME, METRIC_SEAT_FREED
 from shared.names import SetRef

@@ -1,6 +1,6 @@
 """No library exception escapes its wrapper: each library's *base* error becomes a typed one.
 
-The targets decide ack-or-retry on our error types only (`functions/runtime.py`); a
+The targets decide ack-or-retry on our error types only (`functions/dispatch.py`); a
 library exception that slipped through would crash the invocation with a traceback
 and an unplanned retry. The libraries' specific errors are covered where the real
 thing runs (the registry, the embedded API, a local Pub/Sub service); here each

@@ -39,7 +39,7 @@ resource "google_eventarc_trigger" "audit" {
     value     = each.value.method
   }
   # GKE resourceName is core/v1/namespaces/NS/pods/NAME[/status]; `**` takes
-  # the pod and its subresource (shared/adapters/kube.py maps it).
+  # the pod and its subresource (shared/adapters/audit_events.py maps it).
   dynamic "matching_criteria" {
     for_each = each.value.namespace == null ? [] : [each.value.namespace]
     content {

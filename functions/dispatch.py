@@ -13,8 +13,9 @@ Every trigger is attempted even when an earlier one failed (reconciles are
 idempotent, so the redelivery repeating the successful ones is harmless), and
 each gets exactly one structured log line with its outcome.
 
-Clients are built lazily, once per process, on the first trigger that needs
-them: an event dropped by the adapters never imports `kubernetes`.
+Clients are built lazily, once per process (`functions.process`), on the
+first trigger that needs them: an event dropped by the adapters never imports
+`kubernetes`.
 """
 
 from __future__ import annotations
@@ -24,45 +25,16 @@ from functools import partial
 from typing import Any
 
 from functions import report_wait
-from functions import settings as process_settings
+from functions.process import kube_client, registry_client
 from shared import log, seat_freed
-from shared.clients import kube as kube_clients
-from shared.clients import pubsub as pubsub_clients
-from shared.clients import registry as registry_clients
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.metric_names import METRIC_RETRIES
-from shared.names import SetRef, parse_vm_name
-from shared.reconcile import KubeApi, Outcome, SnapshotRegistry, reconcile_set, request_wake
+from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
-# (The client modules import only the standard library at module level; the
-# heavy libraries load on a client's first request. The reconciler finds the
-# lifecycle-event publisher itself, from `settings.events_topic`.)
-
-
-def settings() -> Settings:
-    """The process's settings, read from the environment once (ConfigError names the variable)."""
-    return process_settings.get()
-
-
-def kube_client(s: Settings) -> KubeApi:
-    return kube_clients.get_client(s)
-
-
-def registry_client(s: Settings) -> SnapshotRegistry | None:
-    """None when no registry is configured: release and wake then refuse (ConfigError)."""
-    if s.registry_base is None:
-        return None
-    return registry_clients.get_client(s)
-
-
-def reset() -> None:
-    """Forget the cached settings and clients (tests; a configuration reload)."""
-    process_settings.reset()
-    kube_clients.reset_clients()
-    registry_clients.reset_clients()
-    pubsub_clients.reset_clients()
+# (The reconciler finds the lifecycle-event publisher itself, from
+# `settings.events_topic`.)
 
 
 def _summary(out: Outcome) -> dict[str, Any]:
@@ -75,11 +47,11 @@ def _summary(out: Outcome) -> dict[str, Any]:
 
 
 def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str, Any]]:
-    """Every set the VM name may belong to (docs/design.md#names): a wrong one is a no-op."""
-    refs: list[SetRef] = []
-    for cand in parse_vm_name(trigger.vm_name):
-        if s.namespace_allowed(cand.namespace) and cand.ref not in refs:
-            refs.append(cand.ref)
+    """Every set the VM name may belong to (docs/design.md#names): a wrong one is a no-op.
+
+    The candidates are the trigger's own (`SnapshotPushed.sets`, from the adapter).
+    """
+    refs = trigger.sets
     if not refs:
         raise PermanentError(f"VM name {trigger.vm_name!r} names no set in an allowed namespace")
     kube, registry = kube_client(s), registry_client(s)
@@ -125,11 +97,12 @@ def _announced_but_not_served(trigger: SnapshotPushed, registry: SnapshotRegistr
     """The pushed tag is absent although its push was just announced.
 
     A real Distribution server queues the manifest-push notification before it
-    links the tag (measured by an earlier, push-first `benchmarks/bench_seatfreed.py`:
-    4-6 % of pushes, more under load), so the gate can read "absent" for a snapshot that is
-    landing. Acknowledging would leave the seat held until the next sweep;
-    answering "retry" lets the registry (or Pub/Sub) redeliver at once. Asked
-    only when the reconcile is waiting, so a normal release pays no extra HEAD.
+    links the tag (docs/design.md#announced-not-served; how often: see
+    `seat_freed_notified_before_tag` in benchmarks/results/latest.md), so the gate
+    can read "absent" for a snapshot that is landing. Acknowledging would leave the
+    seat held until the next sweep; answering "retry" lets the registry (or
+    Pub/Sub) redeliver at once. Asked only when the reconcile is waiting, so a
+    normal release pays no extra HEAD.
     """
     if registry is None:
         return False

@@ -1,8 +1,10 @@
-"""Requests from people and clocks: wake requests and sweep ticks, and the Pub/Sub envelope.
+"""The Pub/Sub envelope: unwrap a message and decide which canonical type it stands for.
 
-A Pub/Sub message carries no type of its own: Artifact Registry, a log sink,
-Cloud Scheduler and a wake publisher all arrive as
-`google.cloud.pubsub.topic.v1.messagePublished`. The message is classified by
+People and clocks (a wake publisher, Cloud Scheduler) reach the functions
+through Pub/Sub; the wake requests and ticks themselves are read by
+`shared.adapters.wake_and_tick`. A Pub/Sub message carries no type of its
+own: Artifact Registry, a log sink, Cloud Scheduler and a wake publisher all
+arrive as `google.cloud.pubsub.topic.v1.messagePublished`. The message is classified by
 an explicit `type` attribute when the publisher set one, else by its decoded
 data, into the canonical type it stands for; the target's `accept` set is then
 checked against that effective type too (so a scheduler tick sent to
@@ -26,17 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.kube import set_ref
-from shared.adapters.result import (
-    DropReason,
-    Parsed,
-    as_object,
-    clip,
-    event_id_of,
-    loads,
-    opt_object,
-)
-from shared.config import Settings
+from shared.adapters.result import as_object, event_id_of, loads, opt_object
 from shared.constants import (
     CE_AUDIT_WRITTEN,
     CE_LIFECYCLE_PREFIX,
@@ -46,45 +38,13 @@ from shared.constants import (
     CE_WAKE_REQUESTED,
 )
 from shared.errors import MalformedEvent
-from shared.triggers import Source, SweepTick, WakeRequested
+from shared.log import clip
 
 # Publishers may name the canonical type in a message attribute.
 TYPE_ATTRIBUTES = ("type", "ce-type", "ce_type")
 CANONICAL_TYPES = frozenset(
     {CE_SNAPSHOT_PUSHED, CE_SET_CHANGED, CE_WAKE_REQUESTED, CE_SWEEP_REQUESTED}
 )
-
-
-def parse_wake(data: Any, settings: Settings, event_id: str | None, source: Source) -> Parsed:
-    out = Parsed(kind="wake-requested", event_id=event_id)
-    ref = set_ref(data)
-    if not settings.namespace_allowed(ref.namespace):
-        out.drop(DropReason.NAMESPACE, str(ref))
-        return out
-    out.add(WakeRequested(ref, source, event_id=event_id))
-    return out
-
-
-def dry_run_of(data: Any) -> bool:
-    """`{"dryRun": bool}` (also `dry_run`); any other payload is a plain tick."""
-    if not isinstance(data, Mapping):
-        return False
-    for key in ("dryRun", "dry_run"):
-        if key in data:
-            value = data[key]
-            if not isinstance(value, bool):
-                raise MalformedEvent(f"{key} must be a boolean, got {clip(repr(value))}")
-            return value
-    return False
-
-
-def parse_tick(data: Any, event_id: str | None, source: Source) -> Parsed:
-    out = Parsed(kind="sweep-tick", event_id=event_id)
-    out.add(SweepTick(dry_run_of(data), source, event_id=event_id))
-    return out
-
-
-# --- Pub/Sub ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

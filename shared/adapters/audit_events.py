@@ -19,14 +19,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from shared.adapters.registry import guarded
 from shared.adapters.result import (
     DropReason,
     Parsed,
     as_list,
     as_object,
-    clip,
     event_id_of,
+    guarded,
     loads,
     opt_object,
     opt_str,
@@ -37,6 +36,7 @@ from shared.constants import ANN_LIFECYCLE_STATE, GROUP, LABEL_SET_NAME, PLURAL
 from shared.durations import parse_rfc3339
 from shared.enums import LifecycleState
 from shared.errors import MalformedEvent
+from shared.log import clip
 from shared.names import SetRef, check_name, check_namespace, pod_set_candidates
 from shared.seat_freed import Report
 from shared.triggers import SetChanged, Source

@@ -22,37 +22,22 @@ from shared.adapters.result import (
     Parsed,
     as_list,
     as_object,
-    clip,
     event_id_of,
+    guarded,
     loads,
     opt_str,
     show,
 )
 from shared.config import Settings
 from shared.constants import TAG_HIBERNATE
-from shared.errors import InvalidName, MalformedEvent
+from shared.errors import MalformedEvent
+from shared.log import clip
 from shared.names import check_digest, check_repository, check_tag, parse_vm_name
 from shared.triggers import SnapshotPushed, Source
 
 HARBOR_PUSH = "PUSH_ARTIFACT"
 ECR_DETAIL_TYPE = "ECR Image Action"
 AR_INSERT = "INSERT"
-
-
-def guarded(
-    out: Parsed,
-    event_id: str | None,
-    item: Callable[[Parsed, object, str | None, Settings], None],
-    raw: object,
-    settings: Settings,
-) -> None:
-    """Run one item of a batch: a permanent problem with it drops the item, not the batch."""
-    try:
-        item(out, raw, event_id, settings)
-    except InvalidName as err:
-        out.drop(DropReason.INVALID_NAME, str(err), event_id)
-    except MalformedEvent as err:
-        out.drop(DropReason.MALFORMED, str(err), event_id)
 
 
 def snapshot_pushed(
@@ -88,10 +73,13 @@ def snapshot_pushed(
     if not candidates:
         out.drop(DropReason.NOT_A_VM, vm, event_id)
         return
-    if not any(settings.namespace_allowed(c.namespace) for c in candidates):
+    sets = tuple(
+        dict.fromkeys(c.ref for c in candidates if settings.namespace_allowed(c.namespace))
+    )
+    if not sets:
         out.drop(DropReason.NAMESPACE, vm, event_id)
         return
-    out.add(SnapshotPushed(repo, tag, digest, source, vm, event_id=event_id))
+    out.add(SnapshotPushed(repo, tag, digest, source, vm, event_id=event_id, sets=sets))
 
 
 # --- CNCF Distribution --------------------------------------------------------

@@ -1,0 +1,47 @@
+"""Requests from people and clocks: wake requests and sweep ticks -> triggers.
+
+Both arrive as canonical CloudEvents (`io.cocoonstack.wake.requested`,
+`io.cocoonstack.sweep.requested`), Knative PingSource ticks, or Pub/Sub
+messages classified by `shared.adapters.pubsub_messages`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shared.adapters.audit_events import set_ref
+from shared.adapters.result import DropReason, Parsed
+from shared.config import Settings
+from shared.errors import MalformedEvent
+from shared.log import clip
+from shared.triggers import Source, SweepTick, WakeRequested
+
+
+def parse_wake(data: Any, settings: Settings, event_id: str | None, source: Source) -> Parsed:
+    out = Parsed(kind="wake-requested", event_id=event_id)
+    ref = set_ref(data)
+    if not settings.namespace_allowed(ref.namespace):
+        out.drop(DropReason.NAMESPACE, str(ref))
+        return out
+    out.add(WakeRequested(ref, source, event_id=event_id))
+    return out
+
+
+def dry_run_of(data: Any) -> bool:
+    """`{"dryRun": bool}` (also `dry_run`); any other payload is a plain tick."""
+    if not isinstance(data, Mapping):
+        return False
+    for key in ("dryRun", "dry_run"):
+        if key in data:
+            value = data[key]
+            if not isinstance(value, bool):
+                raise MalformedEvent(f"{key} must be a boolean, got {clip(repr(value))}")
+            return value
+    return False
+
+
+def parse_tick(data: Any, event_id: str | None, source: Source) -> Parsed:
+    out = Parsed(kind="sweep-tick", event_id=event_id)
+    out.add(SweepTick(dry_run_of(data), source, event_id=event_id))
+    return out
