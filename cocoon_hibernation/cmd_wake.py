@@ -32,7 +32,7 @@ from shared.config import Settings
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.names import SetRef
-from shared.reconcile import request_wake
+from shared.reconcile import OutcomeResult, request_wake
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +87,9 @@ def wake_one(
     if before.phase is CocoonSetPhase.RUNNING and not before.suspended:
         return WakeResult(str(ref), True, "Running", "already Running: nothing to do")
     outcome = request_wake(ref, kube=client, registry=registry_client(settings), settings=settings)
-    if outcome.result == "not-found":
+    if outcome.result == OutcomeResult.NOT_FOUND:
         return WakeResult(str(ref), False, None, f"cocoonset {ref} not found")
-    if outcome.result == "not-ours":
+    if outcome.result == OutcomeResult.NOT_OURS:
         after = client.get_set(ref)
         if after is not None and after.phase is CocoonSetPhase.RUNNING and not after.suspended:
             # Asked to suspend but not suspended yet: the unsuspend was the whole wake.

@@ -30,7 +30,7 @@ from shared import log, seat_freed
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.metric_names import METRIC_RETRIES
-from shared.reconcile import Outcome, SnapshotRegistry, reconcile_set, request_wake
+from shared.reconcile import Outcome, OutcomeResult, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
 # (The reconciler finds the lifecycle-event publisher itself, from
@@ -60,7 +60,7 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
     for ref in refs:
         try:
             out = reconcile_set(ref, kube=kube, registry=registry, settings=s)
-            if out.result == "waiting":
+            if out.result == OutcomeResult.WAITING:
                 # The push beat vk-cocoon's report (it pushes, removes the VM, then
                 # reports): wait for the report here, bounded (functions.report_wait).
                 out = report_wait.settle(
@@ -71,7 +71,7 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
                     reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
                     settings=s,
                 )
-            if out.result == "waiting" and _announced_but_not_served(trigger, registry):
+            if out.result == OutcomeResult.WAITING and _announced_but_not_served(trigger, registry):
                 raise TransientError(
                     f"the registry announced {trigger.vm_name}:hibernate but does not serve "
                     "it yet; retry (the announcement can precede the tag)"
@@ -86,7 +86,7 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
             log.info("candidate set skipped", cocoonset=str(ref), reason=str(e))
             results.append({"cocoonset": str(ref), "result": "ignored", "reason": str(e)})
             continue
-        if out.result != "not-found":
+        if out.result != OutcomeResult.NOT_FOUND:
             results.append(_summary(out))
     if first_error is not None:
         raise first_error

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from shared import constants as k
 from shared import log, seat_freed
 from shared.enums import LifecycleState
+from shared.reconcile.steps import OutcomeResult
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -118,6 +119,6 @@ def settle(
         )
         with seat_freed.reported(report):
             out = reconcile()
-        if out.result != "waiting":
+        if out.result != OutcomeResult.WAITING:
             return out
     return out

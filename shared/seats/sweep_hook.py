@@ -42,10 +42,6 @@ _MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
 _VALUE_MAX = 120
 
 
-def _clip(value: str) -> str:
-    return value if len(value) <= _VALUE_MAX else value[:_VALUE_MAX] + "…"
-
-
 def config_problems(cs: CocoonSet) -> tuple[str, ...]:
     """The seat-economy annotations that do not parse, as `key=value` (the warn-once key)."""
     ann = cs.metadata.annotations
@@ -63,12 +59,14 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
         try:
             parse(raw)
         except ValueError:
-            problems.append(f"{key.rsplit('/', 1)[-1]}={_clip(raw)}")
+            problems.append(f"{key.rsplit('/', 1)[-1]}={log.clip(raw, _VALUE_MAX)}")
             continue
         if key == keys.ANN_RECLAIMABLE_AFTER and not cs.is_release:
             # Valid, but it can never act: a retain set keeps its seat while suspended,
             # so taking it frees nothing. Its owner believes the seat is offered: say so.
-            problems.append(f"reclaimable-after={_clip(raw)} (hibernatePolicy is not release)")
+            problems.append(
+                f"reclaimable-after={log.clip(raw, _VALUE_MAX)} (hibernatePolicy is not release)"
+            )
     return tuple(problems)
 
 

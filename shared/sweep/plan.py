@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,8 +33,9 @@ from enum import StrEnum
 from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
+from shared.log import clip
 from shared.models import CocoonSet, Pod
-from shared.names import SetRef
+from shared.names import SetRef, is_label_value
 
 # Annotation values are user input; a fingerprint stored back on the set must
 # stay small whatever a user wrote.
@@ -126,10 +126,6 @@ class WakeTimeout:
 # --- idle ------------------------------------------------------------------------------
 
 
-def _clip(value: str) -> str:
-    return value if len(value) <= _FINGERPRINT_VALUE_MAX else value[:_FINGERPRINT_VALUE_MAX] + "…"
-
-
 def _short(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
@@ -146,7 +142,7 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     try:
         timeout = parse_duration(raw_timeout)
     except ValueError:
-        problems.append(f"{_short(k.ANN_IDLE_TIMEOUT)}={_clip(raw_timeout)}")
+        problems.append(f"{_short(k.ANN_IDLE_TIMEOUT)}={clip(raw_timeout, _FINGERPRINT_VALUE_MAX)}")
 
     stamps: dict[str, datetime] = {}
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
@@ -156,7 +152,7 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
         try:
             stamps[key] = parse_rfc3339(raw)
         except ValueError:
-            problems.append(f"{_short(key)}={_clip(raw)}")
+            problems.append(f"{_short(key)}={clip(raw, _FINGERPRINT_VALUE_MAX)}")
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
         return IdleEval(IdleState.BAD_CONFIG, problems=tuple(problems))
@@ -401,15 +397,9 @@ class IdleQueue:
 # --- pod look-ups ------------------------------------------------------------------------
 
 
-# A Kubernetes label value (apimachinery IsValidLabelValue): empty, or at most 63
-# alphanumerics, '-', '_', '.', beginning and ending with an alphanumeric.
-LABEL_VALUE_MAX = 63
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
-
-
-def is_label_value(value: str) -> bool:
-    """Whether `value` can be a label value (never "": no set is named that)."""
-    return len(value) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(value) is not None
+def _labelable(name: str) -> bool:
+    """A set name a pod label can hold (never "": no set is named that)."""
+    return bool(name) and is_label_value(name)
 
 
 def unlabelable(names: Iterable[str]) -> list[str]:
@@ -424,7 +414,7 @@ def unlabelable(names: Iterable[str]) -> list[str]:
     with such a value is a 400 (permanent), which used to cost the pod checks
     of every other set on the page, every run.
     """
-    return sorted({n for n in names if not is_label_value(n)})
+    return sorted({n for n in names if not _labelable(n)})
 
 
 def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
@@ -440,7 +430,7 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     out: list[str] = []
     chunk: list[str] = []
     size = len(prefix) + 1
-    for name in sorted({n for n in names if is_label_value(n)}):
+    for name in sorted({n for n in names if _labelable(n)}):
         if chunk and size + len(name) + 1 > max_chars:
             out.append(prefix + ",".join(chunk) + ")")
             chunk, size = [], len(prefix) + 1
