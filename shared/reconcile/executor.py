@@ -40,7 +40,6 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 from shared import constants as k
 from shared import lifecycle, log, seat_freed
@@ -102,11 +101,8 @@ from shared.reconcile.steps import (
 from shared.refusal import report_refusal
 from shared.seats.keys import ANN_SEAT_WAIT
 from shared.seats.line_decide import GATE as SEAT_GATE
-from shared.seats.line_decide import LABEL_SEAT_LINE
 from shared.seats.reclaim_decide import SeatWait
-
-if TYPE_CHECKING:
-    from shared.seats.line_act import Advanced
+from shared.seats.wake import WakeSeats
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
@@ -156,6 +152,8 @@ class _Run:
     # Seat reclaim for a waiting wake (shared.seats): needs the settings (the grace,
     # the namespaces to search); off for the victim's own release started from here.
     settings: Settings | None = None
+    # The seat economy's part of a wake (the line, reclaim): built from the settings.
+    seats: WakeSeats | None = None
     reclaim: bool = True
 
     @classmethod
@@ -170,14 +168,18 @@ class _Run:
         publisher: PublisherArg,
     ) -> _Run:
         """The one construction of a run, for `reconcile_set` and `request_wake` alike."""
+        at = now if now is not None else datetime.now(UTC)
+        events = resolve_publisher(publisher, settings)
         return cls(
             ref=ref,
             kube=kube,
             registry=registry,
-            now=now if now is not None else datetime.now(UTC),
+            now=at,
             hook=hook,
-            publisher=resolve_publisher(publisher, settings),
+            publisher=events,
             settings=settings,
+            # No settings (a unit test, a library caller): no line, no reclaim.
+            seats=WakeSeats(kube, settings, at, events) if settings is not None else None,
         )
 
     # --- state ------------------------------------------------------------------
@@ -390,7 +392,9 @@ class _Run:
         elif isinstance(step, PersistWaking):
             self.persist_waking(step)
         elif isinstance(step, CreateMain):
-            body = self.join_line(step.body)
+            body = (
+                self.seats.restore_pod(self.set, step.body) if self.seats is not None else step.body
+            )
             try:
                 pod = self.kube.create_pod(ns, body)
             except AlreadyExists:
@@ -522,33 +526,12 @@ class _Run:
         lifecycle.emit(self.publisher, event)
 
     def adopt_into_line(self, step: JoinLine) -> None:
-        from shared.seats.line_decide import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
-
-        since = self.set.metadata.annotations.get(k.ANN_WAKE_STARTED) or step.since
-        if k.ANN_WAKE_STARTED not in self.set.metadata.annotations and step.since:
-            # The wake's start (the sweep's deadline clock): the operator persists
-            # `Waking` and creates the pod in one pass, so its creation is the start.
-            self.cs = self.kube.patch_set(
-                self.ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: step.since}}}
-            )
-        pool = self.set.spec.node_pool or k.DEFAULT_POOL
-        place = parse_rfc3339(since) if since else self.now
-        # Labels and a place only: a scheduling gate cannot be added to a pod after its
-        # creation, so it waits ungated, but in the line (older waiters stay ahead of the
-        # gated ones behind it, and `status --seats` shows it).
-        pod = self.kube.patch_pod(
-            self.ref.namespace,
-            step.pod_name,
-            {
-                "metadata": {
-                    "uid": step.pod_uid,
-                    "labels": {LABEL_SEAT_LINE: pool},
-                    "annotations": {ANN_QUEUED_AT: micro(place)},
-                }
-            },
+        # Decided only with the fair order on, so only with settings (and seats).
+        assert self.seats is not None
+        self.cs, pod = self.seats.adopt(
+            self.ref, self.set, pod_name=step.pod_name, pod_uid=step.pod_uid, since=step.since
         )
         self._replace_pod(pod)
-        log.info("the operator's restore pod joined the seat line", set=str(self.ref), pod=pod.name)
 
     def complete_wake(self, step: CompleteWake) -> None:
         cs = self.set
@@ -699,84 +682,24 @@ class _Run:
                 ),
             )
 
-    # --- the line of waiting wakes (shared.seats.line_decide) -------------------
+    # --- the seat economy's part of a wake (shared.seats.wake) ----------------------
 
-    def join_line(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
-        if self.settings is None or not self.settings.seat_order:
-            return body
-        from shared.seats.line_act import prepare_restore_pod  # noqa: PLC0415 - wakes only
-
-        return prepare_restore_pod(
-            self.kube,
-            self.settings,
-            body,
-            pool=self.set.spec.node_pool or k.DEFAULT_POOL,
-            wake_started=self.set.metadata.annotations.get(k.ANN_WAKE_STARTED),
-            now=self.now,
-        )
-
-    def tend_line(self, why: str, *, strict: bool = False) -> Advanced | None:
-        """Ungate whoever's turn it is in this set's pool; None when there is no line.
-
-        A failure is logged, not raised (the pods themselves are the durable state:
-        the next reconcile or sweep re-reads), unless `strict`: then the caller's
-        error policy handles it (a transient error is redelivered).
-        """
-        main = main_pod(self.pods)
-        if (
-            self.settings is None
-            or not self.settings.seat_order
-            or main is None
-            or LABEL_SEAT_LINE not in main.labels
-        ):
-            return None
-        from shared.seats.line_act import advance_line  # noqa: PLC0415 - wakes only
-
-        try:
-            res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
-        except CocoonError as e:
-            if strict:
-                raise
-            log.warning("seat line not tended", set=str(self.ref), why=why, error=str(e))
-            return None
-        if res.ungated:
-            log.info("seat line tended", set=str(self.ref), why=why, ungated=res.ungated)
-        return res
+    def tend_line(self, why: str) -> None:
+        if self.seats is not None:
+            self.seats.tend(self.ref, main_pod(self.pods), why)
 
     def wait_in_line(self, step: WaitInLine) -> Outcome:
-        key = f"{self.ref.namespace}/{step.pod_name}"
-        # Strict: a gated pod whose line cannot be read is retried, not left to the sweep.
-        res = self.tend_line("gated", strict=True)
-        if res is None:
-            # No line to wait in (the order was turned off with pods gated, or the pod
-            # lost its line label): nobody else will remove our gate, so remove it now.
-            from shared.seats.line_act import drop_gate  # noqa: PLC0415 - wakes only
-
-            main = main_pod(self.pods)
-            if main is not None:
-                drop_gate(self.kube, main, now=self.now)
-            return self.outcome(
-                OutcomeResult.WAITING, f"{step.pod_name}: not in a seat line: ungated"
-            )
-        if key in res.ungated:
-            return self.outcome(
-                OutcomeResult.WAITING, f"{step.pod_name}: its turn in the seat line: ungated"
-            )
-        if isinstance(res.failed.get(key), TransientError):
-            # Its turn, and the gate is still on: redelivery is sooner than the sweep.
-            raise TransientError(f"{self.ref}: removing the seat gate failed: {res.failed[key]}")
-        behind = res.kept.get(key, "an older wake")
-        note = f"{step.pod_name} is in line for a seat behind {behind}"
-        # A gated pod waits for a seat as surely as an unschedulable one (it is gated
-        # only behind a stuck waiter that could take any seat it could): it may reclaim.
-        return self.outcome(OutcomeResult.WAITING, note + self.reclaim_seat(step))
+        if self.seats is None:  # pragma: no cover - decided only with the fair order on
+            return self.outcome(OutcomeResult.WAITING, f"{step.pod_name}: gated")
+        reason = self.seats.wait_in_line(
+            self.ref, main_pod(self.pods), step.pod_name, lambda: self.reclaim_seat(step)
+        )
+        return self.outcome(OutcomeResult.WAITING, reason)
 
     def reclaim_seat(self, step: ReportNoCapacity | WaitInLine) -> str:
         """Try to take an idle seat for this waiting wake (shared.seats); a note for the log."""
-        if not self.reclaim or self.settings is None or self.settings.seat_reclaim_grace is None:
+        if not self.reclaim or self.seats is None:
             return ""
-        from shared.seats.reclaim_act import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
 
         def start_release(ref: SetRef) -> Outcome:
             # The victim's release, now rather than on its next event (as the sweep does).
@@ -787,25 +710,11 @@ class _Run:
                 now=self.now,
                 publisher=self.publisher,
                 settings=self.settings,
+                seats=self.seats,
                 reclaim=False,
             ).run()
 
-        try:
-            res = reclaim_for(
-                self.set,
-                step.pod_uid,
-                kube=self.kube,
-                settings=self.settings,
-                now=self.now,
-                publisher=self.publisher,
-                start_release=start_release,
-            )
-        except CocoonError as e:
-            # The wait is durable (phase Waking): the next event or sweep tries again.
-            log.warning("seat reclaim failed", set=str(self.ref), error=str(e))
-            return "; seat reclaim failed"
-        log.info("seat reclaim", set=str(self.ref), action=res.action, detail=res.detail)
-        return f"; seat reclaim: {res.action} ({res.detail})"
+        return self.seats.reclaim(self.ref, self.set, step.pod_uid, start_release)
 
 
 def reconcile_set(

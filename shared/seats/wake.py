@@ -1,0 +1,171 @@
+"""The seat economy's part of a wake: the fair order's line and seat reclaim.
+
+The reconciler's executor acts on one set; where a wake meets the other wakes
+of its pool it hands over to this object, built once per run from the
+settings (`shared.reconcile.executor._Run.start`):
+
+- `restore_pod`: the restore pod's place in its pool's line, gated if an older
+  waiter is stuck (docs/design.md#fair-order-among-waiting-wakes);
+- `adopt`: cocoon-operator's own restore pod joins the line (labels and a place;
+  a gate cannot be added after creation);
+- `tend`: ungate whoever's turn it is, when the line can move;
+- `wait_in_line`: a gated pod's reconcile, which may also reclaim a seat;
+- `reclaim`: take an idle seat for a wake that has waited the grace
+  (docs/design.md#seat-reclaim).
+
+The line's and the reclaim's modules are imported on first use: a release
+never needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from shared import constants as k
+from shared import log
+from shared.config import Settings
+from shared.durations import parse_rfc3339
+from shared.errors import CocoonError, TransientError
+from shared.lifecycle import LifecyclePublisher
+from shared.models import CocoonSet, Pod
+from shared.names import SetRef
+from shared.ports import KubeApi
+from shared.seats.line_decide import LABEL_SEAT_LINE
+
+if TYPE_CHECKING:
+    from shared.seats.line_act import Advanced
+
+# The victim's release, run by the reconciler now rather than on its next event;
+# it answers with the reconciler's outcome (logged by the reclaim, never read here).
+StartRelease = Callable[[SetRef], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WakeSeats:
+    kube: KubeApi
+    settings: Settings
+    now: datetime
+    publisher: LifecyclePublisher | None
+
+    def restore_pod(self, cs: CocoonSet, body: dict[str, Any]) -> dict[str, Any]:
+        """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
+        if not self.settings.seat_order:
+            return body
+        from shared.seats.line_act import prepare_restore_pod  # noqa: PLC0415 - wakes only
+
+        return prepare_restore_pod(
+            self.kube,
+            self.settings,
+            body,
+            pool=cs.spec.node_pool or k.DEFAULT_POOL,
+            wake_started=cs.metadata.annotations.get(k.ANN_WAKE_STARTED),
+            now=self.now,
+        )
+
+    def adopt(
+        self, ref: SetRef, cs: CocoonSet, *, pod_name: str, pod_uid: str, since: str | None
+    ) -> tuple[CocoonSet, Pod]:
+        """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
+        from shared.seats.line_decide import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
+
+        started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
+        if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
+            # The wake's start (the sweep's deadline clock): the operator persists
+            # `Waking` and creates the pod in one pass, so its creation is the start.
+            cs = self.kube.patch_set(
+                ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: since}}}
+            )
+        pool = cs.spec.node_pool or k.DEFAULT_POOL
+        place = parse_rfc3339(started) if started else self.now
+        # Labels and a place only: a scheduling gate cannot be added to a pod after its
+        # creation, so it waits ungated, but in the line (older waiters stay ahead of the
+        # gated ones behind it, and `status --seats` shows it).
+        pod = self.kube.patch_pod(
+            ref.namespace,
+            pod_name,
+            {
+                "metadata": {
+                    "uid": pod_uid,
+                    "labels": {LABEL_SEAT_LINE: pool},
+                    "annotations": {ANN_QUEUED_AT: micro(place)},
+                }
+            },
+        )
+        log.info("the operator's restore pod joined the seat line", set=str(ref), pod=pod.name)
+        return cs, pod
+
+    def tend(
+        self, ref: SetRef, main: Pod | None, why: str, *, strict: bool = False
+    ) -> Advanced | None:
+        """Ungate whoever's turn it is in the main pod's pool; None when there is no line.
+
+        A failure is logged, not raised (the pods themselves are the durable state:
+        the next reconcile or sweep re-reads), unless `strict`: then the caller's
+        error policy handles it (a transient error is redelivered).
+        """
+        if not self.settings.seat_order or main is None or LABEL_SEAT_LINE not in main.labels:
+            return None
+        from shared.seats.line_act import advance_line  # noqa: PLC0415 - wakes only
+
+        try:
+            res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
+        except CocoonError as e:
+            if strict:
+                raise
+            log.warning("seat line not tended", set=str(ref), why=why, error=str(e))
+            return None
+        if res.ungated:
+            log.info("seat line tended", set=str(ref), why=why, ungated=res.ungated)
+        return res
+
+    def wait_in_line(
+        self, ref: SetRef, main: Pod | None, pod_name: str, reclaim: Callable[[], str]
+    ) -> str:
+        """A gated restore pod's turn: the reason the wake still waits (TransientError
+        when its turn came and the gate could not be removed)."""
+        key = f"{ref.namespace}/{pod_name}"
+        # Strict: a gated pod whose line cannot be read is retried, not left to the sweep.
+        res = self.tend(ref, main, "gated", strict=True)
+        if res is None:
+            # No line to wait in (the order was turned off with pods gated, or the pod
+            # lost its line label): nobody else will remove our gate, so remove it now.
+            from shared.seats.line_act import drop_gate  # noqa: PLC0415 - wakes only
+
+            if main is not None:
+                drop_gate(self.kube, main, now=self.now)
+            return f"{pod_name}: not in a seat line: ungated"
+        if key in res.ungated:
+            return f"{pod_name}: its turn in the seat line: ungated"
+        if isinstance(res.failed.get(key), TransientError):
+            # Its turn, and the gate is still on: redelivery is sooner than the sweep.
+            raise TransientError(f"{ref}: removing the seat gate failed: {res.failed[key]}")
+        behind = res.kept.get(key, "an older wake")
+        # A gated pod waits for a seat as surely as an unschedulable one (it is gated
+        # only behind a stuck waiter that could take any seat it could): it may reclaim.
+        return f"{pod_name} is in line for a seat behind {behind}" + reclaim()
+
+    def reclaim(self, ref: SetRef, cs: CocoonSet, pod_uid: str, start_release: StartRelease) -> str:
+        """Try to take an idle seat for this waiting wake; a note for the log."""
+        if self.settings.seat_reclaim_grace is None:
+            return ""
+        from shared.seats.reclaim_act import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
+
+        try:
+            res = reclaim_for(
+                cs,
+                pod_uid,
+                kube=self.kube,
+                settings=self.settings,
+                now=self.now,
+                publisher=self.publisher,
+                start_release=start_release,
+            )
+        except CocoonError as e:
+            # The wait is durable (phase Waking): the next event or sweep tries again.
+            log.warning("seat reclaim failed", set=str(ref), error=str(e))
+            return "; seat reclaim failed"
+        log.info("seat reclaim", set=str(ref), action=res.action, detail=res.detail)
+        return f"; seat reclaim: {res.action} ({res.detail})"
