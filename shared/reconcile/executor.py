@@ -102,7 +102,7 @@ from shared.refusal import report_refusal
 from shared.seats.keys import ANN_SEAT_WAIT
 from shared.seats.line_decide import GATE as SEAT_GATE
 from shared.seats.reclaim_decide import SeatWait
-from shared.seats.wake import WakeSeats
+from shared.seats.wake import WakeSeats, leave_gate
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
@@ -689,8 +689,10 @@ class _Run:
             self.seats.tend(self.ref, main_pod(self.pods), why)
 
     def wait_in_line(self, step: WaitInLine) -> Outcome:
-        if self.seats is None:  # pragma: no cover - decided only with the fair order on
-            return self.outcome(OutcomeResult.WAITING, f"{step.pod_name}: gated")
+        if self.seats is None:
+            # No settings, so no line: the gate comes off, as with the fair order off.
+            reason = leave_gate(self.kube, main_pod(self.pods), step.pod_name, now=self.now)
+            return self.outcome(OutcomeResult.WAITING, reason)
         reason = self.seats.wait_in_line(
             self.ref, main_pod(self.pods), step.pod_name, lambda: self.reclaim_seat(step)
         )

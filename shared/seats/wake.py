@@ -43,6 +43,17 @@ if TYPE_CHECKING:
 StartRelease = Callable[[SetRef], Any]
 
 
+def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime) -> str:
+    """A gated pod with no line to wait in (the order was turned off with pods gated,
+    the pod lost its line label, or the run has no settings): nobody else will remove
+    its gate, so remove it now. The reason the wake still waits."""
+    from shared.seats.line_act import drop_gate  # noqa: PLC0415 - wakes only
+
+    if main is not None:
+        drop_gate(kube, main, now=now)
+    return f"{pod_name}: not in a seat line: ungated"
+
+
 @dataclass(frozen=True, slots=True)
 class WakeSeats:
     kube: KubeApi
@@ -130,13 +141,7 @@ class WakeSeats:
         # Strict: a gated pod whose line cannot be read is retried, not left to the sweep.
         res = self.tend(ref, main, "gated", strict=True)
         if res is None:
-            # No line to wait in (the order was turned off with pods gated, or the pod
-            # lost its line label): nobody else will remove our gate, so remove it now.
-            from shared.seats.line_act import drop_gate  # noqa: PLC0415 - wakes only
-
-            if main is not None:
-                drop_gate(self.kube, main, now=self.now)
-            return f"{pod_name}: not in a seat line: ungated"
+            return leave_gate(self.kube, main, pod_name, now=self.now)
         if key in res.ungated:
             return f"{pod_name}: its turn in the seat line: ungated"
         if isinstance(res.failed.get(key), TransientError):
