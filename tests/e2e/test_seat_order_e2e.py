@@ -255,3 +255,23 @@ def test_turning_the_order_off_releases_gated_pods_at_their_next_reconcile(
     assert "ungated" in out.reason
     assert main_of(world, "w2").scheduling_gates == ()
     assert main_of(world, "w3").scheduling_gates == (GATE,)  # its own reconcile frees it
+
+
+def test_a_run_without_settings_also_releases_a_gated_pod(world: World, sim: Simulator) -> None:
+    # A library caller (no settings) has no line to wait in: a gated restore pod must not
+    # stay gated forever, exactly as with the order turned off.
+    settings = replace(world.settings, seat_reclaim_grace=None, seat_order=True)
+    full_pool_with_three_waiting_wakes(world, sim, settings)
+    assert main_of(world, "w2").scheduling_gates == (GATE,)
+
+    out = reconcile_set(
+        SetRef(NS, "w2"),
+        kube=world.client,
+        registry=world.snapshots,
+        settings=None,
+        publisher=None,
+        now=datetime.now(UTC),
+    )
+
+    assert out.reason == "w2-0: not in a seat line: ungated"
+    assert main_of(world, "w2").scheduling_gates == ()
