@@ -233,21 +233,19 @@ def _bare(kubeconfig: Any) -> tuple[Any, dict[str, str]]:
     import base64
     import http.client
     import ssl
-    import tempfile
+    from pathlib import Path
     from urllib.parse import urlsplit
 
     import yaml
 
-    conf = yaml.safe_load(open(kubeconfig, encoding="utf-8"))  # noqa: SIM115 - read at once
+    conf = yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8"))
     cluster = conf["clusters"][0]["cluster"]
     token = conf["users"][0]["user"]["token"]
     url = urlsplit(cluster["server"])
     conn: Any
     if url.scheme == "https":
-        with tempfile.NamedTemporaryFile("wb", suffix=".crt") as ca:
-            ca.write(base64.b64decode(cluster["certificate-authority-data"]))
-            ca.flush()
-            ctx = ssl.create_default_context(cafile=ca.name)
+        ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        ctx = ssl.create_default_context(cadata=ca)
         conn = http.client.HTTPSConnection(url.hostname or "", url.port, context=ctx)
     else:
         conn = http.client.HTTPConnection(url.hostname or "", url.port)

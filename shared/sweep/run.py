@@ -363,8 +363,7 @@ class Sweeper:
 
 def _describe(outcome: object) -> str:
     """A short text for whatever the reconcile returned (its outcome's repr is enough)."""
-    text = str(outcome) if outcome is not None else "ok"
-    return text if len(text) <= 200 else text[:200] + "…"
+    return log.clip(str(outcome) if outcome is not None else "ok")
 
 
 def sweep(
