@@ -181,8 +181,10 @@ class Handler(BaseHTTPRequestHandler):
                 if decision.latency_ms:
                     time.sleep(decision.latency_ms / 1000.0)
                 if decision.cut:
-                    self._cut()
+                    # Logged before the cut, as an answer is logged before it is sent:
+                    # a client that saw the connection drop finds the request in the log.
                     app.log_request(method, path, split.query, 0, started)
+                    self._cut()
                     return
                 if decision.error is not None:
                     raise decision.error
