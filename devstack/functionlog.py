@@ -27,6 +27,7 @@ EFFECT_STEPS = frozenset(
         "Stash",
         "FlagAndDelete",
         "SetPhase",
+        "SetPhase+ReportReleased",  # Suspended with the round's report beside it
         "PersistWaking",
         "CreateMain",
         "DropSnapshot",

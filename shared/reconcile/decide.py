@@ -245,7 +245,8 @@ def decide_release(o: Observed) -> Step:
     deletable = [p for p in active if not p.terminal]
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
-            return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat")
+            # The seat is free: a round's report owed goes out beside the phase.
+            return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs))
         stamp = round_to_stamp(cs, ())
         if cs.hint and stamp is not None:
             # Released, and not by us (our stash stamps the round before any delete):
@@ -282,7 +283,16 @@ def decide_release(o: Observed) -> Step:
     if absent:
         return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
 
-    # 3. Stash before the first delete (one write).
+    # 3. Stash before the first delete (one write), the keep-snapshot flags beside it.
+    targets = tuple(
+        PodTarget(
+            name=p.name,
+            uid=p.metadata.uid or "",
+            resource_version=p.metadata.resource_version or "",
+            needs_flag=p.annotations.get(k.ANN_KEEP_SNAPSHOT) != k.TRUE,
+        )
+        for p in sorted(deletable, key=lambda p: p.name)
+    )
     names = stash_names(cs, o.pods)
     main = next((p for p in deletable if p.is_main), None)
     hint = main.spec.node_name if main is not None and main.spec.node_name else None
@@ -296,20 +306,12 @@ def decide_release(o: Observed) -> Step:
         or stamp is not None
     ):
         rnd, rnd_pods = stamp if stamp is not None else (None, None)
-        return Stash(names, hint, round=rnd, round_pods=rnd_pods)
+        flags = tuple(t for t in targets if t.needs_flag)
+        return Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags)
 
-    # 4-6. Flag, delete (UID precondition), then the phase settles `Suspended`.
-    return FlagAndDelete(
-        tuple(
-            PodTarget(
-                name=p.name,
-                uid=p.metadata.uid or "",
-                resource_version=p.metadata.resource_version or "",
-                needs_flag=p.annotations.get(k.ANN_KEEP_SNAPSHOT) != k.TRUE,
-            )
-            for p in sorted(deletable, key=lambda p: p.name)
-        )
-    )
+    # 4-6. Flag (if the stash did not), delete (UID precondition), then the phase
+    # settles `Suspended`.
+    return FlagAndDelete(targets)
 
 
 # --- wake (docs/design.md#wake) -------------------------------------------------------

@@ -4,9 +4,10 @@
 its pods once, then loops decide → act until a terminal step (bounded). It
 uses the object each write returns as the new state instead of re-reading,
 so a complete release of a main-only set whose VM already hibernated costs
-GET set, LIST pods, PATCH set (stash + round), PATCH pod (flag), DELETE pod,
-PATCH status, POST event, PATCH set (reported) = 8 API requests and one
-registry HEAD.
+GET set, LIST pods, PATCH set (stash + round) beside PATCH pod (flag), DELETE
+pod, PATCH status beside POST event, PATCH set (reported) = 8 API requests in
+6 round trips, and one registry HEAD. A pair sent "beside" each other is two
+writes that do not read each other (`together.py`); the run waits for both.
 
 Concurrency (docs/design.md#concurrency): every set write that depends on the read carries its
 resourceVersion; a 409 re-reads and re-decides (at most MAX_CONFLICTS times,
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -82,6 +84,7 @@ from shared.reconcile.steps import (
     NotOurs,
     OutcomeResult,
     PersistWaking,
+    PodTarget,
     Probe,
     ProbeRegistry,
     Refuse,
@@ -98,6 +101,7 @@ from shared.reconcile.steps import (
     Wait,
     WaitInLine,
 )
+from shared.reconcile.together import beside, together
 from shared.refusal import report_refusal
 from shared.seats.keys import ANN_SEAT_WAIT
 from shared.seats.line_decide import GATE as SEAT_GATE
@@ -106,6 +110,13 @@ from shared.seats.wake import WakeSeats, leave_gate
 
 MAX_STEPS = 24
 MAX_CONFLICTS = 5
+
+
+class _Gone:
+    """A flag's answer: the pod is gone (404)."""
+
+
+GONE = _Gone()
 
 StepHook = Callable[[Step], None]
 
@@ -123,6 +134,8 @@ class Outcome:
 
 
 def _step_name(step: Step) -> str:
+    if isinstance(step, SetPhase) and step.report is not None:
+        return "SetPhase+ReportReleased"  # the report the log would otherwise not show
     return type(step).__name__
 
 
@@ -149,6 +162,12 @@ class _Run:
     completed_wake: bool = False
     # A create of the main pod answered AlreadyExists (docs/design.md#wake-sequence).
     lost_create: bool = False
+    # Pods (uids) whose keep-snapshot flag this run already tried: one attempt each.
+    flag_tried: set[str] = field(default_factory=set)
+    # The wake's start stamp, in flight beside the main pod's create (`persist_waking`),
+    # and the set's resourceVersion it was written over.
+    stamping: Future[CocoonSet | None] | None = None
+    stamp_base: str | None = None
     # Seat reclaim for a waiting wake (shared.seats): needs the settings (the grace,
     # the namespaces to search); off for the victim's own release started from here.
     settings: Settings | None = None
@@ -281,10 +300,26 @@ class _Run:
     # --- the loop ---------------------------------------------------------------
 
     def run(self, initial: CocoonSet | None = None, *, pods_at: str | None = None) -> Outcome:
+        try:
+            out = self._run(initial, pods_at)
+        except BaseException:
+            self._settle_stamp(quiet=True)  # the run's own error is the one to raise
+            raise
+        # Nothing this run sent is still in flight when it answers.
+        self._settle_stamp()
+        return out
+
+    def _run(self, initial: CocoonSet | None, pods_at: str | None) -> Outcome:
         if not self.read(initial, pods_at=pods_at):
             return self.outcome(OutcomeResult.NOT_FOUND, "the set does not exist")
         for _ in range(MAX_STEPS):
             step = decide(self.observed())
+            if self.stamping is not None and not isinstance(step, CreateMain):
+                # Only the create goes beside the start stamp: any other step may write
+                # the set, so it waits for the stamp and is decided again on the set as
+                # stamped.
+                self._settle_stamp()
+                step = decide(self.observed())
             if isinstance(step, CreateMain) and self.lost_create:
                 # The name is taken by a pod the decision cannot count as the main
                 # (leaving, or not the set's): another POST only repeats the 409.
@@ -311,6 +346,7 @@ class _Run:
                         f"{self.ref}: still conflicting after {MAX_CONFLICTS} re-reads"
                     ) from e
                 log.debug("conflict: re-read and re-decide", set=str(self.ref), step=self.steps[-1])
+                self._settle_stamp()  # nothing in flight across a re-read
                 if not self.read():
                     return self.outcome(OutcomeResult.NOT_FOUND, "the set was deleted")
         raise TransientError(f"{self.ref}: no terminal step after {MAX_STEPS} steps")
@@ -372,21 +408,12 @@ class _Run:
         elif isinstance(step, StampGeneration):
             self._stamp(step.pods, {k.ANN_GENERATION: str(step.generation)})
         elif isinstance(step, SetPhase):
-            self._write_phase(step.phase)
+            if step.report is None:
+                self._write_phase(step.phase)
+            else:
+                self.settle_released(step.phase, step.report)
         elif isinstance(step, Stash):
-            annotations: dict[str, str] = {}
-            if step.delete_vm_names:
-                annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
-            if step.hint is not None:
-                annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
-            if step.round is not None:
-                annotations[k.ANN_RELEASE_ROUND] = step.round
-                annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
-            self.cs = self.kube.patch_set(
-                self.ref,
-                {"metadata": {"annotations": annotations}},
-                resource_version=self.set.metadata.resource_version,
-            )
+            self.stash(step)
         elif isinstance(step, FlagAndDelete):
             self.flag_and_delete(step)
         elif isinstance(step, PersistWaking):
@@ -461,41 +488,85 @@ class _Run:
                 continue
             self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
 
+    def stash(self, step: Stash) -> None:
+        annotations: dict[str, str] = {}
+        if step.delete_vm_names:
+            annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
+        if step.hint is not None:
+            annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
+        if step.round is not None:
+            annotations[k.ANN_RELEASE_ROUND] = step.round
+            annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
+        rv = self.set.metadata.resource_version
+
+        def write() -> CocoonSet:
+            return self.kube.patch_set(
+                self.ref, {"metadata": {"annotations": annotations}}, resource_version=rv
+            )
+
+        if not step.flags:
+            self.cs = write()
+            return
+        # The flags the delete needs, beside the stash (docs/reads.md, "Writes sent at
+        # once"): each is guarded by its own precondition, and a flag that lands while
+        # the stash is refused (409: the set changed) leaves a state the flag-then-409
+        # path of the delete leaves too (a flagged pod the next decision may keep).
+        targets = step.flags
+        self.cs, answers = together(write, lambda: [self._flag(t) for t in targets])
+        for target, answer in zip(targets, answers, strict=True):
+            self._flagged(target, answer)
+
+    def _flag(self, target: PodTarget) -> Pod | _Gone | None:
+        """The keep-snapshot flag, compare-and-swap on the pod the gate verified: a pod
+        recreated under the name, or changed since the read, refuses it (Conflict: the
+        run re-reads). Otherwise best-effort (None when it failed): a lost flag costs a
+        registry pull on wake, a blocked delete would forfeit the seat. May run beside
+        another write, so it reads nothing of the run's view but `target`."""
+        try:
+            return self.kube.patch_pod(
+                self.ref.namespace,
+                target.name,
+                {
+                    "metadata": {
+                        "uid": target.uid,
+                        "resourceVersion": target.resource_version,
+                        "annotations": {k.ANN_KEEP_SNAPSHOT: k.TRUE},
+                    }
+                },
+            )
+        except NotFound:
+            return GONE
+        except Conflict:
+            raise  # not a failed flag: the pod is not the one we read
+        except CocoonError as e:
+            log.warning(
+                "keep-snapshot flag failed; deleting anyway",
+                set=str(self.ref),
+                pod=target.name,
+                error=str(e),
+            )
+            return None
+
+    def _flagged(self, target: PodTarget, answer: Pod | _Gone | None) -> str | None:
+        """Fold a flag's answer into the view: the resourceVersion to delete the pod at,
+        None when it is gone. One attempt per pod and run, like every write here."""
+        self.flag_tried.add(target.uid)
+        if isinstance(answer, _Gone):
+            self._drop_pod(target.name)
+            return None
+        if answer is None:
+            return target.resource_version
+        self._replace_pod(answer)
+        return answer.metadata.resource_version or target.resource_version
+
     def flag_and_delete(self, step: FlagAndDelete) -> None:
         ns = self.ref.namespace
         for target in step.pods:
-            rv = target.resource_version
-            if target.needs_flag:
-                try:
-                    # Compare-and-swap on the pod the gate verified: a pod recreated
-                    # under the name, or changed since the read, refuses the flag.
-                    flagged = self.kube.patch_pod(
-                        ns,
-                        target.name,
-                        {
-                            "metadata": {
-                                "uid": target.uid,
-                                "resourceVersion": rv,
-                                "annotations": {k.ANN_KEEP_SNAPSHOT: k.TRUE},
-                            }
-                        },
-                    )
-                    rv = flagged.metadata.resource_version or rv
-                except NotFound:
-                    self._drop_pod(target.name)
+            rv: str | None = target.resource_version
+            if target.needs_flag and target.uid not in self.flag_tried:
+                rv = self._flagged(target, self._flag(target))
+                if rv is None:
                     continue
-                except Conflict:
-                    # Not a failed flag: the pod is not the one we read. Re-read.
-                    raise
-                except CocoonError as e:
-                    # Best-effort: a lost flag costs a registry pull on wake, a
-                    # blocked delete would forfeit the seat.
-                    log.warning(
-                        "keep-snapshot flag failed; deleting anyway",
-                        set=str(self.ref),
-                        pod=target.name,
-                        error=str(e),
-                    )
             # uid: never a newer pod that reused the name; resourceVersion: only the
             # pod as verified (and flagged) — and only once: the first delete changes
             # it (deletionTimestamp), so a concurrent duplicate gets 409, not a 2nd delete.
@@ -514,16 +585,49 @@ class _Run:
         # Only the CAS winner gets here; the version it wrote names the occurrence.
         event = lifecycle.waking(self.set, hint=self.set.hint, now=self.now)
         if step.stamp_started:
-            try:
-                # Only the winner of the phase CAS gets here; a merge patch of one
-                # key cannot clobber anything else, so no precondition is needed.
-                self.cs = self.kube.patch_set(
-                    self.ref,
-                    {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}},
-                )
-            except (TransientError, NotFound) as e:
-                log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
+            self._stamp_start()
         lifecycle.emit(self.publisher, event)
+
+    def _stamp_start(self) -> None:
+        """The wake's start (the sweep's deadline clock), sent beside the main pod's create
+        that follows (docs/reads.md, "Writes sent at once"): neither reads the other, and
+        until the stamp lands the sweep's clock is the pod's creation, milliseconds later.
+        Best-effort, as that fallback makes it: a failure is a warning. Settled before the
+        run decides anything but the create (`_settle_stamp`)."""
+        # Only the winner of the phase CAS gets here; a merge patch of one key cannot
+        # clobber anything else, so no precondition is needed.
+        patch = {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}}
+
+        def send() -> CocoonSet | None:
+            try:
+                return self.kube.patch_set(self.ref, patch)
+            except (TransientError, NotFound, AdmissionDenied) as e:
+                log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
+                return None
+
+        self.stamp_base = self.set.metadata.resource_version
+        self.stamping = beside(send)
+
+    def _settle_stamp(self, *, quiet: bool = False) -> None:
+        """Wait for the start stamp in flight, if any; take the set it returns unless the
+        run has read or written the set since. `quiet`: the run is already failing, so
+        the stamp's own error is logged, not raised over it."""
+        pending, self.stamping = self.stamping, None
+        if pending is None:
+            return
+        try:
+            stamped = pending.result()
+        except Exception as e:
+            if not quiet:
+                raise
+            log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
+            return
+        if (
+            stamped is not None
+            and self.cs is not None
+            and self.cs.metadata.resource_version == self.stamp_base
+        ):
+            self.cs = stamped
 
     def adopt_into_line(self, step: JoinLine) -> None:
         # Decided only with the fair order on, so only with settings (and seats).
@@ -583,7 +687,21 @@ class _Run:
             log.observe(METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
 
     def report_released(self, step: ReportReleased) -> None:
+        self._release_event(self.set, step)
+        self._finish_released(step)
+
+    def settle_released(self, phase: Phase, report: ReportReleased) -> None:
+        """The release's phase and its round's Event at once (docs/reads.md, "Writes sent at
+        once"): the seat is free, the Event is named by the round and the phase write is a
+        compare-and-swap, so either may land alone and the next decision finishes the
+        other; the report's lifecycle event and its durable mark follow both."""
         cs = self.set
+        together(lambda: self._write_phase(phase), lambda: self._release_event(cs, report))
+        self._finish_released(report)
+
+    def _release_event(self, cs: CocoonSet, step: ReportReleased) -> None:
+        """The round's SeatReleased, and the count its create decides. May run beside the
+        phase write, so it reads `cs` as passed, not the run's view."""
         identity = owed.release_identity(cs, step.round)
         n = len(step.pods)
         # No pods recorded: the round's pods were deleted by cocoon-operator's own slot
@@ -594,12 +712,16 @@ class _Run:
             f"Snapshot verified in the registry; {what} to free the seat "
             f"(round {step.round}, hint node: {cs.hint or 'none'})",
             key=identity,
+            on=cs,
         )
         if created and n:
             # The Event's create is the one write that decides the count.
             log.count(
                 k.METRIC_PODS_DELETED, n, namespace=self.ref.namespace, cocoonset=self.ref.name
             )
+
+    def _finish_released(self, step: ReportReleased) -> None:
+        cs = self.set
         lifecycle.publish(
             self.publisher,
             lifecycle.released(
@@ -647,13 +769,23 @@ class _Run:
             resource_version=cs.metadata.resource_version,
         )
 
-    def required_event(self, reason: str, message: str, *, key: str, type: str = "Normal") -> bool:
-        """Emit an Event named by `key`; True when this call created it, False when it existed.
+    def required_event(
+        self,
+        reason: str,
+        message: str,
+        *,
+        key: str,
+        type: str = "Normal",
+        on: CocoonSet | None = None,
+    ) -> bool:
+        """Emit an Event named by `key` (about `on`, else the set as the run sees it);
+        True when this call created it, False when it existed.
 
         Not best-effort: an owed report whose Event failed stays owed, and the
         error fails the invocation so the platform redelivers.
         """
-        return self.kube.emit_event(self.set, reason=reason, message=message, type=type, key=key)
+        about = on if on is not None else self.set
+        return self.kube.emit_event(about, reason=reason, message=message, type=type, key=key)
 
     def report_no_capacity(self, step: ReportNoCapacity) -> None:
         # The event name is derived from (pod, message): the API server answers

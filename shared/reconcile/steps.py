@@ -115,10 +115,16 @@ class StampGeneration:
 
 @dataclass(frozen=True, slots=True)
 class SetPhase:
-    """Write `status.phase` (compare-and-swap on the set's resourceVersion)."""
+    """Write `status.phase` (compare-and-swap on the set's resourceVersion).
+
+    `report`: a release settling `Suspended` with its round's SeatReleased owed; the
+    round's Event is created beside the phase write (neither reads the other), then the
+    report finishes as `ReportReleased` does.
+    """
 
     phase: CocoonSetPhase
     reason: str
+    report: ReportReleased | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +137,10 @@ class Stash:
     # write, before any delete; None = already stamped.
     round: str | None = None
     round_pods: str | None = None
+    # The pods the delete that follows will take, whose keep-snapshot flag is missing:
+    # flagged beside this write (neither reads the other), so the delete waits for no
+    # flag of its own.
+    flags: tuple[PodTarget, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

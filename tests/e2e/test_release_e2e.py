@@ -17,7 +17,7 @@ from cloudevents.http import CloudEvent, to_binary, to_structured
 
 from shared import constants as k
 from shared.reconcile import reconcile_set
-from shared.reconcile.steps import FlagAndDelete, Step
+from shared.reconcile.steps import FlagAndDelete, Stash, Step
 from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World, ref_of
 
@@ -323,10 +323,13 @@ def test_a_pod_recreated_under_the_same_name_is_never_deleted(
     world.push_snapshot(VM0)
     replaced: dict[str, str] = {}
 
+    # The flag goes beside the stash; with the pod flagged already, the delete is next.
+    before = FlagAndDelete if already_flagged else Stash
+
     def race(step: Step) -> None:
-        # Between the read and the delete, the pod is deleted and recreated
-        # (same name, new UID, a fresh VM that never hibernated).
-        if isinstance(step, FlagAndDelete) and not replaced:
+        # Between the read and the write aimed at the verified pod, the pod is deleted
+        # and recreated (same name, new UID, a fresh VM that never hibernated).
+        if isinstance(step, before) and not replaced:
             world.core.delete_namespaced_pod(POD, NS, grace_period_seconds=0)
             new = world.create_pod(pod_manifest(), owner=cs)
             replaced["uid"] = new.metadata.uid

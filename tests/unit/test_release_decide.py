@@ -47,7 +47,10 @@ def obs(
     )
 
 
-main_target = FlagAndDelete((PodTarget("agent-0", "pod-uid-1", "7", needs_flag=True),))
+MAIN = PodTarget("agent-0", "pod-uid-1", "7", needs_flag=True)
+main_target = FlagAndDelete((MAIN,))
+# The stash carries the flags the delete after it needs: sent beside it.
+FLAG_MAIN = (MAIN,)
 
 CASES: list[tuple[str, Observed, Step]] = [
     # --- who this is for
@@ -134,7 +137,11 @@ CASES: list[tuple[str, Observed, Step]] = [
         SetPhase(Phase.SUSPENDING, f"snapshot {VM0}:hibernate not in the registry"),
     ),
     # --- 3. stash
-    ("verified-stashes-first", obs(probes=PRESENT), Stash(VM0, "node-a", "2", "agent-0")),
+    (
+        "verified-stashes-first",
+        obs(probes=PRESENT),
+        Stash(VM0, "node-a", "2", "agent-0", FLAG_MAIN),
+    ),
     (
         "stash-is-a-sorted-union",
         obs(
@@ -144,17 +151,23 @@ CASES: list[tuple[str, Observed, Step]] = [
             },
             probes=PRESENT,
         ),
-        Stash(f"vk-old-a-0,{VM0},vk-team-a-agent-7,vk-team-a-agent-9", "node-a", "2", "agent-0"),
+        Stash(
+            f"vk-old-a-0,{VM0},vk-team-a-agent-7,vk-team-a-agent-9",
+            "node-a",
+            "2",
+            "agent-0",
+            FLAG_MAIN,
+        ),
     ),
     (
         "unscheduled-main-leaves-the-hint",
         obs(pods=[{**HIBERNATED, "node": None}], probes=PRESENT),
-        Stash(VM0, None, "2", "agent-0"),
+        Stash(VM0, None, "2", "agent-0", FLAG_MAIN),
     ),
     (
         "hint-refreshed-when-node-differs",
         obs({"annotations": STASHED, "hint": "node-old"}, probes=PRESENT),
-        Stash(VM0, "node-a"),
+        Stash(VM0, "node-a", flags=FLAG_MAIN),
     ),
     (
         "a-new-round-is-stamped-before-any-delete",
@@ -162,7 +175,7 @@ CASES: list[tuple[str, Observed, Step]] = [
             {"annotations": {**STASHED, k.ANN_RELEASE_ROUND: "1"}, "hint": "node-a"},
             probes=PRESENT,
         ),
-        Stash(VM0, "node-a", "2", "agent-0"),
+        Stash(VM0, "node-a", "2", "agent-0", FLAG_MAIN),
     ),
     (
         "a-pod-joining-the-round-is-recorded",
@@ -170,7 +183,7 @@ CASES: list[tuple[str, Observed, Step]] = [
             {"annotations": {**STASHED, k.ANN_RELEASE_ROUND_PODS: "agent-9"}, "hint": "node-a"},
             probes=PRESENT,
         ),
-        Stash(VM0, "node-a", "2", "agent-0,agent-9"),
+        Stash(VM0, "node-a", "2", "agent-0,agent-9", FLAG_MAIN),
     ),
     # --- 4-6. flag, delete, settle
     (
@@ -206,7 +219,7 @@ CASES: list[tuple[str, Observed, Step]] = [
             probes=PRESENT,
         ),
         # agent-1's VM joins the stash (teardown GC needs it), but it is not deleted.
-        Stash(f"{VM0},vk-team-a-agent-1", "node-a"),
+        Stash(f"{VM0},vk-team-a-agent-1", "node-a", flags=FLAG_MAIN),
     ),
     (
         # Issue 13: a failed main is the operator's Failed phase, checked before suspend.
@@ -232,9 +245,12 @@ CASES: list[tuple[str, Observed, Step]] = [
         ReportReleased("2", ("agent-0",)),
     ),
     (
-        "settle-suspended-before-reporting",
+        # The seat is free: the round's report goes out beside the phase (both at once).
+        "settle-suspended-and-report-at-once",
         obs({"annotations": STASHED}, []),
-        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
+        SetPhase(
+            Phase.SUSPENDED, "no owned pod holds a seat", report=ReportReleased("2", ("agent-0",))
+        ),
     ),
     (
         "a-reported-round-is-done",
@@ -343,7 +359,7 @@ def test_a_labelled_pod_the_set_does_not_control_is_never_touched(
     assert decide(obs(pods=[HIBERNATED, unflagged])) == ProbeRegistry((VM0,))
     # The round names only the pods the set controls: the stranger is not in it.
     assert decide(obs(pods=[HIBERNATED, stranger], probes=PRESENT)) == Stash(
-        VM0, "node-a", "2", "agent-0"
+        VM0, "node-a", "2", "agent-0", FLAG_MAIN
     )
     assert (
         decide(
@@ -382,7 +398,9 @@ def test_managed_comes_from_the_annotation() -> None:
     # A main without `managed: "true"` has no VM lifecycle to wait for (the operator
     # reads the annotation, not the role): it is not gated on.
     unmanaged = {"hibernate": True, "state": "ready", "managed": False}
-    assert decide(obs(pods=[unmanaged], probes=PRESENT)) == Stash(VM0, "node-a", "2", "agent-0")
+    assert decide(obs(pods=[unmanaged], probes=PRESENT)) == Stash(
+        VM0, "node-a", "2", "agent-0", FLAG_MAIN
+    )
 
 
 @pytest.mark.parametrize("raw", ["1_0", " 7", "7 ", "\u0663", "+", "99999999999999999999"])
@@ -397,4 +415,6 @@ def test_the_stash_includes_toolbox_vm_names() -> None:
     cs_kw = {"annotations": {}}
     observed = obs(cs_kw, [HIBERNATED], probes=PRESENT)
     observed.cs.status.toolboxes = [ToolboxStatus(name="tb", vm_name="vk-team-a-agent-tb")]
-    assert decide(observed) == Stash(f"{VM0},vk-team-a-agent-tb", "node-a", "2", "agent-0")
+    assert decide(observed) == Stash(
+        f"{VM0},vk-team-a-agent-tb", "node-a", "2", "agent-0", FLAG_MAIN
+    )
