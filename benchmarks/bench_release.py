@@ -289,9 +289,10 @@ def _run_backend(backend: str, *, quick: bool) -> tuple[dict[str, Any], dict[str
             "requests",
             "one complete release of a main-only set whose VM already hibernated "
             "(target <= 8): GET set (fresh read), LIST pods (gate), PATCH set (stash: "
-            "delete-vm-names + hint + release round, CAS), PATCH pod (keep-snapshot flag), "
-            "DELETE pod (UID precondition), PATCH status (Suspended, CAS), POST event "
-            "(SeatReleased, named by the round), PATCH set (release-reported). "
+            "delete-vm-names + hint + release round, CAS) beside PATCH pod (keep-snapshot "
+            "flag), DELETE pod (UID precondition), PATCH status (Suspended, CAS) beside POST "
+            "event (SeatReleased, named by the round), PATCH set (release-reported): 6 round "
+            "trips (docs/reads.md#writes-sent-at-once). "
             + (f"Measured: {listed}" if listed else f"Measured on a real kube-apiserver: {sent}"),
         )
         figures["release_registry_requests"] = figure(
