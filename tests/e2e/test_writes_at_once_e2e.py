@@ -57,16 +57,22 @@ def ready_to_release(world: World) -> dict[str, Any]:
     return cs
 
 
+def release_with_one_late_answer(
+    world: World, function_app: Any, path: str
+) -> list[tuple[str, str, int]]:
+    """A release through the `release` target whose first PATCH of `path` answers late;
+    the server's answers in order."""
+    ready_to_release(world)
+    world.kube.add_fault(method="PATCH", path=f"{path}$", latency_ms=DELAY_MS, times=1)
+    assert post(function_app("release"), pushed_event(world)).status_code == 200
+    return answered(world)
+
+
 def test_the_flag_is_in_flight_beside_the_stash_and_both_land_before_the_delete(
     world: World, function_app: Any
 ) -> None:
-    ready_to_release(world)
     # The stash answers late: sent one after the other, the flag would follow it.
-    world.kube.add_fault(method="PATCH", path=f"{SET_PATH}$", latency_ms=DELAY_MS, times=1)
-
-    assert post(function_app("release"), pushed_event(world)).status_code == 200
-
-    log = answered(world)
+    log = release_with_one_late_answer(world, function_app, SET_PATH)
     flag = log.index(("PATCH", POD_PATH, 200))
     stash = log.index(("PATCH", SET_PATH, 200))
     delete = log.index(("DELETE", POD_PATH, 200))
@@ -74,12 +80,7 @@ def test_the_flag_is_in_flight_beside_the_stash_and_both_land_before_the_delete(
 
 
 def test_the_round_event_is_in_flight_beside_suspended(world: World, function_app: Any) -> None:
-    ready_to_release(world)
-    world.kube.add_fault(method="PATCH", path=f"{STATUS_PATH}$", latency_ms=DELAY_MS, times=1)
-
-    assert post(function_app("release"), pushed_event(world)).status_code == 200
-
-    log = answered(world)
+    log = release_with_one_late_answer(world, function_app, STATUS_PATH)
     event = log.index(("POST", EVENTS_PATH, 201))
     phase = log.index(("PATCH", STATUS_PATH, 200))
     reported = max(i for i, r in enumerate(log) if r == ("PATCH", SET_PATH, 200))
