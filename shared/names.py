@@ -1,4 +1,4 @@
-"""Names: DNS-1123 validation and the deterministic VM names of docs/design.md#names.
+"""Names: DNS-1123 validation and cocoonstack's VM names, both generations (docs/compatibility.md).
 
 Every namespace, set name, pod name and registry repository that comes from
 an event is checked here before it reaches a URL, a label selector or a log
@@ -8,8 +8,10 @@ error: redelivering the event cannot make the name valid).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from shared.errors import InvalidName
 
@@ -107,50 +109,162 @@ class SetRef:
         return cls(ns, name)
 
 
+class Naming(StrEnum):
+    """Which generation of cocoon-common's VM naming produced a name.
+
+    A cluster mid-upgrade has both (docs/compatibility.md): VMs created by an
+    older vk-cocoon keep their legacy name until their pod is recreated.
+    """
+
+    HASHED = "hashed"  # cocoon-common after v0.3.0: vk-<ns>-<pod>-<6 hex>
+    LEGACY = "legacy"  # cocoon-common v0.3.0: vk-<ns>-<set>-<slot>
+
+
 @dataclass(frozen=True, slots=True)
 class VMCandidate:
+    """One (namespace, set, slot) a VM name may stand for.
+
+    A HASHED candidate is proven by its hash (the name is recomputed from the
+    split); a LEGACY one is only a split of an ambiguous string, which is why
+    the reconciler accepts it only when the set itself records the name.
+    """
+
     namespace: str
     set_name: str
     slot: int
+    naming: Naming = Naming.LEGACY
 
     @property
     def ref(self) -> SetRef:
         return SetRef(self.namespace, self.set_name)
 
 
+# cocoon-webhook refuses a set whose derived VM name is longer than this, so
+# the pulled snapshot can be imported beside the live VM under
+# `<vm>-hibernate-import` (63 characters for macOS guests, which never import).
+HIBERNATE_IMPORT_SUFFIX = "-hibernate-import"
+VM_NAME_MAX = 63
+MANAGED_VM_NAME_MAX = VM_NAME_MAX - len(HIBERNATE_IMPORT_SUFFIX)
+_HASH_HEX = 6
+# Each dash of a flattened set name may have been a dot; beyond this many
+# dashes the dotted spellings are not tried (2**12 hashes per split at most).
+_MAX_DOT_GUESSES = 12
+
+
+def vm_name_for_pod(namespace: str, pod_name: str) -> str:
+    """Today's name of the VM behind pod `pod_name`: unique and recomputable.
+
+    `vk-<ns>-<pod, dots as dashes>-<first 3 bytes of sha256("<ns>/<pod>"), hex>`.
+    """
+    digest = hashlib.sha256(f"{namespace}/{pod_name}".encode()).hexdigest()[:_HASH_HEX]
+    return f"{VM_PREFIX}{namespace}-{pod_name.replace('.', '-')}-{digest}"
+
+
 def vm_name(namespace: str, set_name: str, slot: int) -> str:
-    """`vk-<ns>-<cs>-<slot>`: the VM of agent slot `slot` (0 = main)."""
+    """Today's name of the VM of agent slot `slot` (0 = main): that of pod `<set>-<slot>`."""
+    return vm_name_for_pod(namespace, f"{set_name}-{slot}")
+
+
+def legacy_vm_name(namespace: str, set_name: str, slot: int) -> str:
+    """`vk-<ns>-<set>-<slot>`: the name cocoon-common v0.3.0 gave the same VM."""
     return f"{VM_PREFIX}{namespace}-{set_name}-{slot}"
 
 
-def toolbox_vm_name(namespace: str, pod_name: str) -> str:
-    return f"{VM_PREFIX}{namespace}-{pod_name}"
+def vm_names(namespace: str, set_name: str, slot: int) -> tuple[str, str]:
+    """Both generations' names of one agent VM, today's first."""
+    return vm_name(namespace, set_name, slot), legacy_vm_name(namespace, set_name, slot)
+
+
+def toolbox_pod_name(set_name: str, toolbox: str) -> str:
+    return f"{set_name}-{toolbox}"
+
+
+def toolbox_vm_name(namespace: str, set_name: str, toolbox: str) -> str:
+    return vm_name_for_pod(namespace, toolbox_pod_name(set_name, toolbox))
 
 
 def main_pod_name(set_name: str) -> str:
     return f"{set_name}-0"
 
 
-def parse_vm_name(name: str) -> list[VMCandidate]:
-    """Every (namespace, set, slot) split of an agent VM name whose parts are valid.
+def _slot_of(text: str) -> int | None:
+    if not text.isdigit() or (len(text) > 1 and text[0] == "0"):
+        return None
+    return int(text)
 
-    `vk-a-b-c-0` may be (`a`, `b-c`) or (`a-b`, `c`): a VM name alone does not
-    identify its set, so callers reconcile every candidate that exists.
-    """
-    if not name.startswith(VM_PREFIX):
+
+def _dotted_spellings(flat: str) -> list[str]:
+    """Every set name whose dots-as-dashes spelling is `flat` (plain first)."""
+    dashes = [i for i, ch in enumerate(flat) if ch == "-" and 0 < i < len(flat) - 1]
+    dashes = [i for i in dashes if flat[i - 1] != "-" and flat[i + 1] != "-"]
+    if len(dashes) > _MAX_DOT_GUESSES:
+        return [flat]
+    out = []
+    for mask in range(1 << len(dashes)):
+        chars = list(flat)
+        for bit, i in enumerate(dashes):
+            if mask >> bit & 1:
+                chars[i] = "."
+        out.append("".join(chars))
+    return out
+
+
+def _hashed_candidates(name: str) -> list[VMCandidate]:
+    body, dash, digest = name[len(VM_PREFIX) :].rpartition("-")
+    if not dash or len(digest) != _HASH_HEX or any(c not in "0123456789abcdef" for c in digest):
         return []
+    flat_pod, dash, slot_text = body.rpartition("-")
+    slot = _slot_of(slot_text)
+    if not dash or slot is None:
+        return []
+    out: list[VMCandidate] = []
+    for i, ch in enumerate(flat_pod):
+        if ch != "-":
+            continue
+        ns, flat_set = flat_pod[:i], flat_pod[i + 1 :]
+        if not is_dns1123_label(ns):
+            continue
+        for set_name in _dotted_spellings(flat_set):
+            if is_dns1123_subdomain(set_name) and vm_name(ns, set_name, slot) == name:
+                out.append(VMCandidate(ns, set_name, slot, Naming.HASHED))
+    return out
+
+
+def _legacy_candidates(name: str) -> list[VMCandidate]:
     body, dash, slot_text = name[len(VM_PREFIX) :].rpartition("-")
-    if not dash or not slot_text.isdigit() or (len(slot_text) > 1 and slot_text[0] == "0"):
+    slot = _slot_of(slot_text)
+    if not dash or slot is None:
         return []
-    slot = int(slot_text)
     out: list[VMCandidate] = []
     for i, ch in enumerate(body):
         if ch != "-":
             continue
         ns, set_name = body[:i], body[i + 1 :]
         if is_dns1123_label(ns) and is_dns1123_subdomain(set_name):
-            out.append(VMCandidate(ns, set_name, slot))
+            out.append(VMCandidate(ns, set_name, slot, Naming.LEGACY))
     return out
+
+
+def parse_vm_name(name: str) -> list[VMCandidate]:
+    """Every (namespace, set, slot) an agent VM name may stand for, in either naming.
+
+    A name whose hash checks out for a split is today's and names that set
+    alone (the legacy reading of its digits as a slot is then not offered);
+    otherwise every legacy split is a candidate: `vk-a-b-c-0` may be (`a`,
+    `b-c`) or (`a-b`, `c`), and only the sets' own records tell which.
+    """
+    if not name.startswith(VM_PREFIX) or len(name) > VM_NAME_MAX + len(HIBERNATE_IMPORT_SUFFIX):
+        return []
+    hashed = _hashed_candidates(name)
+    return hashed if hashed else _legacy_candidates(name)
+
+
+def agent_slot(namespace: str, set_name: str, name: str) -> int | None:
+    """The agent slot of `set_name` whose VM (either naming) is `name`, else None."""
+    for c in parse_vm_name(name):
+        if c.namespace == namespace and c.set_name == set_name:
+            return c.slot
+    return None
 
 
 def pod_set_candidates(pod_name: str) -> list[str]:

@@ -8,25 +8,78 @@ from hypothesis import strategies as st
 
 from shared.errors import InvalidName
 from shared.names import (
+    MANAGED_VM_NAME_MAX,
+    Naming,
     SetRef,
     VMCandidate,
+    agent_slot,
     check_name,
     check_namespace,
     check_repository,
+    legacy_vm_name,
     parse_vm_name,
+    toolbox_vm_name,
     vm_name,
+    vm_name_for_pod,
 )
 
-
-def test_vm_name_is_deterministic() -> None:
-    assert vm_name("team-a", "agent", 0) == "vk-team-a-agent-0"
+H = Naming.HASHED
 
 
-def test_ambiguous_vm_name_yields_every_valid_split() -> None:
+# The expected strings are cocoon-common's own test vectors (meta/vmname_test.go,
+# the hashed generation; docs/compatibility.md): a mismatch here is a wake that
+# probes a tag vk-cocoon never pushed.
+@pytest.mark.parametrize(
+    ("got", "want"),
+    [
+        (vm_name("prod", "demo", 2), "vk-prod-demo-2-496021"),
+        (vm_name_for_pod("prod", "toolbox"), "vk-prod-toolbox-869218"),
+        (vm_name("prod", "demo.v1", 0), "vk-prod-demo-v1-0-ac2538"),
+        (vm_name("prod", "demo-v1", 0), "vk-prod-demo-v1-0-17548c"),
+        (toolbox_vm_name("prod", "demo", "shell"), "vk-prod-demo-shell-c79ab8"),
+    ],
+)
+def test_vm_names_match_upstream_vectors(got: str, want: str) -> None:
+    assert got == want
+
+
+def test_legacy_name_is_the_v0_3_0_formula() -> None:
+    assert legacy_vm_name("team-a", "agent", 0) == "vk-team-a-agent-0"
+
+
+def test_hashed_names_never_collide_across_namespaces() -> None:
+    assert vm_name("a", "b-c", 0) != vm_name("a-b", "c", 0)
+    assert parse_vm_name(vm_name("a", "b-c", 0)) == [VMCandidate("a", "b-c", 0, H)]
+    assert parse_vm_name(vm_name("a-b", "c", 0)) == [VMCandidate("a-b", "c", 0, H)]
+
+
+def test_a_dotted_set_is_found_from_its_flattened_name() -> None:
+    assert parse_vm_name("vk-prod-demo-v1-0-ac2538") == [VMCandidate("prod", "demo.v1", 0, H)]
+    assert parse_vm_name("vk-prod-demo-v1-0-17548c") == [VMCandidate("prod", "demo-v1", 0, H)]
+
+
+def test_a_hashed_name_with_a_foreign_hash_is_only_a_legacy_candidate() -> None:
+    # `000000` reads as a slot with a leading zero: no legacy split either.
+    assert parse_vm_name("vk-prod-demo-0-000000") == []
+    assert all(c.naming is Naming.LEGACY for c in parse_vm_name("vk-prod-demo-0-123456"))
+
+
+def test_ambiguous_legacy_name_yields_every_valid_split() -> None:
     assert parse_vm_name("vk-a-b-c-0") == [
         VMCandidate("a", "b-c", 0),
         VMCandidate("a-b", "c", 0),
     ]
+
+
+def test_agent_slot_reads_both_generations() -> None:
+    assert agent_slot("prod", "demo", vm_name("prod", "demo", 3)) == 3
+    assert agent_slot("prod", "demo", legacy_vm_name("prod", "demo", 3)) == 3
+    assert agent_slot("prod", "demo", vm_name("prod", "other", 0)) is None
+    assert agent_slot("prod", "demo", toolbox_vm_name("prod", "demo", "shell")) is None
+
+
+def test_the_managed_length_limit_leaves_room_for_the_import_suffix() -> None:
+    assert MANAGED_VM_NAME_MAX == 46
 
 
 @pytest.mark.parametrize(
@@ -42,7 +95,8 @@ labels = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?\Z")
 
 @given(ns=labels, cs=labels, slot=st.integers(min_value=0, max_value=99))
 def test_parse_recovers_the_built_name(ns: str, cs: str, slot: int) -> None:
-    assert VMCandidate(ns, cs, slot) in parse_vm_name(vm_name(ns, cs, slot))
+    assert parse_vm_name(vm_name(ns, cs, slot)) == [VMCandidate(ns, cs, slot, H)]
+    assert VMCandidate(ns, cs, slot) in parse_vm_name(legacy_vm_name(ns, cs, slot))
 
 
 @pytest.mark.parametrize(
