@@ -48,6 +48,7 @@ from devstack.sim_pods import (
     spec_of,
     terminating,
 )
+from devstack.upstream import Upstream
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
@@ -92,7 +93,9 @@ class DeletePod:
 OperatorAction = CreatePod | WriteSetStatus | AnnotatePod | DeletePod
 
 
-def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[OperatorAction]:
+def decide_operator(
+    set_obj: Mapping[str, Any], pods: Sequence[JSON], upstream: Upstream = Upstream.TODAY
+) -> list[OperatorAction]:
     ns, _ = key_of(set_obj)
     phase = phase_of(set_obj)
     suspended = bool(spec_of(set_obj).get("suspend"))
@@ -106,8 +109,10 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Op
     for p in live:
         if parse_go_int(ann_of(p).get(k.ANN_GENERATION, "")) != generation:
             out.append(AnnotatePod(ns, key_of(p)[1], {k.ANN_GENERATION: str(generation)}))
-    # A failed main is the operator's Failed phase, whatever suspend says.
-    if main is not None and pod_terminal(main):
+    # A failed main is the operator's Failed phase: whatever suspend says in August;
+    # today spec.suspend is checked first (a suspend settles instead).
+    suspend_first = upstream is Upstream.TODAY and suspended
+    if main is not None and pod_terminal(main) and not suspend_first:
         if phase != Phase.FAILED.value:
             out.extend(_status(set_obj, live, Phase.FAILED))
         return out
@@ -154,7 +159,7 @@ def decide_operator(set_obj: Mapping[str, Any], pods: Sequence[JSON]) -> list[Op
         out.append(DeletePod(ns, key_of(main)[1], str(meta_of(main).get("uid") or "")))
         return out
     if not owned and not (is_release(set_obj) and ann_of(set_obj).get(k.ANN_HIBERNATED_ON_NODE)):
-        out.append(CreatePod(ns, main_pod_body(set_obj)))
+        out.append(CreatePod(ns, main_pod_body(set_obj, upstream)))
     want = Phase.RUNNING if main is not None and is_ready(main) else Phase.PENDING
     out.extend(_status(set_obj, live, want))
     return out

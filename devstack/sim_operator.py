@@ -91,6 +91,7 @@ from devstack.sim_pods import (
     terminating,
     unschedulable_message,
 )
+from devstack.upstream import Upstream, agent_vm_name
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
@@ -147,6 +148,11 @@ class UpstreamOperator:
     # the DELETE by tag is carried out (here by the digest it names); False sends it
     # to the registry as is (Distribution 2.8 answers 400).
     registry_deletes_tags: bool = False
+    # Which generation is played (devstack.upstream): TODAY adds the image record and
+    # its discard, the release record's clearing, suspend-first, the kubelet-only
+    # terminal rule and the suspend timeout, and names VMs with the hash.
+    upstream: Upstream = Upstream.TODAY
+    suspend_timeout: float = 180.0
     actions: list[OpAction] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _history: deque[View] = field(default_factory=deque)
@@ -268,7 +274,8 @@ class UpstreamOperator:
         for p in live:  # syncCocoonSetGeneration: the cached generation, whatever is there
             if parse_go_int(ann_of(p).get(k.ANN_GENERATION, "")) != gen:
                 self._patch_pod(p, {k.ANN_GENERATION: str(gen)}, "stamp", str(gen))
-        if main is not None and pod_terminal(main):
+        suspend_first = self.upstream is Upstream.TODAY and bool(spec_of(cs).get("suspend"))
+        if main is not None and pod_terminal(main) and not suspend_first:
             if pod_spec_drifted(cs, main):
                 self._delete(main)
                 return 0.0
@@ -290,7 +297,7 @@ class UpstreamOperator:
         if main is None:
             # createMainAgent: restore intent only from CocoonHibernation CRs (none here),
             # so the pod boots from the base image whatever the registry holds.
-            self._create(ns, main_pod_body(cs), fresh_over=self._tagged(cs))
+            self._create(ns, main_pod_body(cs, self.upstream), fresh_over=self._tagged(cs))
             return 0.0
         if not is_ready(main):
             self._status(cs, live, Phase.PENDING)
@@ -307,15 +314,18 @@ class UpstreamOperator:
             if ann_of(p).get(k.ANN_HIBERNATE) != k.TRUE:
                 self._patch_pod(p, {k.ANN_HIBERNATE: k.TRUE}, "hibernate")
         if not self._all_hibernated(cs, live):
-            self._status(cs, live, Phase.SUSPENDING)
-            return self.requeue_after
+            return self._poll_suspend(cs, live)
+        self._clear_suspend_deadline(cs)
         names = _stash_names(cs, live)
         if names and names != ann_of(cs).get(k.ANN_DELETE_VM_NAMES, ""):
             self._patch_set(cs, {k.ANN_DELETE_VM_NAMES: names}, "stash")
+        if main is not None and self.upstream is Upstream.TODAY:
+            image = ann_of(main).get(k.ANN_IMAGE, "")
+            self._patch_set(cs, {k.ANN_HIBERNATED_IMAGE: image}, "image", image)
         if main is not None and (node := str((main.get("spec") or {}).get("nodeName") or "")):
             self._patch_set(cs, {k.ANN_HIBERNATED_ON_NODE: node}, "hint", node)
         for p in sorted(live, key=lambda p: key_of(p)[1]):
-            if pod_terminal(p):
+            if self._terminal(p):
                 continue
             if ann_of(p).get(k.ANN_KEEP_SNAPSHOT) != k.TRUE:
                 self._patch_pod(p, {k.ANN_KEEP_SNAPSHOT: k.TRUE}, "flag")
@@ -323,10 +333,40 @@ class UpstreamOperator:
         self._status(cs, live, Phase.SUSPENDED)
         return self.requeue_after
 
+    def _terminal(self, pod: JSON) -> bool:
+        """meta.IsPodTerminal: today the kubelet's Failed phase only."""
+        if self.upstream is Upstream.TODAY:
+            return (pod.get("status") or {}).get("phase") == "Failed"
+        return pod_terminal(pod)
+
+    def _poll_suspend(self, cs: JSON, live: list[JSON]) -> float:
+        """pollSuspend: Suspending, and today past the timeout SuspendTimedOut + Failed."""
+        if self.upstream is Upstream.TODAY:
+            phase = str((cs.get("status") or {}).get("phase") or "")
+            since = ann_of(cs).get(k.ANN_SUSPENDING_SINCE, "")
+            try:
+                started = datetime.fromisoformat(since.replace("Z", "+00:00"))
+            except ValueError:
+                started = None
+            if phase != Phase.SUSPENDING.value or started is None:
+                now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                self._patch_set(cs, {k.ANN_SUSPENDING_SINCE: now}, "suspending-since")
+            elif (datetime.now(UTC) - started).total_seconds() > self.suspend_timeout:
+                ns, name = key_of(cs)
+                self._record("event", ns, name, f"{k.REASON_SUSPEND_TIMED_OUT}")
+                self._status(cs, live, Phase.FAILED)
+                return self.requeue_after
+        self._status(cs, live, Phase.SUSPENDING)
+        return self.requeue_after
+
+    def _clear_suspend_deadline(self, cs: JSON) -> None:
+        if self.upstream is Upstream.TODAY and k.ANN_SUSPENDING_SINCE in ann_of(cs):
+            self._patch_set(cs, {k.ANN_SUSPENDING_SINCE: None}, "suspending-since")
+
     def _all_hibernated(self, cs: JSON, live: list[JSON]) -> bool:
         gen = int(meta_of(cs).get("generation") or 0)
         for p in sorted(live, key=lambda p: key_of(p)[1]):
-            if ann_of(p).get(k.ANN_MANAGED) != k.TRUE or pod_terminal(p):
+            if ann_of(p).get(k.ANN_MANAGED) != k.TRUE or self._terminal(p):
                 continue
             vm = ann_of(p).get(k.ANN_VM_NAME, "")
             if not vm:
@@ -356,12 +396,19 @@ class UpstreamOperator:
         if not (waking or suspended or suspending):
             return False
         ns, name = key_of(cs)
-        vm0 = _vm0(cs)
+        vm0 = agent_vm_name(self.upstream, ns, name, 0)  # VMNameForDeployment
         if main is None:
             if not self._head(vm0):
                 return False  # no snapshot: suspended before first boot, a fresh boot
+            released = ann_of(cs).get(k.ANN_HIBERNATED_IMAGE, "")
+            image = str((spec_of(cs).get("agent") or {}).get("image") or "")
+            if self.upstream is Upstream.TODAY and released and released != image:
+                # discardReleasedSnapshotOnImageChange: the normal flow boots fresh.
+                self._untag(ns, name, vm0)
+                self._clear_release_record(cs)
+                return False
             self._status(cs, live, Phase.WAKING)
-            body = build_main_pod(CocoonSet.model_validate(cs), hint=hint)
+            body = build_main_pod(CocoonSet.model_validate(cs), hint=hint, vm=vm0)
             self._create(ns, body, fresh_over=False)
             return self.requeue_after
         if waking and not _vm_live(main):
@@ -370,9 +417,11 @@ class UpstreamOperator:
             self._status(cs, live, Phase.WAKING)
             return self.requeue_after
         if waking:
-            self._untag(ns, name, vm0)  # raises on a refusal: the arm stops here
+            # Today the tag of the VM the pod runs (meta.ParseVMSpec(main).VMName).
+            vm = ann_of(main).get(k.ANN_VM_NAME, "") if self.upstream is Upstream.TODAY else vm0
+            self._untag(ns, name, vm or vm0)  # raises on a refusal: the arm stops here
             if hint:
-                self._patch_set(cs, {k.ANN_HIBERNATED_ON_NODE: None}, "hint", "")
+                self._clear_release_record(cs)
             self._status(cs, live, None)
             return 0.0
         if hint and not pod_terminal(main):
@@ -386,11 +435,20 @@ class UpstreamOperator:
             return False
         return False
 
+    def _clear_release_record(self, cs: JSON) -> None:
+        """clearReleaseRecord: the hint, and today the image record with it."""
+        if self.upstream is Upstream.TODAY:
+            self._patch_set(
+                cs, {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}, "hint", ""
+            )
+        else:
+            self._patch_set(cs, {k.ANN_HIBERNATED_ON_NODE: None}, "hint", "")
+
     # -- suspend.go (retain) --
     def _suspend_retain(self, cs: JSON, live: list[JSON], main: JSON | None) -> float | None:
         ns, _ = key_of(cs)
         if main is None:
-            body = main_pod_body(cs)
+            body = main_pod_body(cs, self.upstream)
             if self._tagged(cs):
                 body["metadata"]["annotations"][k.ANN_RESTORE] = k.TRUE
             self._create(ns, body, fresh_over=False)
@@ -479,7 +537,8 @@ class UpstreamOperator:
         return True
 
     def _tagged(self, cs: JSON) -> bool:
-        return self._head(_vm0(cs))
+        ns, name = key_of(cs)
+        return self._head(agent_vm_name(self.upstream, ns, name, 0))
 
     def _untag(self, ns: str, name: str, vm: str) -> None:
         """DeleteManifest(vm, "hibernate"): by tag, 404 tolerated."""
@@ -504,13 +563,6 @@ class UpstreamOperator:
 
     def _error(self, text: str) -> None:
         record_error(self.errors, text)
-
-
-def _vm0(cs: JSON) -> str:
-    from shared.names import vm_name  # noqa: PLC0415 - tiny
-
-    ns, name = key_of(cs)
-    return vm_name(ns, name, 0)
 
 
 def _same_conds(f: str, cached: Mapping[str, Any], new: Any) -> bool:

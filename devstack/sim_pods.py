@@ -19,6 +19,7 @@ from typing import Any
 import requests
 
 from devstack.kubehttp import JSON, KubeHTTP
+from devstack.upstream import Upstream, agent_vm_name
 from shared import constants as k
 from shared.enums import LifecycleState
 from shared.models import CocoonSet
@@ -224,10 +225,13 @@ def condition_keys(conditions: Iterable[Mapping[str, Any]] | None) -> list[tuple
     return sorted(tuple(c.get(x) for x in keys) for c in conditions or ())
 
 
-def main_pod_body(set_obj: Mapping[str, Any]) -> JSON:
+def main_pod_body(set_obj: Mapping[str, Any], upstream: Upstream = Upstream.TODAY) -> JSON:
     """The normal flow's main pod: our builder (docs/design.md#main-pod), without the restore
-    marker and without a hint (the operator's buildAgentPod has neither)."""
-    body = build_main_pod(CocoonSet.model_validate(set_obj), hint="")
+    marker and without a hint (the operator's buildAgentPod has neither), its VM named as
+    that generation of cocoon-common names it."""
+    cs = CocoonSet.model_validate(set_obj)
+    vm = agent_vm_name(upstream, cs.namespace, cs.name, 0)
+    body = build_main_pod(cs, hint="", vm=vm)
     del body["metadata"]["annotations"][k.ANN_RESTORE]
     return body
 

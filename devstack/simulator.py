@@ -92,6 +92,7 @@ from devstack.sim_vkcocoon import (
     pod_metrics,
     running_status,
 )
+from devstack.upstream import Upstream
 from devstack.vkorder import DEFAULT_REPORT_GAP_S, Hibernation, VkHibernator
 from shared import constants as k
 from shared.enums import LifecycleState
@@ -108,6 +109,7 @@ def decide(
     order: str = FIFO,
     entered: Mapping[str, int] | None = None,
     operator: bool = True,
+    upstream: Upstream = Upstream.TODAY,
 ) -> list[Action]:
     """Everything the simulated cluster would do next, given what it reads.
 
@@ -115,7 +117,7 @@ def decide(
     """
     out: list[Action] = []
     for s in sets if operator else ():
-        out.extend(decide_operator(s, pods))
+        out.extend(decide_operator(s, pods, upstream))
     out.extend(decide_scheduler(pods, nodes, order=order, entered=entered))
     out.extend(decide_vk(pods, node_snapshots))
     return out
@@ -198,6 +200,8 @@ class Simulator:
     # False: this simulator plays no operator (devstack.sim_operator.UpstreamOperator,
     # cocoon-operator's own slot release and wake, runs beside it instead).
     play_operator: bool = True
+    # Which cocoonstack the simulated actors play (devstack.upstream).
+    upstream: Upstream = Upstream.TODAY
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -267,6 +271,7 @@ class Simulator:
             order=self.scheduler_order,
             entered=self._entered,
             operator=self.play_operator,
+            upstream=self.upstream,
         )
         for action in actions:
             try:

@@ -46,6 +46,7 @@ from devstack.kubehttp import KubeHTTP
 from devstack.processes import ManagedProcess, StackError, free_port, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from devstack.simulator import NodeSpec, SimEvent, Simulator
+from devstack.upstream import Upstream
 from devstack.vkorder import DEFAULT_REPORT_GAP_S
 from functions.serve import default_source
 from shared import constants as k
@@ -110,6 +111,8 @@ class StackConfig:
     keep_workdir: bool = False
     start_timeout: float = 60.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Which cocoonstack the simulated operator and vk-cocoon play (devstack.upstream).
+    upstream: Upstream = Upstream.TODAY
 
 
 def _console_script(name: str) -> list[str]:
@@ -294,6 +297,7 @@ class Stack:
             on_event=self.on_event,
             scheduler_order=cfg.scheduler_order,
             report_gap=cfg.report_gap,
+            upstream=cfg.upstream,
         )
         self.simulator.start()
         if cfg.tick_seconds > 0:

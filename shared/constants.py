@@ -35,6 +35,12 @@ DEFAULT_POOL: Final = "default"
 # --- annotations on the set --------------------------------------------------
 ANN_HIBERNATED_ON_NODE: Final = "cocoonset.cocoonstack.io/hibernated-on-node"
 ANN_DELETE_VM_NAMES: Final = "cocoonset.cocoonstack.io/delete-vm-names"
+# The main VM's image at release, written beside the hint and cleared with it
+# (cocoon-operator since v0.3.0's successors; docs/compatibility.md): a wake after
+# `spec.agent.image` changed discards the snapshot instead of restoring it.
+ANN_HIBERNATED_IMAGE: Final = "cocoonset.cocoonstack.io/hibernated-image"
+# cocoon-operator's suspend clock: past 3 minutes in Suspending it writes `Failed`.
+ANN_SUSPENDING_SINCE: Final = "cocoonset.cocoonstack.io/suspending-since"
 ANN_IDLE_TIMEOUT: Final = "cocoonset.cocoonstack.io/idle-timeout"
 ANN_LAST_ACTIVITY: Final = "cocoonset.cocoonstack.io/last-activity"
 ANN_IDLE_EXEMPT_UNTIL: Final = "cocoonset.cocoonstack.io/idle-exempt-until"
@@ -113,6 +119,14 @@ REASON_IDLE_SUSPENDED: Final = "IdleSuspended"
 REASON_BAD_ANNOTATION: Final = "InvalidAnnotation"
 # A write the API server's admission refused (quota, PodSecurity, ServiceAccount).
 REASON_WRITE_REFUSED: Final = "WriteRefused"
+# A legacy VM name that more than one existing set records: no release, no restore.
+REASON_VM_NAME_SHARED: Final = "VMNameShared"
+# A released set whose `:hibernate` is gone: the wake creates nothing (docs/runbook.md).
+REASON_SNAPSHOT_MISSING: Final = "SnapshotMissing"
+# The image changed since the release: the snapshot is dropped, the VM boots fresh.
+REASON_SNAPSHOT_DISCARDED: Final = "SnapshotDiscarded"
+# cocoon-operator's, read by `status`: its suspend gave up and wrote `Failed`.
+REASON_SUSPEND_TIMED_OUT: Final = "SuspendTimedOut"
 EVENT_COMPONENT: Final = "cocoon-hibernation"
 
 METRIC_PODS_DELETED: Final = "cocoon_operator_slot_release_pods_deleted_total"

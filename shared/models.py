@@ -569,6 +569,18 @@ class CocoonSet(_Model):
     def hint(self) -> str:
         return self.metadata.annotations.get(k.ANN_HIBERNATED_ON_NODE, "")
 
+    @property
+    def hibernated_image(self) -> str:
+        return self.metadata.annotations.get(k.ANN_HIBERNATED_IMAGE, "")
+
+    @property
+    def recorded_vm_names(self) -> frozenset[str]:
+        """The VM names the set itself records: the release stash and the status agents."""
+        names = set(self.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "").split(","))
+        names.update(a.vm_name or "" for a in self.status.agents or ())
+        names.update(t.vm_name or "" for t in self.status.toolboxes or ())
+        return frozenset(n.strip() for n in names if n.strip())
+
 
 # --- pods (only what the reconciler reads) -------------------------------------------
 
@@ -690,7 +702,17 @@ class Pod(_Model):
 
     @property
     def terminal(self) -> bool:
-        return self.status.phase == "Failed" or self.lifecycle_state is LifecycleState.FAILED
+        """meta.IsPodTerminal of today's cocoon-common: the kubelet's `Failed` phase only.
+
+        A suspend skips such a pod (no VM state to keep); vk-cocoon's sticky lifecycle
+        `failed` is not terminal there: the pod still holds a VM the release waits for.
+        """
+        return self.status.phase == "Failed"
+
+    @property
+    def failed(self) -> bool:
+        """A failed main as the operator's normal flow sees it: either failure path."""
+        return self.terminal or self.lifecycle_state is LifecycleState.FAILED
 
     @property
     def live(self) -> bool:

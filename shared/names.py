@@ -259,6 +259,29 @@ def parse_vm_name(name: str) -> list[VMCandidate]:
     return hashed if hashed else _legacy_candidates(name)
 
 
+# A legacy name is checked against at most this many possible sets (one GET each);
+# a name with more splits is treated as shared (fail closed).
+LEGACY_OWNERS_MAX = 32
+
+
+def legacy_owners(name: str) -> list[SetRef]:
+    """Every set a v0.3.0 name `vk-<ns>-<set>-<slot or toolbox>` may belong to."""
+    if not name.startswith(VM_PREFIX):
+        return []
+    body = name[len(VM_PREFIX) :]
+    dashes = [i for i, ch in enumerate(body) if ch == "-"]
+    out: dict[SetRef, None] = {}
+    for a in dashes:
+        ns = body[:a]
+        if not is_dns1123_label(ns):
+            continue
+        for b in dashes:
+            set_name = body[a + 1 : b]
+            if b > a + 1 and b < len(body) - 1 and is_dns1123_subdomain(set_name):
+                out[SetRef(ns, set_name)] = None
+    return list(out)
+
+
 def agent_slot(namespace: str, set_name: str, name: str) -> int | None:
     """The agent slot of `set_name` whose VM (either naming) is `name`, else None."""
     for c in parse_vm_name(name):

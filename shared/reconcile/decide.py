@@ -35,17 +35,20 @@ from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
-from shared.names import vm_name
+from shared.names import vm_name_for_pod, vm_names
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.owed import release_owed, round_to_stamp, wake_owed
 from shared.reconcile.steps import (
+    CheckSharedNames,
     ClearStaleHint,
     CompleteWake,
     CreateMain,
+    DiscardSnapshot,
     Done,
     DropSnapshot,
     FlagAndDelete,
     JoinLine,
+    LostSnapshot,
     NotOurs,
     PersistWaking,
     PodTarget,
@@ -57,6 +60,7 @@ from shared.reconcile.steps import (
     RereadMain,
     Retry,
     SetPhase,
+    SharedVMName,
     StampGeneration,
     Stash,
     Step,
@@ -90,6 +94,9 @@ class Observed:
     # A cocoon-operator manages the same sets (COCOON_OPERATOR=present): nothing
     # is done for a generation it has not observed yet (see `operator_behind`).
     operator_present: bool = False
+    # Legacy-form VM names -> the other existing sets that record them ("ns/name");
+    # absent key = not asked yet (`CheckSharedNames`).
+    shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def operator_behind(o: Observed) -> str | None:
@@ -144,13 +151,15 @@ def decide(o: Observed) -> Step:
         # Every effect below acts on this generation; a report owed from an
         # earlier occurrence (above) is not an act on the set and goes out.
         return Wait(behind)
-    failed = _failed_main(o)
-    if failed is not None:
-        return failed
+    # `spec.suspend` before the failed main, in today's operator's order: a suspend
+    # skips only kubelet-terminal pods and settles, whatever the main's lifecycle.
     if cs.suspended:
         if cs.is_release:
             return decide_release(o)
         return NotOurs(f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken")
+    failed = _failed_main(o)
+    if failed is not None:
+        return failed
     return decide_wake(o)
 
 
@@ -162,7 +171,7 @@ def _failed_main(o: Observed) -> Step | None:
     """
     cs = o.cs
     main = main_pod(o.pods)
-    if main is None or not main.terminal or not released_seat_evidence(cs):
+    if main is None or not main.failed or not released_seat_evidence(cs):
         return None
     if cs.phase is not Phase.FAILED:
         why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
@@ -177,6 +186,11 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
     """Why `pod` does not yet pass the annotation half of the gate (None = it does)."""
     if not pod.vm_name:
         return f"pod {pod.name} has no VM name yet"
+    if pod.lifecycle_state is LifecycleState.FAILED:
+        # Sticky until the pod is recreated; the release waits, as the operator does,
+        # and its suspend timeout (not ours) turns the set `Failed`.
+        why = pod.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or "no message"
+        return f"vk-cocoon reports pod {pod.name} failed: {why}"
     if pod.lifecycle_state is not LifecycleState.HIBERNATED:
         state = pod.annotations.get(k.ANN_LIFECYCLE_STATE, "") or "unknown"
         return f"pod {pod.name} is {state}, not hibernated"
@@ -206,9 +220,24 @@ def unbound_restore(pod: Pod) -> bool:
 
 
 def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
+    if cs.phase is Phase.FAILED:
+        # Today's operator gives a suspend 3 minutes, then emits SuspendTimedOut and
+        # writes `Failed`: that verdict is its to revisit, never ours to flip back.
+        return Wait(f"{reason} (phase Failed: the suspend timed out)")
     if cs.phase is not Phase.SUSPENDING:
         return SetPhase(Phase.SUSPENDING, reason)
     return Wait(reason)
+
+
+def _shared_name(o: Observed, names: tuple[str, ...]) -> Step | None:
+    """Ask who else records these legacy-form names, or stop on one that is shared."""
+    unknown = tuple(vm for vm in names if vm not in o.shared)
+    if unknown:
+        return CheckSharedNames(unknown)
+    for vm in names:
+        if o.shared[vm]:
+            return SharedVMName(vm, o.shared[vm])
+    return None
 
 
 def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
@@ -282,6 +311,15 @@ def decide_release(o: Observed) -> Step:
     absent = [vm for vm in vms if o.probes[vm] is Probe.ABSENT]
     if absent:
         return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
+    # A name derived from the pod (today's naming) is the pod's alone; any other
+    # (v0.3.0's `vk-<ns>-<set>-<slot>`) may be another tenant's too, and then the tag
+    # under it proves nothing about this set's VM.
+    unproven = tuple(
+        sorted({p.vm_name for p in gated if p.vm_name != vm_name_for_pod(cs.namespace, p.name)})
+    )
+    shared = _shared_name(o, unproven)
+    if shared is not None:
+        return shared
 
     # 3. Stash before the first delete (one write), the keep-snapshot flags beside it.
     targets = tuple(
@@ -296,6 +334,10 @@ def decide_release(o: Observed) -> Step:
     names = stash_names(cs, o.pods)
     main = next((p for p in deletable if p.is_main), None)
     hint = main.spec.node_name if main is not None and main.spec.node_name else None
+    # The image the snapshot was taken from, beside the hint (today's operator's record).
+    image = main.annotations.get(k.ANN_IMAGE) or None if main is not None else None
+    if image == cs.hibernated_image:
+        image = None
     have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
     # The round's identity and pods go in the same write (the durable evidence
     # that a SeatReleased will be owed once the deletes land).
@@ -303,11 +345,12 @@ def decide_release(o: Observed) -> Step:
     if (
         (names and names != have_names)
         or (hint is not None and hint != cs.hint)
+        or image is not None
         or stamp is not None
     ):
         rnd, rnd_pods = stamp if stamp is not None else (None, None)
         flags = tuple(t for t in targets if t.needs_flag)
-        return Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags)
+        return Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags, image=image)
 
     # 4-6. Flag (if the stash did not), delete (UID precondition), then the phase
     # settles `Suspended`.
@@ -353,6 +396,29 @@ def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
     )
 
 
+def main_vm_names(cs: CocoonSet) -> tuple[str, ...]:
+    """The names the main VM's snapshot may be under, the one to try first first.
+
+    What the set recorded at its release (the stash), of the only two names its main
+    can have: today's and v0.3.0's (a cluster mid-upgrade has both; whatever is in
+    a pod's annotation never steers a probe or a delete to another set's snapshot).
+    With no record (suspended before first boot), today's name.
+    """
+    names = vm_names(cs.namespace, cs.name, 0)
+    recorded = cs.recorded_vm_names
+    return tuple(n for n in names if n in recorded) or names[:1]
+
+
+def restored_vm(cs: CocoonSet, main: Pod) -> str:
+    """The VM a restore pod runs: its annotation when it is one of the set's own names."""
+    names = vm_names(cs.namespace, cs.name, 0)
+    return main.vm_name if main.vm_name in names else main_vm_names(cs)[0]
+
+
+def _legacy(cs: CocoonSet, vm: str) -> tuple[str, ...]:
+    return () if vm == vm_names(cs.namespace, cs.name, 0)[0] else (vm,)
+
+
 def released_seat_evidence(cs: CocoonSet) -> bool:
     """Whether a wake may touch `cs`: release policy, or state a release left behind.
 
@@ -383,7 +449,6 @@ def decide_wake(o: Observed) -> Step:
         return NotOurs("hibernatePolicy=retain and no released seat to restore")
     if not o.registry_configured:
         return Refuse(NO_REGISTRY)
-    vm0 = vm_name(cs.namespace, cs.name, 0)
     lagging = tuple(
         sorted(p.name for p in o.pods if not p.terminating and p.generation_stamp < cs.generation)
     )
@@ -393,13 +458,30 @@ def decide_wake(o: Observed) -> Step:
         return StampGeneration(lagging, cs.generation)
 
     if main is None:
-        probe = o.probes.get(vm0)
-        if probe is None:
-            return ProbeRegistry((vm0,))
-        if probe is Probe.ERROR:
+        names = main_vm_names(cs)
+        unknown = tuple(vm for vm in names if vm not in o.probes)
+        if unknown:
+            return ProbeRegistry(unknown)
+        failed = tuple(vm for vm in names if o.probes[vm] is Probe.ERROR)
+        if failed:
             # Fail closed: never fall through to a fresh boot over a snapshot.
-            return Retry(f"registry error checking {vm0}:{k.TAG_HIBERNATE}", (vm0,))
-        if probe is Probe.ABSENT:
+            return Retry(f"registry error checking {failed[0]}:{k.TAG_HIBERNATE}", failed)
+        present = [vm for vm in names if o.probes[vm] is Probe.PRESENT]
+        vm0 = present[0] if present else names[0]
+        shared = _shared_name(o, _legacy(cs, vm0)) if present else None
+        if shared is not None:
+            return shared
+        if cs.hibernated_image and cs.hibernated_image != cs.spec.agent.image:
+            # Never a restore across an image change (vk-cocoon refuses one): drop the
+            # snapshot and the record, as today's operator does; checked before "lost"
+            # so a discard a crash cut short is finished, not reported.
+            return DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
+        if not present:
+            if hint or cs.hibernated_image:
+                # Released (a release records the hint or the image): the VM's state was
+                # in that tag. Loud, and nothing created: a restore pod would fail, a
+                # fresh boot would hide the loss.
+                return LostSnapshot(vm0)
             return NotOurs(
                 "no snapshot: suspended before first boot (a fresh boot is the normal flow's)"
             )
@@ -410,7 +492,7 @@ def decide_wake(o: Observed) -> Step:
             # Its name is the one the restore pod needs: a create now only answers
             # AlreadyExists. `Waking` is durable, so the retry (or the sweep) restores.
             return Retry(f"old main {leaving.name} still terminating: retry shortly")
-        return CreateMain(build_main_pod(cs, hint=hint))
+        return CreateMain(build_main_pod(cs, hint=hint, vm=vm0))
 
     if waking:
         # The wake restores a released seat: a SeatReleased a crash left owed
@@ -441,8 +523,13 @@ def decide_wake(o: Observed) -> Step:
                     pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
                 )
             return Wait(f"restoring {main.name}: VM not live yet")
-        # The deterministic name, never the pod's annotation: whoever can annotate
-        # the pod must not steer the delete to another set's snapshot.
+        # One of the set's own two names, never any other the pod's annotation says:
+        # whoever can annotate the pod must not steer the delete to another set's
+        # snapshot, and a legacy name another set records is left alone.
+        vm0 = restored_vm(cs, main)
+        shared = _shared_name(o, _legacy(cs, vm0))
+        if shared is not None:
+            return shared
         if vm0 not in o.dropped:
             return DropSnapshot(vm0)
         if hint or unbooked:

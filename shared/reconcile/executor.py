@@ -60,7 +60,7 @@ from shared.errors import (
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
 from shared.metric_names import METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
 from shared.models import CocoonSet, Pod
-from shared.names import SetRef
+from shared.names import LEGACY_OWNERS_MAX, SetRef, legacy_owners
 from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile import owed
 from shared.reconcile.decide import (
@@ -74,13 +74,16 @@ from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
     OBSERVING,
     TERMINAL,
+    CheckSharedNames,
     ClearStaleHint,
     CompleteWake,
     CreateMain,
+    DiscardSnapshot,
     Done,
     DropSnapshot,
     FlagAndDelete,
     JoinLine,
+    LostSnapshot,
     NotOurs,
     OutcomeResult,
     PersistWaking,
@@ -95,6 +98,7 @@ from shared.reconcile.steps import (
     RereadMain,
     Retry,
     SetPhase,
+    SharedVMName,
     StampGeneration,
     Stash,
     Step,
@@ -153,6 +157,9 @@ class _Run:
     probe_errors: dict[str, CocoonError] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
     reread: dict[str, bool] = field(default_factory=dict)
+    # Legacy-form VM names -> the other sets recording them, and those sets as read.
+    shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sharers: dict[str, CocoonSet] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
     # The steps this run acted on, beyond looking (names, in order).
     effects: list[str] = field(default_factory=list)
@@ -284,6 +291,7 @@ class _Run:
             registry_configured=self.registry is not None,
             completed_wake=self.completed_wake,
             operator_present=self.operator_present,
+            shared=dict(self.shared),
             seat_order=self.settings is not None and self.settings.seat_order,
         )
 
@@ -367,6 +375,10 @@ class _Run:
             )
         if isinstance(step, WaitInLine):
             return self.wait_in_line(step)
+        if isinstance(step, SharedVMName):
+            return self.report_shared(step)
+        if isinstance(step, LostSnapshot):
+            return self.report_lost(step)
         if isinstance(step, Done):
             return self.outcome(OutcomeResult.DONE, step.reason)
         if isinstance(step, Wait):
@@ -401,6 +413,10 @@ class _Run:
         ns = self.ref.namespace
         if isinstance(step, ProbeRegistry):
             self.probe(step)
+        elif isinstance(step, CheckSharedNames):
+            self.check_shared(step)
+        elif isinstance(step, DiscardSnapshot):
+            self.discard_snapshot(step)
         elif isinstance(step, RequestHibernation):
             self._stamp(
                 step.pods, {k.ANN_HIBERNATE: k.TRUE, k.ANN_GENERATION: str(step.generation)}
@@ -459,7 +475,14 @@ class _Run:
             # Compare-and-swap: a re-suspend since the read must keep its hint.
             self.cs = self.kube.patch_set(
                 self.ref,
-                {"metadata": {"annotations": {k.ANN_HIBERNATED_ON_NODE: None}}},
+                {
+                    "metadata": {
+                        "annotations": {
+                            k.ANN_HIBERNATED_ON_NODE: None,
+                            k.ANN_HIBERNATED_IMAGE: None,
+                        }
+                    }
+                },
                 resource_version=self.set.metadata.resource_version,
             )
             log.info(
@@ -488,12 +511,101 @@ class _Run:
                 continue
             self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
 
+    def check_shared(self, step: CheckSharedNames) -> None:
+        """Which other existing sets record each legacy-form name (a GET per possible set,
+        a pod LIST only when the set's own records do not say). Namespaces outside
+        COCOON_NAMESPACES are not read: the functions act on none of their sets."""
+        for vm in step.vms:
+            owners = [r for r in legacy_owners(vm) if r != self.ref]
+            if len(owners) > LEGACY_OWNERS_MAX:
+                self.shared[vm] = (f"{len(owners)} possible sets (too many to check)",)
+                continue
+            others: list[str] = []
+            for ref in owners:
+                if self.settings is not None and not self.settings.namespace_allowed(ref.namespace):
+                    continue
+                other = self.kube.get_set(ref)
+                if other is None:
+                    continue
+                if vm not in other.recorded_vm_names and not any(
+                    p.vm_name == vm for p in owned_pods(other, tuple(self.kube.list_pods(ref)))
+                ):
+                    continue
+                others.append(str(ref))
+                self.sharers[str(ref)] = other
+            self.shared[vm] = tuple(others)
+
+    def report_shared(self, step: SharedVMName) -> Outcome:
+        """One Warning on each set that records the name (named by the name and the sets,
+        so every reconcile of any of them makes it once); acknowledged: no redelivery
+        can tell the snapshots apart."""
+        sets = sorted((str(self.ref), *step.others))
+        message = (
+            f"VM name {step.vm} (cocoon-common v0.3.0 naming) is recorded by {', '.join(sets)}: "
+            "the :hibernate tag under it cannot be told apart, so nothing is released or "
+            "restored under it; recreate one set's pods under today's naming "
+            "(docs/runbook.md#vm-name-shared)"
+        )
+        key = f"{step.vm}/{','.join(sets)}"
+        self.required_event(k.REASON_VM_NAME_SHARED, message, key=key, type="Warning")
+        for name in step.others:
+            other = self.sharers.get(name)
+            if other is not None:
+                self.required_event(
+                    k.REASON_VM_NAME_SHARED, message, key=key, type="Warning", on=other
+                )
+        return self.outcome(
+            OutcomeResult.REFUSED, f"VM name {step.vm} is shared with {', '.join(step.others)}"
+        )
+
+    def report_lost(self, step: LostSnapshot) -> Outcome:
+        cs = self.set
+        # Once per release: the round (or, for a release not stamped, the hint's node).
+        occurrence = cs.metadata.annotations.get(k.ANN_RELEASE_ROUND) or cs.hint
+        self.required_event(
+            k.REASON_SNAPSHOT_MISSING,
+            f"The set was released but {step.vm}:{k.TAG_HIBERNATE} is not in the registry: "
+            "no restore pod was created (docs/runbook.md#snapshot-missing)",
+            key=f"{step.vm}/{occurrence}",
+            type="Warning",
+        )
+        return self.outcome(
+            OutcomeResult.REFUSED, f"released, but {step.vm}:{k.TAG_HIBERNATE} is gone"
+        )
+
+    def discard_snapshot(self, step: DiscardSnapshot) -> None:
+        """The image changed since the release: the Event, the tag, then the record (a crash
+        in between leaves the record, so the next run finishes the discard: the decision
+        checks the image before it calls a missing tag lost)."""
+        assert self.registry is not None
+        self.required_event(
+            k.REASON_SNAPSHOT_DISCARDED,
+            f"spec.agent.image changed from {step.was} to {step.now} since the release: "
+            f"dropped {step.vm}:{k.TAG_HIBERNATE}; the VM boots fresh from the new image",
+            key=f"{step.vm}/{step.was}",
+            type="Warning",
+        )
+        self.registry.drop_snapshot(step.vm)
+        self.dropped.add(step.vm)
+        self.probes[step.vm] = Probe.ABSENT
+        self.cs = self.kube.patch_set(
+            self.ref,
+            {
+                "metadata": {
+                    "annotations": {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
+                }
+            },
+            resource_version=self.set.metadata.resource_version,
+        )
+
     def stash(self, step: Stash) -> None:
         annotations: dict[str, str] = {}
         if step.delete_vm_names:
             annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
         if step.hint is not None:
             annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
+        if step.image is not None:
+            annotations[k.ANN_HIBERNATED_IMAGE] = step.image
         if step.round is not None:
             annotations[k.ANN_RELEASE_ROUND] = step.round
             annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
@@ -648,7 +760,9 @@ class _Run:
             {
                 "metadata": {
                     "annotations": {
+                        # The release record goes with the hint (today's clearReleaseRecord).
                         k.ANN_HIBERNATED_ON_NODE: None,
+                        k.ANN_HIBERNATED_IMAGE: None,
                         k.ANN_WAKE_STARTED: None,
                         k.ANN_LAST_WAKE: format_rfc3339(self.now),
                         k.ANN_LAST_WAKE_POD: pod_uid or None,

@@ -19,11 +19,14 @@ from shared.quantity import canonical_quantity, quantity_is_zero
 __all__ = ["build_main_pod", "quantity_is_zero", "vm_spec_annotations"]
 
 
-def vm_spec_annotations(cs: CocoonSet) -> dict[str, str]:
-    """The main VM's spec annotations for vk-cocoon (docs/design.md#keys); empty values omitted."""
+def vm_spec_annotations(cs: CocoonSet, *, vm: str | None = None) -> dict[str, str]:
+    """The main VM's spec annotations for vk-cocoon (docs/design.md#keys); empty values omitted.
+
+    `vm`: the name the snapshot was recorded under (a wake); else today's derived name.
+    """
     agent = cs.spec.agent
     ann: dict[str, str] = {
-        k.ANN_VM_NAME: vm_name(cs.namespace, cs.name, 0),
+        k.ANN_VM_NAME: vm or vm_name(cs.namespace, cs.name, 0),
         k.ANN_IMAGE: agent.image,
         k.ANN_MODE: agent.mode.value,
         k.ANN_OS: agent.os.value,
@@ -78,10 +81,13 @@ def _affinity(cs: CocoonSet, hint: str) -> dict[str, Any] | None:
     return None
 
 
-def build_main_pod(cs: CocoonSet, *, hint: str) -> dict[str, Any]:
-    """The restore-intent main pod of `cs` as a Kubernetes manifest (docs/design.md#main-pod)."""
+def build_main_pod(cs: CocoonSet, *, hint: str, vm: str | None = None) -> dict[str, Any]:
+    """The restore-intent main pod of `cs` as a Kubernetes manifest (docs/design.md#main-pod).
+
+    `vm`: the VM name its snapshot is under, so vk-cocoon restores that one.
+    """
     agent = cs.spec.agent
-    annotations = vm_spec_annotations(cs)
+    annotations = vm_spec_annotations(cs, vm=vm)
     annotations[k.ANN_GENERATION] = str(cs.generation)
     annotations[k.ANN_RESTORE] = k.TRUE
 

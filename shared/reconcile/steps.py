@@ -6,7 +6,8 @@ executor performs it, updates its view of the world and asks again, so every
 step is small and the sequence of docs/design.md#steps appears as a table of decisions.
 
 Terminal steps end the invocation: `Done`, `Wait`, `NotOurs`, `Retry`,
-`Refuse`, `ReportNoCapacity`, `WaitInLine`. The others are effects.
+`Refuse`, `ReportNoCapacity`, `WaitInLine`, `SharedVMName`, `LostSnapshot`.
+The others are effects.
 """
 
 from __future__ import annotations
@@ -141,6 +142,9 @@ class Stash:
     # flagged beside this write (neither reads the other), so the delete waits for no
     # flag of its own.
     flags: tuple[PodTarget, ...] = ()
+    # The main VM's image, recorded beside the hint as today's operator does
+    # (`hibernated-image`); None = leave it as it is.
+    image: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +251,54 @@ class JoinLine:
     since: str  # the pod's creationTimestamp
 
 
+@dataclass(frozen=True, slots=True)
+class CheckSharedNames:
+    """Find the other existing sets that record these legacy-form VM names.
+
+    A v0.3.0 name such as `vk-a-b-c-0` is both `a/b-c` and `a-b/c`: the tag under it
+    proves nothing about whose VM was pushed (docs/compatibility.md#names).
+    """
+
+    vms: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedVMName:
+    """Terminal: another existing set records the same VM name. Nothing is released or
+    restored under it; a Warning on every set that shares it says so, once."""
+
+    vm: str
+    others: tuple[str, ...]  # "ns/name" of the other sets
+
+
+@dataclass(frozen=True, slots=True)
+class LostSnapshot:
+    """Terminal: the set was released (hint or image record) but `<vm>:hibernate` is gone.
+
+    Creating a restore pod would fail, a fresh boot would silently lose the user's VM:
+    nothing is created, one Warning names the VM (docs/runbook.md#snapshot-missing).
+    """
+
+    vm: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiscardSnapshot:
+    """The image changed since the release: drop `:hibernate` and the release record
+    (hint, image) so the normal flow boots the new image fresh, as today's operator does;
+    vk-cocoon would refuse to restore a snapshot of another base image anyway."""
+
+    vm: str
+    was: str
+    now: str
+
+
 Step = (
     Done
+    | CheckSharedNames
+    | SharedVMName
+    | LostSnapshot
+    | DiscardSnapshot
     | JoinLine
     | Wait
     | WaitInLine
@@ -273,9 +323,20 @@ Step = (
 )
 
 
-TERMINAL = (Done, Wait, NotOurs, Retry, Refuse, ReportNoCapacity, WaitInLine)
-# Steps that only look (and every terminal step): never an effect of the run.
-OBSERVING = (ProbeRegistry, RereadMain, *TERMINAL)
+TERMINAL = (
+    Done,
+    Wait,
+    NotOurs,
+    Retry,
+    Refuse,
+    ReportNoCapacity,
+    WaitInLine,
+    SharedVMName,
+    LostSnapshot,
+)
+# Steps that only look (and every terminal step but the two that report): never an
+# effect of the run.
+OBSERVING = (ProbeRegistry, RereadMain, CheckSharedNames, *TERMINAL)
 
 
 class OutcomeResult(StrEnum):

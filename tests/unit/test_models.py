@@ -124,7 +124,7 @@ def test_properties_other_code_reads() -> None:
             {k.ANN_VM_ID: "vm-1", k.ANN_LIFECYCLE_STATE: LifecycleState.FAILED.value},
             {"phase": "Running", "containerStatuses": [{"state": {}}]},
             False,
-            True,
+            False,  # vk-cocoon's sticky failure is not kubelet-terminal (meta.IsPodTerminal)
             0,
             id="lifecycle-failed",
         ),
@@ -138,6 +138,10 @@ def test_pod_properties(
         {"metadata": {"name": "p", "annotations": annotations}, "status": status}
     )
     assert (pod.live, pod.terminal, pod.lifecycle_generation) == (live, terminal, generation)
+    # Either failure path is a failed main for the normal flow (mainPodFailedReason).
+    assert pod.failed is (
+        terminal or annotations.get("vm.cocoonstack.io/lifecycle-state") == "failed"
+    )
 
 
 @pytest.mark.parametrize(

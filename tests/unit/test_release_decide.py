@@ -222,15 +222,25 @@ CASES: list[tuple[str, Observed, Step]] = [
         Stash(f"{VM0},vk-team-a-agent-1", "node-a", flags=FLAG_MAIN),
     ),
     (
-        # Issue 13: a failed main is the operator's Failed phase, checked before suspend.
-        "failed-lifecycle-main-is-failed",
+        # Today's operator checks spec.suspend first and skips only kubelet-terminal
+        # pods: a VM whose hibernate failed (vk-cocoon's sticky `failed`) still holds its
+        # state, so the release waits and says why; the operator's timeout decides.
+        "a-vm-failed-in-hibernate-keeps-the-release-waiting",
         obs(pods=[{"hibernate": True, "state": "failed"}]),
-        SetPhase(Phase.FAILED, "main pod agent-0 failed: Running"),
+        Wait("vk-cocoon reports pod agent-0 failed: no message"),
     ),
     (
-        "failed-main-already-failed-is-left-alone",
+        # SuspendTimedOut wrote Failed: never flipped back to Suspending by the functions.
+        "a-timed-out-suspend-stays-failed",
         obs({"phase": "Failed"}, [{"hibernate": True, "state": "failed"}]),
-        NotOurs("main pod agent-0 failed: the operator's to triage"),
+        Wait(
+            "vk-cocoon reports pod agent-0 failed: no message (phase Failed: the suspend timed out)"
+        ),
+    ),
+    (
+        "a-timed-out-suspend-is-not-flipped-back-by-a-missing-snapshot",
+        obs({"phase": "Failed"}, [HIBERNATED]),
+        ProbeRegistry((VM0,)),
     ),
     (
         "no-pods-settles-suspended",
@@ -258,9 +268,10 @@ CASES: list[tuple[str, Observed, Step]] = [
         Done("released"),
     ),
     (
-        "failed-phase-main-is-failed",
+        # A kubelet-Failed main has no VM state to keep: the suspend settles (hasLivePod).
+        "a-kubelet-failed-main-settles-suspended",
         obs(pods=[{"hibernate": True, "phase": "Failed"}]),
-        SetPhase(Phase.FAILED, "main pod agent-0 failed: Failed"),
+        SetPhase(Phase.SUSPENDED, "no owned pod holds a seat"),
     ),
     (
         "only-terminal-non-main-pods-settle",

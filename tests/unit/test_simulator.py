@@ -27,12 +27,16 @@ from devstack.sim_vkcocoon import (
     HibernateVM,
     decide_vk,
 )
+from devstack.upstream import Upstream
 from shared import constants as k
+from shared.names import vm_name
 
 NODES = [
     NodeInfo("node-1", {k.LABEL_HOSTNAME: "node-1", k.LABEL_POOL: "default"}, 1),
     NodeInfo("node-2", {k.LABEL_HOSTNAME: "node-2", k.LABEL_POOL: "default"}, 1),
 ]
+
+VM_A = vm_name("demo", "a", 0)
 
 
 def a_set(
@@ -85,6 +89,12 @@ def a_pod(
     return body
 
 
+def test_the_august_operator_names_the_vm_without_the_hash() -> None:
+    actions = decide_operator(a_set(), [], Upstream.AUGUST)
+    create = next(a for a in actions if isinstance(a, CreatePod))
+    assert create.body["metadata"]["annotations"][k.ANN_VM_NAME] == "vk-demo-a-0"
+
+
 def test_first_creation_builds_the_main_pod_without_restore_marker() -> None:
     actions = decide_operator(a_set(), [])
     create = next(a for a in actions if isinstance(a, CreatePod))
@@ -92,7 +102,8 @@ def test_first_creation_builds_the_main_pod_without_restore_marker() -> None:
     assert meta["name"] == "a-0"
     assert meta["labels"][k.LABEL_ROLE] == k.ROLE_MAIN
     assert meta["labels"][k.LABEL_SET_NAME] == "a"
-    assert meta["annotations"][k.ANN_VM_NAME] == "vk-demo-a-0"
+    # Today's operator names the VM with the hash (cocoon-common's VMNameForDeployment).
+    assert meta["annotations"][k.ANN_VM_NAME] == vm_name("demo", "a", 0)
     assert k.ANN_RESTORE not in meta["annotations"]
     assert meta["ownerReferences"][0]["uid"] == "uid-a"
     assert create.body["spec"]["nodeSelector"] == {k.LABEL_POOL: "default"}
@@ -180,13 +191,13 @@ RESTORE = {k.ANN_RESTORE: k.TRUE}
         ),
         pytest.param(
             a_pod(node="node-1", annotations=RESTORE),
-            {"node-1": {"vk-demo-a-0"}},
+            {"node-1": {VM_A}},
             WARM,
             id="restore-on-the-node-with-the-snapshot",
         ),
         pytest.param(
             a_pod(node="node-2", annotations=RESTORE),
-            {"node-1": {"vk-demo-a-0"}},
+            {"node-1": {VM_A}},
             COLD,
             id="restore-elsewhere-pulls",
         ),
@@ -196,7 +207,7 @@ def test_vk_boots_warm_cold_or_fresh(
     pod: dict[str, Any], snapshots: dict[str, set[str]], want: str
 ) -> None:
     actions = decide_vk([pod], snapshots)
-    assert actions == [BootVM("demo", "a-0", "vk-demo-a-0", pod["spec"]["nodeName"], want)]
+    assert actions == [BootVM("demo", "a-0", VM_A, pod["spec"]["nodeName"], want)]
 
 
 def test_vk_hibernates_a_running_vm_once_and_echoes_the_pods_stamp() -> None:
@@ -208,7 +219,7 @@ def test_vk_hibernates_a_running_vm_once_and_echoes_the_pods_stamp() -> None:
         k.ANN_GENERATION: "1",  # the set may be at 3: vk-cocoon cannot know
     }
     actions = decide_vk([a_pod(node="node-1", annotations=running)], {})
-    assert actions == [HibernateVM("demo", "a-0", "vk-demo-a-0", "node-1", 1)]
+    assert actions == [HibernateVM("demo", "a-0", VM_A, "node-1", 1)]
     # Hibernated: the VM is gone, a newer stamp since changes nothing.
     done = {**running, k.ANN_LIFECYCLE_STATE: "hibernated", k.ANN_GENERATION: "3"}
     assert decide_vk([a_pod(node="node-1", annotations=done)], {}) == []
@@ -238,7 +249,7 @@ def test_node_local_snapshot_survives_only_a_flagged_delete(
     flagged: bool, warm_after: bool
 ) -> None:
     sim = _sim()
-    sim.node_snapshots = {"node-1": {"vk-demo-a-0"}}
+    sim.node_snapshots = {"node-1": {VM_A}}
     ann = {k.ANN_VM_ID: "vm-1", k.ANN_LIFECYCLE_STATE: "hibernated"}
     if flagged:
         ann[k.ANN_KEEP_SNAPSHOT] = k.TRUE
@@ -333,11 +344,17 @@ def test_operator_leaves_an_unfinished_wake_to_the_functions() -> None:
     assert not [a for a in decide_operator(the_set, [restoring]) if isinstance(a, DeletePod)]
 
 
-def test_operator_writes_failed_for_a_failed_main_before_suspend() -> None:
+def test_the_august_operator_writes_failed_for_a_failed_main_before_suspend() -> None:
     failed = a_pod(node="node-1", annotations={k.ANN_LIFECYCLE_STATE: "failed"})
-    actions = decide_operator(a_set(phase="Suspending", suspend=True), [failed])
+    actions = decide_operator(a_set(phase="Suspending", suspend=True), [failed], Upstream.AUGUST)
     (write,) = [a for a in actions if isinstance(a, WriteSetStatus)]
     assert write.status["phase"] == "Failed"
     # The whole status the operator builds beside it (no Ready=True on a failed set).
     ready = next(c for c in write.status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False"
+
+
+def test_todays_operator_checks_suspend_before_the_failed_main() -> None:
+    failed = a_pod(node="node-1", annotations={k.ANN_LIFECYCLE_STATE: "failed"})
+    actions = decide_operator(a_set(phase="Suspending", suspend=True), [failed])
+    assert not [a for a in actions if isinstance(a, WriteSetStatus)]

@@ -351,7 +351,10 @@ PODS_LEFT_CASES = [
     pytest.param([make_pod()], True, id="a-live-pod"),
     pytest.param([make_pod(deleting=True)], False, id="only-terminating"),
     pytest.param([make_pod(phase="Failed")], False, id="only-failed-kept-for-triage"),
-    pytest.param([make_pod(ann={k.ANN_LIFECYCLE_STATE: "failed"})], False, id="only-vm-failed"),
+    # vk-cocoon's sticky `failed` is not kubelet-terminal: the pod still holds its seat.
+    pytest.param(
+        [make_pod(ann={k.ANN_LIFECYCLE_STATE: "failed"})], True, id="vm-failed-holds-seat"
+    ),
     pytest.param([make_pod(deleting=True), make_pod(uid="u2")], True, id="mixed"),
 ]
 
