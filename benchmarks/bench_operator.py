@@ -9,9 +9,9 @@ Two figures per way and backend:
 The operator is `devstack.sim_operator.UpstreamOperator` (cocoon-operator's own
 reconcile, slot release and wake included), the scheduler and vk-cocoon the
 simulator's; the registry a real Distribution server. For the operator to finish its
-wakes here it plays a registry that deletes tags (`registry_deletes_tags=True`, as
-epoch does; Distribution refuses its DELETE by tag and its wake arm would stop
-there, leaving the functions to complete it). "Functions alone" runs the simulator's
+wakes here it plays a registry that deletes tags (`registry_deletes_tags=True`, the
+OCI spec's optional DELETE by tag; Distribution refuses its DELETE by tag and its wake
+arm would stop there, leaving the functions to complete it). "Functions alone" runs the simulator's
 normal-flow operator (it never releases) and `COCOON_OPERATOR=absent`.
 
 Delivery is the same for everyone, so what differs is the controllers' work: the

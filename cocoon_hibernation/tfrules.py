@@ -134,13 +134,6 @@ def _audit_methods(value: Any) -> bool:
     return len(methods) > 0 and all(rx.search(m) for m in methods)
 
 
-def _epoch_prefix(value: Any) -> bool:
-    if not isinstance(value, Mapping):
-        raise _TypeMismatch("an object with name and location")
-    prefix = _string(value.get("prefix", "epoch/"))  # optional(string, "epoch/")
-    return not prefix.startswith("/") and "//" not in prefix
-
-
 def _seconds_between(low: float, high: float) -> Judge:
     rx = _re("^[0-9]+s$")
 
@@ -363,34 +356,6 @@ MODULE_RULES: Final[tuple[Rule, ...]] = (
         "alert_notification_channels",
         _each("^projects/[^/]+/notificationChannels/[^/]+$"),
         "alert_notification_channels must be full channel IDs: projects/P/notificationChannels/N.",
-    ),
-    Rule(
-        "epoch_bucket",
-        0,
-        "epoch_bucket.name",
-        _null_or(_field("name", _matches("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"))),
-        "epoch_bucket.name must be a bucket name (lowercase letters, digits, dots, hyphens, "
-        "underscores).",
-    ),
-    Rule(
-        "epoch_bucket",
-        1,
-        "epoch_bucket.location",
-        _null_or(
-            _field(
-                "location",
-                _matches("^([a-zA-Z]+|[a-zA-Z]+-[a-zA-Z]+[0-9]+|[a-zA-Z]+[0-9]+)$"),
-            )
-        ),
-        "epoch_bucket.location must be the bucket's location: a region (us-central1), a "
-        "multi-region (US) or a dual-region (NAM4).",
-    ),
-    Rule(
-        "epoch_bucket",
-        2,
-        "epoch_bucket.prefix",
-        _null_or(_epoch_prefix),
-        "epoch_bucket.prefix must be an object-key prefix such as epoch/ (no leading slash).",
     ),
     Rule(
         "rbac_namespaces",

@@ -144,7 +144,7 @@ class UpstreamOperator:
     lag: float = 0.0
     pod_lag: float = 0.0
     requeue_after: float = REQUEUE_AFTER
-    # True plays a registry that deletes tags (epoch, cocoonstack's own registry):
+    # True plays a registry that deletes tags (the OCI spec's optional DELETE by tag):
     # the DELETE by tag is carried out (here by the digest it names); False sends it
     # to the registry as is (Distribution 2.8 answers 400).
     registry_deletes_tags: bool = False

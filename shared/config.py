@@ -166,8 +166,6 @@ class Settings:
     # How long a push-event invocation waits for vk-cocoon's `hibernated` report when the
     # push beat it (docs/triggers.md); zero = never wait.
     report_wait: timedelta = timedelta(seconds=4)
-    # epoch's object-store key prefix (its EPOCH_S3_PREFIX): tags are `<prefix>manifests/...`.
-    epoch_prefix: str = "epoch/"
     # Beside a cocoon-operator (the default: cocoonstack always runs one, and acting
     # ahead of it can cost a VM its snapshot; docs/operator.md); ABSENT = alone.
     operator: OperatorMode = OperatorMode.PRESENT
@@ -263,10 +261,6 @@ class Settings:
                 f"COCOON_REPORT_WAIT={wait_raw!r} is over 5m: an invocation must answer "
                 "well inside its platform timeout"
             )
-        epoch_prefix = e.get("COCOON_EPOCH_PREFIX", "epoch/")
-        if epoch_prefix.startswith("/") or "//" in epoch_prefix:
-            raise ConfigError(f"COCOON_EPOCH_PREFIX={epoch_prefix!r} is not an object-key prefix")
-
         return cls(
             kube_auth=kube_auth,
             kubeconfig=e.get("KUBECONFIG") or None,
@@ -288,6 +282,5 @@ class Settings:
             seat_order=order_raw == "gate",
             log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
             report_wait=report_wait,
-            epoch_prefix=epoch_prefix,
             operator=_enum(e, "COCOON_OPERATOR", OperatorMode, OperatorMode.PRESENT),
         )

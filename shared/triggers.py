@@ -29,8 +29,6 @@ class Source(StrEnum):
     PUBSUB = "pubsub"
     SCHEDULER = "scheduler"
     CLI = "cli"
-    EPOCH_GCS = "epoch-gcs"  # epoch's bucket on GCS: object finalize via Eventarc
-    EPOCH_S3 = "epoch-s3"  # epoch's bucket on S3 or an S3-compatible store
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.adapters.audit_events import parse_gke_audit, parse_knative, parse_set_changed
-from shared.adapters.epoch import parse_gcs_finalized
 from shared.adapters.pubsub_messages import (
     CANONICAL_TYPES,
     classify_pubsub,
@@ -36,7 +35,6 @@ from shared.adapters.wake_and_tick import parse_tick, parse_wake
 from shared.config import Settings
 from shared.constants import (
     CE_AUDIT_WRITTEN,
-    CE_GCS_FINALIZED,
     CE_HARBOR_PUSHED,
     CE_KNATIVE_PING,
     CE_KNATIVE_PREFIX,
@@ -59,10 +57,7 @@ _CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
 
 # What each CloudEvent target takes (docs/design.md#targets). A Pub/Sub message is admitted
 # by its outer type and then by the canonical type it stands for.
-ACCEPT_RELEASE = (
-    frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED, CE_GCS_FINALIZED})
-    | _CHANGES
-)
+ACCEPT_RELEASE = frozenset({CE_HARBOR_PUSHED, CE_SNAPSHOT_PUSHED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_WAKE = frozenset({CE_WAKE_REQUESTED, CE_PUBSUB_PUBLISHED}) | _CHANGES
 ACCEPT_SWEEP = frozenset({CE_PUBSUB_PUBLISHED, CE_KNATIVE_PING, CE_SWEEP_REQUESTED})
 # What a Pub/Sub message can stand for and be parsed as (`pubsub_messages.classify_pubsub`).
@@ -140,10 +135,6 @@ def parse_parts(
         body = as_object(_json(data, what=ce_type), what="data")
         harbor_event_data(out, body, settings, event_id)
         return out
-    if ce_type == CE_GCS_FINALIZED:
-        # epoch's bucket on GCS, through an Eventarc storage trigger (docs/epoch.md).
-        body = as_object(_json(data, what=ce_type), what="data")
-        return parse_gcs_finalized(body, settings, event_id)
     if ce_type == CE_SET_CHANGED:
         return parse_set_changed(_json(data, what=ce_type), settings, event_id)
     if ce_type == CE_WAKE_REQUESTED:

@@ -2,8 +2,7 @@
 
 `POST /registry` takes whatever a registry webhook sends: the Distribution
 envelope, Harbor's Default JSON, Harbor's CloudEvents JSON (structured mode),
-an ECR EventBridge envelope, or epoch's bucket events (an S3 event
-notification, EventBridge "Object Created"). The Content-Type is only a hint (Harbor and
+or an ECR EventBridge envelope. The Content-Type is only a hint (Harbor and
 EventBridge both say `application/json`), so the body's shape decides.
 `POST /kubernetes/audit` takes an audit `EventList`; `POST /pubsub` a Pub/Sub
 push envelope carrying a wake request or a sweep tick (`ACCEPT_PUBSUB_PUSH`).
@@ -17,7 +16,6 @@ from shared.adapters.cloudevent import (
     parse_parts,
     parse_structured,
 )
-from shared.adapters.epoch import is_eventbridge_s3, parse_eventbridge_s3, parse_s3_records
 from shared.adapters.push_events import (
     parse_distribution,
     parse_ecr,
@@ -37,13 +35,8 @@ def parse_registry_webhook(body: bytes, content_type: str | None, settings: Sett
     envelope = parse_registry_json(body)
     if "events" in envelope:
         return parse_distribution(envelope, settings)
-    if "Records" in envelope:
-        # An S3 event notification of epoch's bucket (docs/epoch.md).
-        return parse_s3_records(envelope, settings)
     if "specversion" in envelope:
         return parse_structured(envelope, settings=settings, accept=ACCEPT_REGISTRY)
-    if "detail-type" in envelope and is_eventbridge_s3(envelope):
-        return parse_eventbridge_s3(envelope, settings)
     if "detail-type" in envelope:
         return parse_ecr(envelope, settings)
     if "event_data" in envelope and "type" in envelope:

@@ -44,11 +44,6 @@ class DropReason(StrEnum):
     NOT_COCOONSET_POD = "pod-not-owned-by-a-cocoonset"
     NO_NAME = "no-object-name"
     SERVICE = "other-service"
-    # epoch's bucket (shared.adapters.epoch): objects that are not a tag being served
-    OBJECT_PREFIX = "object-outside-epoch-prefix"
-    DIGEST_OBJECT = "epoch-digest-object"  # manifests/<repo>/_digests/<digest>.json
-    CATALOG = "epoch-catalog"  # <prefix>catalog.json
-    NOT_A_TAG_OBJECT = "not-a-tag-object"
     DUPLICATE = "duplicate"  # same trigger twice in one batch
     INVALID_NAME = "invalid-name"
     MALFORMED = "malformed"

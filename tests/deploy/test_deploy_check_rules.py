@@ -124,21 +124,6 @@ VALUES: dict[tuple[str, int], list[Any]] = {
         ["projects/p/notificationChannels/"],
     ],
     ("environment", 0): ["prod", "a" * 63, "Prod", LONG, ""],
-    ("epoch_bucket", 0): [
-        {"name": "epoch-snapshots", "location": "us-central1", "prefix": "epoch/"},
-        {"name": "Epoch", "location": "us-central1", "prefix": "epoch/"},
-        {"name": "a", "location": "US", "prefix": "epoch/"},
-    ],
-    ("epoch_bucket", 1): [
-        {"name": "epoch-snapshots", "location": "NAM4", "prefix": "epoch/"},
-        {"name": "epoch-snapshots", "location": "us-central1-a", "prefix": "epoch/"},
-        {"name": "epoch-snapshots", "location": "US", "prefix": "epoch/"},
-    ],
-    ("epoch_bucket", 2): [
-        {"name": "epoch-snapshots", "location": "US", "prefix": ""},
-        {"name": "epoch-snapshots", "location": "US", "prefix": "/epoch/"},
-        {"name": "epoch-snapshots", "location": "US", "prefix": "a//b/"},
-    ],
     ("rbac_namespaces", 0): [["agents"], [], ["Agents"], ["a", "-b"]],
     ("alert_stuck_suspending_after", 0): ["1800s", "600s", "599s", "30m", "86401s", "x"],
     ("alert_function_errors", 0): [0, 5, -1, 1.5],

@@ -191,7 +191,6 @@ PLACEHOLDERS = {
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
     "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
     "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
-    "COCOON_EPOCH_PREFIX": "epoch/",
 }
 
 
@@ -520,7 +519,7 @@ def test_pod_status_triggers_narrow_to_the_allowed_namespaces(module: TfDir) -> 
 
 
 def test_every_event_type_in_the_tree_is_accepted(module: TfDir) -> None:
-    accepted = {c.CE_PUBSUB_PUBLISHED, c.CE_AUDIT_WRITTEN, c.CE_GCS_FINALIZED}
+    accepted = {c.CE_PUBSUB_PUBLISHED, c.CE_AUDIT_WRITTEN}
     for path in ALL_TF:
         for keys, value in walk(parse_file(path)):
             if keys and keys[-1] == "event_type":
@@ -614,13 +613,10 @@ def test_project_wide_grants_are_the_unavoidable_ones(module: TfDir) -> None:
     unconditioned = {b["role"] for b in grants.values() if not blocks(b, "condition")}
     # clusterViewer = container.clusters.get (Kubernetes verbs come from RBAC);
     # eventReceiver and logWriter (the build's) have no narrower scope.
-    # pubsub.publisher is Cloud Storage's own service agent's, for epoch's storage
-    # trigger only (tests/deploy/test_terraform_epoch.py).
     assert unconditioned == {
         "roles/container.clusterViewer",
         "roles/eventarc.eventReceiver",
         "roles/logging.logWriter",
-        "roles/pubsub.publisher",
     }
     writer = grants["build_image_writer"]
     assert writer["role"] == "roles/artifactregistry.writer"

@@ -324,7 +324,7 @@ def reasons(c: Cluster, name: str, reason: str) -> int:
 
 
 def test_what_the_operator_completes_first_is_booked_once(cluster: Cluster) -> None:
-    """Issue 24, 4 and 8: on a registry that deletes tags (epoch) the operator finishes
+    """Issue 24, 4 and 8: on a registry that deletes tags the operator finishes
     the wake first; before, the functions never booked it (no `last-wake-completed`,
     so the idle sweep suspended the just-woken set again; no WakeCompleted), and a
     release the operator did earned no SeatReleased."""

@@ -54,5 +54,4 @@ module "cocoon_hibernation" {
   rbac_namespaces                   = var.rbac_namespaces
   alert_stuck_suspending_after      = var.alert_stuck_suspending_after
   alert_function_errors             = var.alert_function_errors
-  epoch_bucket                      = var.epoch_bucket
 }

@@ -216,13 +216,3 @@ variable "alert_function_errors" {
   type        = number
   default     = null
 }
-
-variable "epoch_bucket" {
-  description = "epoch's bucket ({name, location, prefix}): an Eventarc storage trigger sends its tag objects' finalize events to release (docs/epoch.md). null = no trigger."
-  type = object({
-    name     = string
-    location = string
-    prefix   = optional(string, "epoch/")
-  })
-  default = null
-}

@@ -33,15 +33,6 @@ locals {
         max_delivery_attempts = var.dead_letter_max_delivery_attempts
       }
     },
-    {
-      # epoch's storage trigger (epoch.tf), when var.epoch_bucket is set.
-      for t in google_eventarc_trigger.epoch_finalized : "epoch:release" => {
-        trigger               = t.id
-        ack_deadline_seconds  = local.ack_deadline_seconds["release"]
-        dead_letter_topic     = google_pubsub_topic.dead_letter["release"].id
-        max_delivery_attempts = var.dead_letter_max_delivery_attempts
-      }
-    },
   )
 }
 

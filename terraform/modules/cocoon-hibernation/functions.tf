@@ -26,7 +26,6 @@ locals {
     COCOON_SEAT_ORDER         = var.seat_order
     COCOON_OPERATOR           = var.cocoon_operator
     COCOON_LOG_FORMAT         = "json"
-    COCOON_EPOCH_PREFIX       = var.epoch_bucket == null ? "epoch/" : var.epoch_bucket.prefix
   }
 
   # Pub/Sub OIDC push to ingest carries a Google ID token whose audience is

@@ -44,7 +44,7 @@ output "dead_letter_topics" {
 }
 
 output "dead_letter_attachments" {
-  description = "Input of infra/scripts/attach-dead-letters.sh, keyed by function (release, wake, sweep), audit route (audit:<route>) and epoch:release (the storage trigger, with epoch_bucket): each Eventarc trigger's full name, its subscription's ack deadline (at least its function's timeout, so a delivery is not redelivered while the function still runs) and, for retried triggers, the dead-letter topic (null for the sweep, which never retries). Keys are known at plan time; trigger names only after apply."
+  description = "Input of infra/scripts/attach-dead-letters.sh, keyed by function (release, wake, sweep) and audit route (audit:<route>): each Eventarc trigger's full name, its subscription's ack deadline (at least its function's timeout, so a delivery is not redelivered while the function still runs) and, for retried triggers, the dead-letter topic (null for the sweep, which never retries). Keys are known at plan time; trigger names only after apply."
   value       = local.dead_letter_attachments
 }
 

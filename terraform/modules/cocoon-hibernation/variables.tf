@@ -235,29 +235,6 @@ variable "artifact_registry" {
   }
 }
 
-variable "epoch_bucket" {
-  description = "epoch's bucket (cocoonstack's registry stores each tag as the object <prefix>manifests/<repo>/<tag>.json): an Eventarc storage trigger sends its object-finalize events to release, the push source epoch lacks (docs/epoch.md). null = no trigger. prefix is epoch's EPOCH_S3_PREFIX (COCOON_EPOCH_PREFIX)."
-  type = object({
-    name     = string
-    location = string
-    prefix   = optional(string, "epoch/")
-  })
-  default = null
-
-  validation {
-    condition     = var.epoch_bucket == null || can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", var.epoch_bucket.name))
-    error_message = "epoch_bucket.name must be a bucket name (lowercase letters, digits, dots, hyphens, underscores)."
-  }
-  validation {
-    condition     = var.epoch_bucket == null || can(regex("^([a-zA-Z]+|[a-zA-Z]+-[a-zA-Z]+[0-9]+|[a-zA-Z]+[0-9]+)$", var.epoch_bucket.location))
-    error_message = "epoch_bucket.location must be the bucket's location: a region (us-central1), a multi-region (US) or a dual-region (NAM4)."
-  }
-  validation {
-    condition     = var.epoch_bucket == null || (!startswith(var.epoch_bucket.prefix, "/") && !strcontains(var.epoch_bucket.prefix, "//"))
-    error_message = "epoch_bucket.prefix must be an object-key prefix such as epoch/ (no leading slash)."
-  }
-}
-
 # --- behaviour ---------------------------------------------------------------
 
 variable "sweep_schedule" {
