@@ -39,11 +39,12 @@ import pytest
 from devstack.kubehttp import pod_path, set_path
 from devstack.sim_operator import UpstreamOperator
 from devstack.simulator import NodeSpec, Simulator
+from devstack.upstream import Upstream
 from shared import constants as k
 from shared.config import OperatorMode, Settings
 from shared.errors import TransientError
 from shared.models import CocoonSet, parse_go_int
-from shared.names import SetRef, vm_name
+from shared.names import SetRef, vm_names
 from shared.reconcile import reconcile_set, request_wake
 from shared.sweep.plan import IdleState, evaluate_idle
 from tests.fixtures.cocoon_objects import NS, set_manifest
@@ -165,7 +166,9 @@ class Cluster:
                 return False
             if cs["metadata"].get("annotations", {}).get(k.ANN_HIBERNATED_ON_NODE):
                 return False
-            if self.world.snapshot_present(vm_name(NS, name, 0)):
+            # A completed wake leaves no `:hibernate` under either name: today's vk-cocoon
+            # restores from any it finds the next time the VM starts unmarked.
+            if any(self.world.snapshot_present(vm) for vm in vm_names(NS, name, 0)):
                 return False
         return True
 
@@ -202,7 +205,9 @@ class Cluster:
         self.drive("created and running", self.all_running)
 
 
-def make_cluster(world: World, mode: OperatorMode) -> Iterator[Cluster]:
+def make_cluster(
+    world: World, mode: OperatorMode, upstream: Upstream = Upstream.TODAY
+) -> Iterator[Cluster]:
     from shared.clients.kube import KubeClient
 
     sim = Simulator(
@@ -211,10 +216,14 @@ def make_cluster(world: World, mode: OperatorMode) -> Iterator[Cluster]:
         registry_prefix=world.prefix,
         nodes=[NodeSpec("node-1", seats=3), NodeSpec("node-2", seats=3)],
         play_operator=False,
+        upstream=upstream,
     )
     sim.register_nodes()
     op = UpstreamOperator(
-        api=world.http(), registry_url=world.registry.url, registry_prefix=world.prefix
+        api=world.http(),
+        registry_url=world.registry.url,
+        registry_prefix=world.prefix,
+        upstream=upstream,
     )
     cluster = Cluster(
         world=world,
@@ -231,9 +240,10 @@ def make_cluster(world: World, mode: OperatorMode) -> Iterator[Cluster]:
         op.api.close()
 
 
-@pytest.fixture
-def cluster(world: World) -> Iterator[Cluster]:
-    yield from make_cluster(world, OperatorMode.PRESENT)
+@pytest.fixture(params=list(Upstream), ids=[u.value for u in Upstream])
+def cluster(world: World, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Beside the operator and vk-cocoon of each generation (docs/compatibility.md)."""
+    yield from make_cluster(world, OperatorMode.PRESENT, request.param)
 
 
 @pytest.fixture
