@@ -75,13 +75,23 @@ class ResumeVM:
 
 
 @dataclass(frozen=True, slots=True)
+class RepublishState:
+    """Today's vk-cocoon (republishLifecycleOnGenerationBump): a bare stamp bump on a pod
+    re-marks its current state at the new generation, so a report is never frozen."""
+
+    namespace: str
+    name: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
 class FinalizeDelete:
     namespace: str
     name: str
     uid: str
 
 
-VkAction = BootVM | HibernateVM | ResumeVM | FinalizeDelete
+VkAction = BootVM | HibernateVM | ResumeVM | RepublishState | FinalizeDelete
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +107,13 @@ def decide_vk(
     pods: Sequence[JSON],
     node_snapshots: Mapping[str, set[str]],
     booting: set[tuple[str, str]] | None = None,
+    *,
+    republish: bool = False,
 ) -> list[VkAction]:
-    """vk-cocoon: it reads pods only (never a set), so it echoes the pod's own stamp."""
+    """vk-cocoon: it reads pods only (never a set), so it echoes the pod's own stamp.
+
+    `republish`: today's, which re-reports a hibernated pod's state when its stamp moves on.
+    """
     out: list[VkAction] = []
     for pod in pods:
         ns, name = key_of(pod)
@@ -125,9 +140,15 @@ def decide_vk(
         if ann.get(k.ANN_HIBERNATE) == k.TRUE:
             # A running VM is snapshotted once; a hibernated one has nothing left
             # to snapshot, whatever its stamp says since.
+            stamp = parse_go_int(ann.get(k.ANN_GENERATION, ""))
             if state not in (LifecycleState.HIBERNATED.value, LifecycleState.FAILED.value):
-                stamp = parse_go_int(ann.get(k.ANN_GENERATION, ""))
                 out.append(HibernateVM(ns, name, vm, node, stamp))
+            elif (
+                republish
+                and state == LifecycleState.HIBERNATED.value
+                and stamp > parse_go_int(ann.get(k.ANN_LIFECYCLE_GENERATION, ""))
+            ):
+                out.append(RepublishState(ns, name, stamp))
         elif state == LifecycleState.HIBERNATED.value:
             out.append(ResumeVM(ns, name, vm, node))
     return out

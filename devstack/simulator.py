@@ -84,6 +84,7 @@ from devstack.sim_vkcocoon import (
     BootVM,
     FinalizeDelete,
     HibernateVM,
+    RepublishState,
     Restore,
     ResumeVM,
     VkAction,
@@ -119,7 +120,7 @@ def decide(
     for s in sets if operator else ():
         out.extend(decide_operator(s, pods, upstream))
     out.extend(decide_scheduler(pods, nodes, order=order, entered=entered))
-    out.extend(decide_vk(pods, node_snapshots))
+    out.extend(decide_vk(pods, node_snapshots, republish=upstream is Upstream.TODAY))
     return out
 
 
@@ -376,6 +377,12 @@ class Simulator:
             )
             self.restores.append(
                 Restore(action.namespace, action.name, action.vm, action.node, how)
+            )
+        elif isinstance(action, RepublishState):
+            patch_annotations(
+                api,
+                pod_path(action.namespace, action.name),
+                {k.ANN_LIFECYCLE_GENERATION: str(action.generation)},
             )
         elif isinstance(action, DeletePod):
             api.delete(

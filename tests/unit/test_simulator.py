@@ -25,6 +25,7 @@ from devstack.sim_vkcocoon import (
     BootVM,
     FinalizeDelete,
     HibernateVM,
+    RepublishState,
     decide_vk,
 )
 from devstack.upstream import Upstream
@@ -220,9 +221,19 @@ def test_vk_hibernates_a_running_vm_once_and_echoes_the_pods_stamp() -> None:
     }
     actions = decide_vk([a_pod(node="node-1", annotations=running)], {})
     assert actions == [HibernateVM("demo", "a-0", VM_A, "node-1", 1)]
-    # Hibernated: the VM is gone, a newer stamp since changes nothing.
-    done = {**running, k.ANN_LIFECYCLE_STATE: "hibernated", k.ANN_GENERATION: "3"}
+    # Hibernated: the VM is gone, nothing is snapshotted again. August's vk-cocoon leaves
+    # the report at the old stamp; today's re-marks its state at the new one.
+    done = {
+        **running,
+        k.ANN_LIFECYCLE_STATE: "hibernated",
+        k.ANN_LIFECYCLE_GENERATION: "1",
+        k.ANN_GENERATION: "3",
+    }
     assert decide_vk([a_pod(node="node-1", annotations=done)], {}) == []
+    republished = decide_vk([a_pod(node="node-1", annotations=done)], {}, republish=True)
+    assert republished == [RepublishState("demo", "a-0", 3)]
+    current = {**done, k.ANN_LIFECYCLE_GENERATION: "3"}
+    assert decide_vk([a_pod(node="node-1", annotations=current)], {}, republish=True) == []
 
 
 def test_vk_finalizes_a_terminating_pod() -> None:
