@@ -32,6 +32,9 @@ from shared.models import parse_go_int
 
 WARM = "warm"
 COLD = "cold"
+# Today's vk-cocoon, off the node that pushed: the snapshot is copied from that node
+# (snapshots/peer.go) before it falls back to a registry pull.
+PEER = "peer"
 FRESH = "fresh"
 # No restore marker: vk-cocoon restores if the registry has a `:hibernate` tag, else boots fresh.
 AUTO = "auto"
@@ -52,7 +55,7 @@ class BootVM:
     name: str
     vm: str
     node: str
-    how: str  # WARM, COLD or FRESH
+    how: str  # WARM, COLD (PEER once booted) or FRESH
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ from devstack.sim_vkcocoon import (
     FRESH,
     IDLE_CPU,
     MSG_RESTORED,
+    PEER,
     WARM,
     BootVM,
     FinalizeDelete,
@@ -367,6 +368,8 @@ class Simulator:
         elif isinstance(action, ResumeVM):
             # In place: warm from the node's own copy when it kept one, else a pull.
             how = WARM if action.vm in self.node_snapshots.get(action.node, set()) else COLD
+            if how == COLD and self._peer_has(action.vm, action.node):
+                how = PEER
             patch_annotations(
                 api,
                 pod_path(action.namespace, action.name),
@@ -403,6 +406,12 @@ class Simulator:
             )
             self._forget(action.uid, deleted_pod=pod)
 
+    def _peer_has(self, vm: str, node: str) -> bool:
+        """Today's restore source after the local copy: another node still holding it."""
+        return self.upstream is Upstream.TODAY and any(
+            vm in held for other, held in self.node_snapshots.items() if other != node
+        )
+
     def _registry_repository(self, vm: str) -> str:
         return repository(self.registry_prefix, vm)
 
@@ -430,6 +439,8 @@ class Simulator:
             )
             self._emit("restore-failed", action.namespace, action.name, action.node)
             return
+        if how == COLD and self._peer_has(action.vm, action.node):
+            how = PEER
         vm_id = f"vm-{uuid.uuid4().hex[:12]}"
         self._booted += 1
         n = self._booted

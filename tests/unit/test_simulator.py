@@ -369,3 +369,14 @@ def test_todays_operator_checks_suspend_before_the_failed_main() -> None:
     failed = a_pod(node="node-1", annotations={k.ANN_LIFECYCLE_STATE: "failed"})
     actions = decide_operator(a_set(phase="Suspending", suspend=True), [failed])
     assert not [a for a in actions if isinstance(a, WriteSetStatus)]
+
+
+@pytest.mark.parametrize(("upstream", "peer"), [(Upstream.TODAY, True), (Upstream.AUGUST, False)])
+def test_a_restore_off_the_pushing_node_is_a_peer_transfer_only_today(
+    upstream: Upstream, peer: bool
+) -> None:
+    sim = _sim()
+    sim.upstream = upstream
+    sim.node_snapshots = {"node-1": {VM_A}}
+    assert sim._peer_has(VM_A, "node-2") is peer
+    assert sim._peer_has(VM_A, "node-1") is False  # its own copy is a warm restore
