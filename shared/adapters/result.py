@@ -50,6 +50,7 @@ class DropReason(StrEnum):
     CATALOG = "epoch-catalog"  # <prefix>catalog.json
     NOT_A_TAG_OBJECT = "not-a-tag-object"
     DUPLICATE = "duplicate"  # same trigger twice in one batch
+    OVER_BUDGET = "over-budget"  # past the request's work bound (shared.adapters.budget): deferred
     INVALID_NAME = "invalid-name"
     MALFORMED = "malformed"
 
