@@ -134,6 +134,14 @@ def _check_token(var: str, value: str) -> None:
         raise ConfigError(f"{var} contains whitespace or control characters")
 
 
+def _realms(env: Mapping[str, str], var: str) -> frozenset[str]:
+    parts = [p.strip().lower() for p in env.get(var, "").split(",") if p.strip()]
+    bad = [p for p in parts if not re.fullmatch(r"[a-z0-9.-]+(:[0-9]+)?", p)]
+    if bad:
+        raise ConfigError(f"{var} entries must be host or host:port: {', '.join(bad)}")
+    return frozenset(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class WakeCredential:
     """A bearer secret that may wake sets: in every allowed namespace, or only in `namespaces`."""
@@ -217,6 +225,9 @@ class Settings:
     registry_auth: RegistryAuth = RegistryAuth.NONE
     registry_username: str | None = None
     registry_password: str | None = field(default=None, repr=False)
+    # Token realms (host or host:port, lower-case) besides the registry's own host
+    # that may receive registry credentials (shared.clients.registry_auth.realm_allowed).
+    registry_token_realms: frozenset[str] = frozenset()
     namespaces: frozenset[str] | None = None  # None = all
     # Registry notifications (`ingest /registry`, serve `/release`): pushes only.
     ingest_token: str | None = field(default=None, repr=False)
@@ -372,6 +383,7 @@ class Settings:
             registry_auth=reg_auth,
             registry_username=user,
             registry_password=password,
+            registry_token_realms=_realms(e, "COCOON_REGISTRY_TOKEN_REALMS"),
             namespaces=namespaces,
             ingest_token=ingest_token,
             audit_token=audit_token,
