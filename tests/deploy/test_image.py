@@ -106,7 +106,7 @@ def container(image: str, kube: Any, kubeconfig: Path) -> Iterator[str]:
         "--env",
         f"PORT={port}",
         "--env",
-        "COCOON_INGEST_TOKEN=image-test-token",
+        "COCOON_INGEST_TOKEN=image-test-registry-token-0123456789",
         "--env",
         "COCOON_REGISTRY_BASE=127.0.0.1:9/snapshots",
         "--env",

@@ -283,7 +283,7 @@ def _serve_one_release(
         **{k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}},
         "PORT": str(port),  # the port comes from $PORT, as on Knative
         "KUBECONFIG": str(kubeconfig),
-        "COCOON_INGEST_TOKEN": "wheel-test-token",
+        "COCOON_INGEST_TOKEN": "wheel-test-registry-token-0123456789",
         "COCOON_REGISTRY_BASE": "127.0.0.1:9/snapshots",
         "COCOON_REGISTRY_INSECURE": "true",
         "COCOON_LOG_FORMAT": "json",

@@ -25,7 +25,7 @@ from tests.fixtures.reconcile_world import World
 
 pytestmark = [pytest.mark.e2e, needs_reference]
 
-TOKEN = "epoch-e2e-token"  # a local test credential
+TOKEN = "epoch-e2e-registry-token-0123456789"  # a local test credential
 BUCKET = "epoch-bucket"
 
 

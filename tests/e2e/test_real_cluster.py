@@ -71,7 +71,7 @@ def as_target(
 
     for key, value in rworld.env.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("COCOON_INGEST_TOKEN", AUDIT_TOKEN)
+    monkeypatch.setenv("COCOON_AUDIT_TOKEN", AUDIT_TOKEN)
 
     def make(target: str) -> Any:
         identity = {"release": "release", "wake": "wake", "sweep": "sweep"}.get(target, "ingest")

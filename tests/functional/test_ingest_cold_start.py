@@ -23,12 +23,14 @@ SCRIPT = """
 import json, sys
 import functions_framework
 
+REGISTRY_TOKEN = "cold-registry-token-0123456789abcd"
+
 app = functions_framework.create_app(target="ingest", source=sys.argv[1])
 client = app.test_client()
 statuses = []
 for route, path in json.loads(sys.argv[2]):
     body = b"{not json" if path is None else open(path, "rb").read()
-    token = "cold-audit-token-0123456789abcdef" if "audit" in route else "cold-registry-token-0123456789abcd"
+    token = "cold-audit-token-0123456789abcdef" if "audit" in route else REGISTRY_TOKEN
     response = client.post(route, data=body, headers={"Authorization": "Bearer " + token})
     statuses.append(response.status_code)
 heavy = json.loads(sys.argv[3])

@@ -183,7 +183,7 @@ def test_other_storage_event_types_are_not_accepted_by_release() -> None:
 COLD = r"""
 import json, os, sys
 os.environ.update({"COCOON_REGISTRY_BASE": "epoch.example.com", "KUBECONFIG": "/nonexistent",
-                   "COCOON_INGEST_TOKEN": "cold-token"})
+                   "COCOON_INGEST_TOKEN": "cold-registry-token-0123456789abcd"})
 import functions_framework
 from cloudevents.http import CloudEvent, to_binary
 bodies = json.loads(sys.argv[2])
@@ -197,7 +197,8 @@ for data in bodies["gcs"]:
 ingest = functions_framework.create_app(target="ingest", source=sys.argv[1]).test_client()
 for data in bodies["ingest"]:
     statuses.append(ingest.post("/registry", data=json.dumps(data),
-                                headers={"Authorization": "Bearer cold-token"}).status_code)
+                                headers={"Authorization": "Bearer " + os.environ[
+                                    "COCOON_INGEST_TOKEN"]}).status_code)
 heavy = {"kubernetes", "boto3", "botocore", "google.auth", "google.cloud.pubsub"}
 print(json.dumps({"statuses": statuses, "loaded": sorted(m for m in heavy if m in sys.modules)}))
 """
