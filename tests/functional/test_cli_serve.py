@@ -112,6 +112,19 @@ def test_serve_refuses_a_bad_environment_in_one_line(monkeypatch: pytest.MonkeyP
     assert "Traceback" not in result.output
 
 
+def test_serve_refuses_a_short_token_in_one_line_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cocoon_hibernation.cmd_serve import command
+
+    monkeypatch.setenv("COCOON_WAKE_TOKEN", "guessable-wake")
+    result = CliRunner().invoke(command, ["--port", "18080"])
+    assert result.exit_code == 2
+    assert "COCOON_WAKE_TOKEN is 14 characters, under the minimum 32" in result.output
+    assert "guessable-wake" not in result.output
+    assert "Traceback" not in result.output
+
+
 def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> None:
     import os
     import signal
