@@ -167,3 +167,25 @@ def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> N
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_an_event_source_presents_its_token_as_the_cocoonauth_extension(
+    client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Knative source sets no header; its ceOverrides extension `cocoonauth` travels
+    # as `ce-cocoonauth` in binary mode (infra/k8s/knative/sources.yaml).
+    event = CloudEvent(
+        {
+            "type": "com.example.unrelated",
+            "source": "//tests/serve",
+            "id": "e-2",
+            "cocoonauth": ENV["COCOON_AUDIT_TOKEN"],
+        },
+        {"x": 1},
+    )
+    headers, body = to_binary(event)
+    assert client.post("/release", headers=headers, data=body).status_code == 200
+    wrong = {**headers, "ce-cocoonauth": ENV["COCOON_SWEEP_TOKEN"]}  # another door's
+    assert client.post("/release", headers=wrong, data=body).status_code == 401
+    out = capsys.readouterr()
+    assert ENV["COCOON_AUDIT_TOKEN"] not in out.out + out.err
