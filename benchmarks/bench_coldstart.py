@@ -26,7 +26,7 @@ from cloudevents.http import CloudEvent, to_binary
 from benchmarks._util import fig, free_port, median, spawn_function
 
 ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "bench-token"
+TOKEN = "bench-registry-token-0123456789abcdef"  # 32+ characters (shared.config)
 
 NOOP = textwrap.dedent(
     """

@@ -49,7 +49,7 @@ def command() -> None:
 )
 @click.option(
     "--audit-token",
-    envvar="COCOON_INGEST_TOKEN",
+    envvar="COCOON_AUDIT_TOKEN",
     default=None,
     show_envvar=True,
     help="Bearer token for the audit webhook (kept out of argv: use the env var).",

@@ -62,7 +62,17 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        module = importlib.import_module(entry[0])
+        try:
+            module = importlib.import_module(entry[0])
+        except ModuleNotFoundError as err:
+            if (err.name or "").split(".")[0] != "devstack":
+                raise
+            # The wheel and the image leave the local stack out (pyproject.toml).
+            raise click.ClickException(
+                f"`{cmd_name}` needs the local stack, which is not installed here: "
+                "it runs from a clone: uv sync --extra local, "
+                f"then uv run cocoon-hibernation {cmd_name}"
+            ) from None
         command = getattr(module, "command", None)
         if not isinstance(command, click.Command):
             raise click.ClickException(f"{entry[0]} defines no click command named `command`")

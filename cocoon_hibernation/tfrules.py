@@ -343,6 +343,14 @@ MODULE_RULES: Final[tuple[Rule, ...]] = (
         "group:...; allUsers and allAuthenticatedUsers are not allowed.",
     ),
     Rule(
+        "wake_publishers",
+        0,
+        "wake_publishers",
+        _each("^(serviceAccount|user|group|domain|principal|principalSet):.+$"),
+        "wake_publishers must be IAM principals like serviceAccount:..., group:...; "
+        "allUsers and allAuthenticatedUsers are not allowed.",
+    ),
+    Rule(
         "ingest_push_service_accounts",
         0,
         "ingest_push_service_accounts",

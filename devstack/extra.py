@@ -1,32 +1,23 @@
 """The `local` extra: what the local stack needs beyond the deployed functions.
 
 The functions and the command line's cluster commands run from the plain
-wheel; the local stack (the embedded Kubernetes API evaluates the CRD's CEL rules
-with cel-python) needs the extra. Every entry point of the local stack checks it
-at start, so a missing extra is one line naming the install command, never a 500
-on every request that hits a CEL rule. The project is not published to a package
-index: the command installs from a clone or from the wheel built there.
+wheel; the local stack runs from a clone (the wheel and the image leave `devstack`
+out: not production code), and needs the extra there (the embedded Kubernetes API
+evaluates the CRD's CEL rules with cel-python). Every entry point of the local
+stack checks it at start, so a missing extra is one line naming the install
+command, never a 500 on every request that hits a CEL rule.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
 from devstack.processes import StackError
 
-
-def _wheel_name() -> str:
-    try:
-        return f"cocoon_hibernation-{version('cocoon-hibernation')}-py3-none-any.whl"
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "cocoon_hibernation-VERSION-py3-none-any.whl"
-
-
 INSTALL_HINT: Final = (
-    "in a clone: uv sync --extra local; from the wheel (`uv build` in a clone writes it "
-    f"to dist/): pip install 'dist/{_wheel_name()}[local]' (not on a package index)"
+    "the local stack runs from a clone (the wheel leaves it out): "
+    "uv sync --extra local, then uv run cocoon-hibernation demo"
 )
 
 # import name -> distribution, for the message.

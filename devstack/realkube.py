@@ -71,7 +71,7 @@ ADMISSION_PLUGINS = (
     "LimitRanger",
     "Priority",
 )
-AUDIT_TOKEN = "real-kube-audit-token"  # noqa: S105 - local, per-run receiver credential
+AUDIT_TOKEN = "real-kube-audit-token-0123456789abcdef"  # noqa: S105 - local, per-run receiver credential
 
 
 class ControlPlaneUnavailable(RuntimeError):
@@ -310,7 +310,7 @@ class RealKube:
         # The committed template, with its two placeholders filled in: what a user deploys.
         template["clusters"][0]["cluster"]["certificate-authority"] = str(pki["ca"])
         text = json.dumps(template).replace("INGEST_URL/kubernetes/audit", self.audit_sink.url)
-        webhook.write_text(text.replace("INGEST_TOKEN", AUDIT_TOKEN))
+        webhook.write_text(text.replace("AUDIT_TOKEN", AUDIT_TOKEN))
         self._spawn(
             "kube-apiserver",
             [

@@ -139,7 +139,12 @@ class Stack:
         self.config = config or StackConfig()
         self.on_event = on_event
         self.on_progress = on_progress or (lambda _msg: None)
+        # One secret per door, as in production (functions.doors): the registry's
+        # notifications, the audit webhook, wake requests and sweep ticks.
         self.token = secrets.token_urlsafe(24)
+        self.audit_token = secrets.token_urlsafe(24)
+        self.wake_token = secrets.token_urlsafe(24)
+        self.sweep_token = secrets.token_urlsafe(24)
         self.workdir = Path(".")
         self.kube_port = 0
         self.ports: dict[str, int] = {}
@@ -187,6 +192,9 @@ class Stack:
             "COCOON_REGISTRY_BASE": self.registry_base,
             "COCOON_REGISTRY_INSECURE": "true",
             "COCOON_INGEST_TOKEN": self.token,
+            "COCOON_AUDIT_TOKEN": self.audit_token,
+            "COCOON_WAKE_TOKEN": self.wake_token,
+            "COCOON_SWEEP_TOKEN": self.sweep_token,
             "COCOON_LOG_FORMAT": self.config.log_format,
             "COCOON_WAKE_DEADLINE": self.config.wake_deadline,
             "COCOON_SEAT_RECLAIM_GRACE": self.config.seat_reclaim_grace,
@@ -244,7 +252,7 @@ class Stack:
                 "--audit-webhook",
                 f"{ingest}/kubernetes/audit",
             ],
-            env={**os.environ, "COCOON_INGEST_TOKEN": self.token},
+            env={**os.environ, "COCOON_AUDIT_TOKEN": self.audit_token},
         )
 
         self.on_progress("starting the Distribution registry")

@@ -157,7 +157,10 @@ class TriggerRig:
         self.real = real
         self.report_wait = report_wait
         self.extra_env = dict(extra_env or {})
+        # One secret per door (functions.doors): registry, audit webhook, sweep ticks.
         self.token = secrets.token_urlsafe(24)
+        self.audit_token = secrets.token_urlsafe(24)
+        self.sweep_token = secrets.token_urlsafe(24)
         self.port = free_port()
         self.prefix = f"r{uuid.uuid4().hex[:8]}"
         self._stack = contextlib.ExitStack()
@@ -193,7 +196,7 @@ class TriggerRig:
         if self.backend == "embedded":
             kube = EmbeddedKube(
                 audit_webhook=f"{self.ingest_url}/kubernetes/audit" if audit else None,
-                audit_token=self.token,
+                audit_token=self.audit_token,
             )
             kube.start()
             self._stack.callback(kube.stop)
@@ -244,6 +247,8 @@ class TriggerRig:
                 "COCOON_REGISTRY_BASE": f"{registry.host}/{self.prefix}",
                 "COCOON_REGISTRY_INSECURE": "true",
                 "COCOON_INGEST_TOKEN": self.token,
+                "COCOON_AUDIT_TOKEN": self.audit_token,
+                "COCOON_SWEEP_TOKEN": self.sweep_token,
                 "COCOON_LOG_FORMAT": "json",
                 "COCOON_REPORT_WAIT": self.report_wait,
                 # The functions alone: the rig plays no cocoon-operator (docs/operator.md).
@@ -278,7 +283,10 @@ class TriggerRig:
         requests.post(
             f"{self.ingest_url}/kubernetes/audit",
             data=body,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+            headers={
+                "Authorization": f"Bearer {self.audit_token}",
+                "Content-Type": "application/json",
+            },
             timeout=10,
         )
 

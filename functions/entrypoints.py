@@ -16,14 +16,32 @@ from __future__ import annotations
 
 from typing import Any
 
+import flask
 import functions_framework
+from werkzeug.exceptions import Forbidden
 
+from functions import doors, process
 from functions import ingest as _ingest
-from functions import process
 from shared import log
 from shared.adapters import ACCEPT_RELEASE, ACCEPT_SWEEP, ACCEPT_WAKE, parse_cloudevent
+from shared.adapters.budget import MAX_SETS_PER_REQUEST, within_budget
+from shared.adapters.result import DropReason
 from shared.errors import PermanentError
 from shared.metric_names import METRIC_DROPPED
+
+
+def _caller() -> doors.Caller:
+    """Who sent this request: what `serve` authenticated, else the platform in front of us.
+
+    A per-target function on Cloud Run is reached only through its trigger
+    (Eventarc's service account with the invoker role); under `serve` every
+    CloudEvent route sets the caller before the framework reads the body.
+    """
+    if flask.has_request_context():
+        caller = flask.request.environ.get(doors.ENVIRON_KEY)
+        if isinstance(caller, doors.Caller):
+            return caller
+    return doors.PLATFORM_CALLER
 
 
 def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
@@ -44,13 +62,28 @@ def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
             detail=drop.detail,
             event_id=drop.event_id,
         )
-    if not parsed.triggers:
+    refused = doors.authorize(_caller(), parsed.triggers)
+    if refused is not None:
+        # Before any client: a credential asking beyond its grant changes nothing.
+        log.warning("event refused", target=target, outcome="forbidden", reason=refused)
+        raise Forbidden(refused)
+    kept, deferred = within_budget(parsed.triggers)
+    if deferred:
+        log.count(METRIC_DROPPED, target=target, reason=DropReason.OVER_BUDGET.value)
+        log.warning(
+            "event work over the per-request budget deferred; the sweep converges it",
+            target=target,
+            outcome="deferred",
+            deferred=len(deferred),
+            limit=MAX_SETS_PER_REQUEST,
+        )
+    if not kept:
         return
     # The dispatcher pulls in the reconciler and the client wrappers: loaded only
     # once an event matters, so an irrelevant one is answered at import cost zero.
     from functions import dispatch  # noqa: PLC0415 - lazy: cold start
 
-    dispatch.run(parsed.triggers, settings=settings, target=target)
+    dispatch.run(kept, settings=settings, target=target)
 
 
 @functions_framework.cloud_event

@@ -5,10 +5,15 @@
     POST /pubsub            Pub/Sub push subscription (wrapped), optionally Google OIDC
                             from a service account of COCOON_PUSH_SERVICE_ACCOUNTS
 
-Order of the gates, each before any work the next one costs:
-configuration (no `COCOON_INGEST_TOKEN` -> 500, never open) -> route (404) ->
-method (405) -> bearer token in constant time (401, before the body is read)
--> size (413, from Content-Length and again while reading) -> parse -> act.
+Each route is a door with its own credential (functions.doors, docs/security.md):
+`/registry` the registry's `COCOON_INGEST_TOKEN`, `/kubernetes/audit` the
+`COCOON_AUDIT_TOKEN`, `/pubsub` a wake token, the sweep token or a Google OIDC
+token. Order of the gates, each before any work the next one costs:
+route (404) -> method (405) -> configuration (the route's credential unset ->
+500, never open) -> credential in constant time (401, before the body is
+read) -> size (413, from Content-Length and again while reading) -> parse ->
+what the credential may ask for (403, before any client) -> events per batch
+(413) -> the work budget (excess deferred, shared.adapters.budget) -> act.
 
 Ack or retry: Distribution retries any non-2xx forever and blocks its queue
 behind it, so everything permanent (malformed, irrelevant, invalid names) is
@@ -22,12 +27,12 @@ irrelevant event never loads the clients.
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from functions import process
+from functions import doors, process
+from functions.doors import Caller, Door
 from shared import log
 from shared.adapters import (
     ACCEPT_PUBSUB_PUSH,
@@ -36,6 +41,7 @@ from shared.adapters import (
     parse_pubsub_push,
     parse_registry_webhook,
 )
+from shared.adapters.budget import MAX_SETS_PER_REQUEST, within_budget
 from shared.adapters.result import DropReason
 from shared.config import Settings
 from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
@@ -44,6 +50,9 @@ from shared.metric_names import METRIC_DROPPED
 from shared.triggers import Trigger, describe
 
 MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits with room
+# Items of one batch (registry events, audit events): kube-apiserver sends at most
+# 400 per batch by default (--audit-webhook-batch-max-size), Distribution one.
+MAX_BATCH_EVENTS = 1000
 _CHUNK = 64 * 1024
 TARGET = "ingest"
 
@@ -96,32 +105,36 @@ def _parse(route: str, body: bytes, content_type: str | None, config: Settings) 
     return parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH)
 
 
-_ROUTES = frozenset({ROUTE_REGISTRY, ROUTE_AUDIT, ROUTE_PUBSUB})
+# The credentials each route accepts (functions.doors).
+_ROUTES: dict[str, tuple[Door, ...]] = {
+    ROUTE_REGISTRY: (Door.REGISTRY,),
+    ROUTE_AUDIT: (Door.AUDIT,),
+    ROUTE_PUBSUB: (Door.WAKE, Door.SWEEP, Door.PUSH),
+}
 
 
 def handle(request: Any) -> Reply:
     """One webhook delivery (a `flask.Request`) -> (body, status, headers)."""
+    route = request.path.rstrip("/")
+    accepted = _ROUTES.get(route)
+    if accepted is None:
+        return _refuse(404, {"error": "not found"})
+    if request.method != "POST":
+        return _refuse(405, {"error": "method not allowed"}, {"Allow": "POST"})
     try:
         config = process.settings()
     except ConfigError as err:
         log.error("ingest refuses requests: invalid configuration", error=str(err))
         return _refuse(500, {"error": "misconfigured"})
-    if not config.ingest_token:
-        log.error(
-            "ingest refuses requests: COCOON_INGEST_TOKEN is not set",
-            variable="COCOON_INGEST_TOKEN",
-        )
+    if not doors.configured(accepted, config):
+        # A door without a credential stays shut: never open by omission.
+        needed = " or ".join(doors.VARIABLES[d] for d in accepted if d in doors.VARIABLES)
+        log.error(f"ingest refuses {route}: {needed} is not set", route=route, variable=needed)
         return _refuse(500, {"error": "misconfigured"})
 
-    route = request.path.rstrip("/")
-    if route not in _ROUTES:
-        return _refuse(404, {"error": "not found"})
-    if request.method != "POST":
-        return _refuse(405, {"error": "method not allowed"}, {"Allow": "POST"})
-
-    denied = _authenticate(request, route, config)
-    if denied is not None:
-        return denied
+    caller = _authenticate(request, route, accepted, config)
+    if not isinstance(caller, Caller):
+        return caller
 
     length = request.content_length
     if length is not None and length > MAX_BODY:
@@ -146,32 +159,37 @@ def handle(request: Any) -> Reply:
             event_id=None,
         )
         return _reply(202, {"accepted": 0, "dropped": 1})
+    refused = doors.authorize(caller, parsed.triggers)
+    if refused is not None:
+        log.warning(
+            "ingest request not authorized", route=route, caller=caller.name, reason=refused
+        )
+        return _reply(403, {"error": "forbidden", "reason": refused})
+    items = len(parsed.triggers) + len(parsed.dropped)
+    if items > MAX_BATCH_EVENTS:
+        log.warning("ingest batch too large", route=route, events=items, limit=MAX_BATCH_EVENTS)
+        return _reply(413, {"error": "too many events", "limit": MAX_BATCH_EVENTS})
     return _act(route, parsed, config)
 
 
-def _authenticate(request: Any, route: str, config: Settings) -> Reply | None:
-    """None when the caller may proceed; else the 401/503 to answer. Reads headers only."""
-    scheme, _, presented = (request.headers.get("Authorization") or "").partition(" ")
-    presented = presented.strip()
-    expected = config.ingest_token or ""
-    if scheme.lower() == "bearer" and presented:
-        # Constant time: the comparison must not leak how much of the token matched.
-        if hmac.compare_digest(presented.encode(), expected.encode()):
-            return None
-        if route == ROUTE_PUBSUB and config.push_audience:
-            return _verify_oidc(presented, config)
+def _authenticate(
+    request: Any, route: str, accepted: tuple[Door, ...], config: Settings
+) -> Caller | Reply:
+    """The caller, or the 401/503 to answer. Reads headers only."""
+    secret, presented = doors.presented_secret(request.headers)
+    if secret:
+        caller = doors.authenticate(secret, accepted, config)
+        if caller is not None:
+            return caller
+        if Door.PUSH in accepted and config.push_audience:
+            return _verify_oidc(secret, config)
     # Never log the header itself: a producer configured without the `Bearer `
     # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
-    log.warning(
-        "ingest request unauthenticated",
-        route=route,
-        bearer=scheme.lower() == "bearer",
-        presented=bool(presented or scheme),
-    )
+    log.warning("ingest request unauthenticated", route=route, presented=presented)
     return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
 
 
-def _verify_oidc(token: str, config: Settings) -> Reply | None:
+def _verify_oidc(token: str, config: Settings) -> Caller | Reply:
     from shared.clients import oidc  # noqa: PLC0415 - lazy: cold start
 
     assert config.push_audience  # the caller checked
@@ -188,7 +206,7 @@ def _verify_oidc(token: str, config: Settings) -> Reply | None:
         log.warning("ingest push token not verifiable now", error=str(err))
         return _refuse(503, {"error": "retry"})
     log.debug("ingest push token accepted", caller=clip(caller))
-    return None
+    return Caller(Door.PUSH, clip(caller))
 
 
 def _read_body(stream: Any) -> bytes | None:
@@ -215,7 +233,24 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
             detail=drop.detail,
             event_id=drop.event_id,
         )
-    for trigger in parsed.triggers:
+    kept, deferred = within_budget(parsed.triggers)
+    counts: dict[str, object] = {"accepted": len(kept), "dropped": len(parsed.dropped)}
+    if deferred:
+        # Not dropped in silence: the answer and a Warning say how many, and the
+        # sweep converges every set these hints were about (shared.adapters.budget).
+        log.count(METRIC_DROPPED, target="ingest", reason=DropReason.OVER_BUDGET.value)
+        log.warning(
+            "ingest deferred work over the per-request budget; the sweep converges it",
+            route=route,
+            kind=parsed.kind,
+            decision="deferred",
+            reason=DropReason.OVER_BUDGET.value,
+            deferred=len(deferred),
+            limit=MAX_SETS_PER_REQUEST,
+            event_id=parsed.event_id,
+        )
+        counts |= {"deferred": len(deferred), "limit_sets": MAX_SETS_PER_REQUEST}
+    for trigger in kept:
         log.info(
             "ingest event accepted",
             route=route,
@@ -226,13 +261,12 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
             event_id=trigger.event_id,
             **describe(trigger),
         )
-    counts = {"accepted": len(parsed.triggers), "dropped": len(parsed.dropped)}
     if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):
         # A `:hibernate` push we cannot place: once the variable is set the
         # registry's redelivery succeeds, so ask for it (docs/design.md#ack-or-retry).
         log.error("ingest cannot place a snapshot: COCOON_REGISTRY_BASE is not set")
         return _reply(503, {**counts, "error": "misconfigured"})
-    if not parsed.triggers:
+    if not kept:
         return _reply(202, counts)
 
     act = dispatch
@@ -241,7 +275,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
 
         act = dispatcher.run
     try:
-        act(parsed.triggers, settings=config, target=TARGET)
+        act(kept, settings=config, target=TARGET)
     except (TransientError, ConfigError) as err:
         log.warning(
             "ingest dispatch failed, asking for redelivery",

@@ -8,12 +8,21 @@ operator's slot-release counters in Prometheus text format. Anything else is 404
 Each route is the very app functions-framework builds for that target from
 the installed ``functions/entrypoints.py`` (``create_app``), mounted under its
 path, so the CloudEvent parsing, the 2xx-vs-500 contract and the crash handling
-are the ones the per-target deployments get. Only the routing is ours.
+are the ones the per-target deployments get. The routing is ours, and so is
+the door in front of each CloudEvent route (`_guarded`, docs/security.md): a
+per-target function on Cloud Run sits behind Eventarc and the invoker IAM,
+`serve` behind nothing but a Service, so before the framework reads a byte of
+the body it checks the route's credential (401), the method (405) and the size
+(413, from Content-Length and again while reading a chunked body), and a JSON
+body nested past what the parser survives is a 400, not the SDK's 500.
+The `ingest` routes guard themselves (functions.ingest).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -28,9 +37,23 @@ from functions_framework._http import create_server
 
 # Only `serve` (a long-running process) imports these: the per-target Cloud Run
 # functions count in log lines, and never pay prometheus-client's import.
+from functions import doors, process
+from functions.doors import Door
 from functions.metrics import install
+from shared import log
+from shared.errors import ConfigError
 
 CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
+# The credentials each CloudEvent route accepts (functions.doors): a registry's
+# CloudEvents and the cluster's event sources release; wake requests and the
+# sources' set changes wake; only the sweep token ticks.
+CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
+    "release": (Door.REGISTRY, Door.AUDIT),
+    "wake": (Door.WAKE, Door.AUDIT),
+    "sweep": (Door.SWEEP,),
+}
+MAX_BODY = 1 << 20  # 1 MiB, as ingest: a CloudEvent here is a few hundred bytes
+_CHUNK = 64 * 1024
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
@@ -57,11 +80,121 @@ def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list
     return [body]
 
 
+def _refuse(
+    status: str, body: dict[str, object], start_response: Callable[..., Any], **headers: str
+) -> list[bytes]:
+    """A refusal sent without reading the body; the connection is not reused with it unread."""
+    data = json.dumps(body).encode()
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "close"),
+            *headers.items(),
+        ],
+    )
+    return [data]
+
+
+def _read_capped(stream: Any, limit: int) -> bytes | None:
+    """At most `limit` bytes of `stream`, or None once it has more (chunked: no length)."""
+    buf = bytearray()
+    while True:
+        chunk = stream.read(min(_CHUNK, limit + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > limit:
+            return None
+
+
+def _too_deep(body: bytes, content_type: str) -> bool:
+    """A JSON body the parser cannot survive (RecursionError): the SDK would answer 500."""
+    if "json" not in content_type.lower():
+        return False
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # not JSON at all: the framework's own 400
+    return False
+
+
+def _guarded(target: str, app: WSGIApp) -> WSGIApp:
+    """`app` behind its door: credential, method and size before the body is read."""
+    accepted = CLOUDEVENT_DOORS[target]
+
+    def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _refuse(
+                "405 Method Not Allowed",
+                {"error": "method not allowed"},
+                start_response,
+                Allow="POST",
+            )
+        try:
+            config = process.settings()
+        except ConfigError as err:
+            log.error("serve refuses requests: invalid configuration", error=str(err))
+            return _refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+        if not doors.configured(accepted, config):
+            needed = " or ".join(doors.VARIABLES[d] for d in accepted)
+            log.error(f"serve refuses /{target}: {needed} is not set", route=f"/{target}")
+            return _refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+        headers = {
+            "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
+            doors.EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
+        }
+        secret, presented = doors.presented_secret(headers)
+        caller = doors.authenticate(secret, accepted, config) if secret else None
+        if caller is None:
+            log.warning("serve request unauthenticated", route=f"/{target}", presented=presented)
+            return _refuse(
+                "401 Unauthorized",
+                {"error": "unauthenticated"},
+                start_response,
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        raw_length = environ.get("CONTENT_LENGTH") or ""
+        if raw_length and (not raw_length.isdigit() or int(raw_length) > MAX_BODY):
+            log.warning("serve body too large", route=f"/{target}", content_length=raw_length[:20])
+            return _refuse(
+                "413 Content Too Large",
+                {"error": "body too large", "limit": MAX_BODY},
+                start_response,
+            )
+        body = _read_capped(environ["wsgi.input"], MAX_BODY)
+        if body is None:
+            log.warning("serve body too large while reading", route=f"/{target}")
+            return _refuse(
+                "413 Content Too Large",
+                {"error": "body too large", "limit": MAX_BODY},
+                start_response,
+            )
+        if _too_deep(body, environ.get("CONTENT_TYPE", "")):
+            log.warning("serve body nested too deeply", route=f"/{target}")
+            return _refuse("400 Bad Request", {"error": "JSON nested too deeply"}, start_response)
+        # The framework reads the buffered copy; the chunked framing is spent.
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        environ.pop("HTTP_TRANSFER_ENCODING", None)
+        environ["wsgi.input_terminated"] = True
+        environ[doors.ENVIRON_KEY] = caller
+        return app(environ, start_response)
+
+    return guard
+
+
 def create_app(source: Path | None = None) -> Any:
     """A Flask app (so functions-framework's server runs it) routing to the four targets."""
     src = str(source or default_source())
     mounts: dict[str, WSGIApp] = {
-        target: functions_framework.create_app(target=target, source=src)  # type: ignore[no-untyped-call]  # functions-framework is unannotated
+        target: _guarded(
+            target,
+            functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
+        )
         for target in CLOUDEVENT_TARGETS
     }
     ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated

@@ -11,6 +11,14 @@ present such a token. The audience alone authenticates nothing: it is a
 predictable run.app URL and any Google account can mint an ID token for it,
 so the allowlist is required whenever the audience is set (and refused
 without it, where it would silently do nothing).
+
+The doors' credentials (docs/security.md): one bearer secret per door, so
+whoever holds one (the registry's config holds the notification token) can do
+that door's work and nothing else. `COCOON_INGEST_TOKEN` registry
+notifications; `COCOON_AUDIT_TOKEN` the audit webhook and the cluster's event
+sources; `COCOON_WAKE_TOKEN` wakes in every allowed namespace,
+`COCOON_WAKE_TOKENS` wakes scoped to namespaces; `COCOON_SWEEP_TOKEN` sweep
+ticks. Each is at least `MIN_TOKEN_LENGTH` characters and no two are equal.
 """
 
 from __future__ import annotations
@@ -101,6 +109,72 @@ def _service_accounts(env: Mapping[str, str], var: str) -> frozenset[str]:
     return frozenset(parts)
 
 
+# A bearer secret shorter than this is refused at load: 32 characters of
+# `openssl rand -hex 16` are 128 bits, out of reach of guessing over HTTP.
+MIN_TOKEN_LENGTH = 32
+
+
+def _token(env: Mapping[str, str], var: str) -> str | None:
+    raw = env.get(var, "")
+    value = raw.strip()
+    if not value:
+        return None
+    _check_token(var, value)
+    return value
+
+
+def _check_token(var: str, value: str) -> None:
+    # Never quote the value: it is a secret, and this message reaches the logs.
+    if len(value) < MIN_TOKEN_LENGTH:
+        raise ConfigError(
+            f"{var} is {len(value)} characters, under the minimum {MIN_TOKEN_LENGTH} "
+            "(e.g. `openssl rand -hex 24`)"
+        )
+    if any(ch.isspace() or ord(ch) < 0x21 for ch in value):
+        raise ConfigError(f"{var} contains whitespace or control characters")
+
+
+def _realms(env: Mapping[str, str], var: str) -> frozenset[str]:
+    parts = [p.strip().lower() for p in env.get(var, "").split(",") if p.strip()]
+    bad = [p for p in parts if not re.fullmatch(r"[a-z0-9.-]+(:[0-9]+)?", p)]
+    if bad:
+        raise ConfigError(f"{var} entries must be host or host:port: {', '.join(bad)}")
+    return frozenset(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class WakeCredential:
+    """A bearer secret that may wake sets: in every allowed namespace, or only in `namespaces`."""
+
+    token: str = field(repr=False)
+    namespaces: frozenset[str] | None = None  # None = every namespace COCOON_NAMESPACES allows
+    name: str = "COCOON_WAKE_TOKEN"  # how logs and refusals name it, never the secret
+
+    def covers(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+
+def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredential, ...]:
+    """`ns1,ns2=TOKEN` entries separated by `;` or whitespace (one per line in a Secret).
+
+    The namespaces come first: a namespace never contains `=`, a token (base64) may.
+    """
+    out: list[WakeCredential] = []
+    entries = [e for e in re.split(r"[;\s]+", env.get(var, "")) if e]
+    for index, entry in enumerate(entries, start=1):
+        spaces, eq, token = entry.partition("=")
+        where = f"{var} entry {index}"
+        if not eq or not spaces or not token:
+            raise ConfigError(f"{where} is not `namespace[,namespace...]=TOKEN`")
+        namespaces = [n for n in spaces.split(",") if n]
+        bad = [n for n in namespaces if not is_dns1123_label(n)]
+        if bad or not namespaces:
+            raise ConfigError(f"{where} has invalid namespace(s): {', '.join(bad) or '(none)'}")
+        _check_token(where, token)
+        out.append(WakeCredential(token, frozenset(namespaces), f"{var}[{index}]"))
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class RegistryBase:
     """`COCOON_REGISTRY_BASE` split into host and repository prefix."""
@@ -151,8 +225,18 @@ class Settings:
     registry_auth: RegistryAuth = RegistryAuth.NONE
     registry_username: str | None = None
     registry_password: str | None = field(default=None, repr=False)
+    # Token realms (host or host:port, lower-case) besides the registry's own host
+    # that may receive registry credentials (shared.clients.registry_auth.realm_allowed).
+    registry_token_realms: frozenset[str] = frozenset()
     namespaces: frozenset[str] | None = None  # None = all
+    # Registry notifications (`ingest /registry`, serve `/release`): pushes only.
     ingest_token: str | None = field(default=None, repr=False)
+    # The audit webhook and the cluster's event sources: set changes only.
+    audit_token: str | None = field(default=None, repr=False)
+    # Wake requests; each credential in every allowed namespace or in its own.
+    wake_credentials: tuple[WakeCredential, ...] = ()
+    # Sweep ticks.
+    sweep_token: str | None = field(default=None, repr=False)
     push_audience: str | None = None
     push_service_accounts: frozenset[str] = frozenset()  # lower-case emails
     events_topic: str | None = None
@@ -251,6 +335,28 @@ class Settings:
                 "COCOON_PUSH_SERVICE_ACCOUNTS has no effect without COCOON_PUSH_AUDIENCE"
             )
 
+        ingest_token = _token(e, "COCOON_INGEST_TOKEN")
+        audit_token = _token(e, "COCOON_AUDIT_TOKEN")
+        sweep_token = _token(e, "COCOON_SWEEP_TOKEN")
+        wake_all = _token(e, "COCOON_WAKE_TOKEN")
+        wake = ((WakeCredential(wake_all),) if wake_all else ()) + _scoped_wake_tokens(
+            e, "COCOON_WAKE_TOKENS"
+        )
+        doors = [
+            ("COCOON_INGEST_TOKEN", ingest_token),
+            ("COCOON_AUDIT_TOKEN", audit_token),
+            ("COCOON_SWEEP_TOKEN", sweep_token),
+            *((w.name, w.token) for w in wake),
+        ]
+        seen: dict[str, str] = {}
+        for var, value in doors:
+            if value is None:
+                continue
+            if value in seen:
+                # One secret for two doors is the hole these separate doors close.
+                raise ConfigError(f"{var} equals {seen[value]}: every door needs its own token")
+            seen[value] = var
+
         wait_raw = (e.get("COCOON_REPORT_WAIT", "4s") or "4s").strip()
         try:
             report_wait = timedelta(0) if wait_raw in ("0", "off") else parse_duration(wait_raw)
@@ -271,8 +377,12 @@ class Settings:
             registry_auth=reg_auth,
             registry_username=user,
             registry_password=password,
+            registry_token_realms=_realms(e, "COCOON_REGISTRY_TOKEN_REALMS"),
             namespaces=namespaces,
-            ingest_token=e.get("COCOON_INGEST_TOKEN") or None,
+            ingest_token=ingest_token,
+            audit_token=audit_token,
+            wake_credentials=wake,
+            sweep_token=sweep_token,
             push_audience=audience,
             push_service_accounts=push_accounts,
             events_topic=topic,

@@ -32,8 +32,10 @@ done
 # excluded unless named, so the `local` extra (cel-python) is not exported.
 # --prune drops what only the command line imports (rich, for its tables) and
 # whatever only it needed; tests/deploy holds the result to the closure of
-# what main.py, functions/ and shared/ import.
-(cd "${repo_root}" && uv export --frozen --no-dev --no-hashes --no-emit-project \
+# what main.py, functions/ and shared/ import. With every artifact's hash (uv's
+# default): the build's pip then installs in hash-checking mode, so a package
+# index serving other bytes for a pinned version fails the build.
+(cd "${repo_root}" && uv export --frozen --no-dev --no-emit-project \
   --prune rich \
   --no-header --no-annotate --quiet --output-file "${out}/requirements.txt")
 

@@ -45,6 +45,7 @@ class DropReason(StrEnum):
     NO_NAME = "no-object-name"
     SERVICE = "other-service"
     DUPLICATE = "duplicate"  # same trigger twice in one batch
+    OVER_BUDGET = "over-budget"  # past the request's work bound (shared.adapters.budget): deferred
     INVALID_NAME = "invalid-name"
     MALFORMED = "malformed"
 

@@ -727,7 +727,9 @@ class KubeClient:
                 _request_timeout=(self._timeout[0], left + 1.0),
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
-            log.info("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
+            # A refusal here (RBAC without `watch` on pods) silently costs every push
+            # that beats vk-cocoon's report its seat until the next event: loud.
+            log.warning("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
             return
         try:
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]

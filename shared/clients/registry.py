@@ -56,7 +56,13 @@ from typing import TYPE_CHECKING, Any
 
 from shared import constants, log
 from shared.clients.cache import ProcessCache
-from shared.clients.registry_auth import Challenge, parse_challenge, token_expiry, token_of
+from shared.clients.registry_auth import (
+    Challenge,
+    parse_challenge,
+    realm_allowed,
+    token_expiry,
+    token_of,
+)
 from shared.config import RegistryAuth, Settings
 from shared.errors import ConfigError, RegistryAuthError, RegistryError
 from shared.names import check_digest, check_repository, check_tag
@@ -391,6 +397,14 @@ class RegistryClient:
         parts = urllib.parse.urlsplit(realm)
         if parts.scheme not in ("https", "http") or not parts.netloc:
             raise RegistryAuthError(f"registry token realm {realm!r} is not an http(s) URL")
+        base = self.settings.require_registry()
+        if not realm_allowed(realm, base.host, self.settings.registry_token_realms):
+            # Checked before any credential is built: a Google access token included.
+            raise RegistryAuthError(
+                f"registry token realm {parts.netloc!r} is neither the registry's host "
+                f"{base.host!r} nor listed in COCOON_REGISTRY_TOKEN_REALMS: refusing to "
+                "send credentials there"
+            )
         creds = self._realm_credentials()
         if parts.scheme == "http" and creds is not None and not self.settings.registry_insecure:
             raise RegistryAuthError(

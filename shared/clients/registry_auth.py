@@ -12,6 +12,7 @@ and receives `{"token"|"access_token": ..., "expires_in": N, "issued_at": ...}`.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -42,6 +43,27 @@ class Challenge:
     @property
     def scope(self) -> str | None:
         return self.params.get("scope")
+
+
+def realm_allowed(realm: str, registry_host: str, allowed: frozenset[str]) -> bool:
+    """Whether a challenge's token realm may receive our registry credentials.
+
+    The realm comes from the registry's 401 answer, and the client sends its
+    credentials there (basic, or a Google access token): whoever can make a
+    registry answer, or sit in front of it, could point them anywhere. So the
+    realm's host must be the registry's own (any port: Distribution's token
+    server often runs beside it) or one listed in `allowed`
+    (`COCOON_REGISTRY_TOKEN_REALMS`: `host` or `host:port`, e.g. `auth.docker.io`).
+    """
+    parts = urllib.parse.urlsplit(realm)
+    host = (parts.hostname or "").lower()
+    if not host:
+        return False
+    own = urllib.parse.urlsplit(f"//{registry_host}").hostname or ""
+    if host == own.lower():
+        return True
+    netloc = parts.netloc.rpartition("@")[2].lower()
+    return host in allowed or netloc in allowed
 
 
 def parse_challenge(header: str | None) -> Challenge | None:

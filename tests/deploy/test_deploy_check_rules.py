@@ -113,6 +113,12 @@ VALUES: dict[tuple[str, int], list[Any]] = {
         ["allAuthenticatedUsers"],
         ["serviceAccount:"],
     ],
+    ("wake_publishers", 0): [
+        [],
+        ["serviceAccount:portal@acme-prod.iam.gserviceaccount.com"],
+        ["allUsers"],
+        ["allAuthenticatedUsers"],
+    ],
     ("ingest_push_service_accounts", 0): [
         ["push@acme-prod.iam.gserviceaccount.com"],
         ["PUSH@ACME-PROD.IAM.GSERVICEACCOUNT.COM"],

@@ -184,3 +184,27 @@ def test_dependencies_come_from_the_lock_without_dev_or_local() -> None:
 @pytest.mark.parametrize("path", ["infra/k8s/knative/service.yaml", "docs/deploy.md", "README.md"])
 def test_the_build_command_is_documented(path: str) -> None:
     assert "infra/Dockerfile" in (REPO_ROOT / path).read_text(encoding="utf-8")
+
+
+def test_every_pip_install_is_hash_checked() -> None:
+    """uv itself comes from PyPI: pinned and hash-checked, like every locked dependency."""
+    pips = [
+        ins.args for ins in _instructions() if ins.keyword == "RUN" and "pip install" in ins.args
+    ]
+    assert pips, "the build stage installs uv with pip"
+    for args in pips:
+        assert "--require-hashes" in args and " -r " in args, args
+        requirements = args.split(" -r ", 1)[1].split()[0]
+        copied = {dest: sources for sources, dest in _copies()}
+        (source,) = copied[requirements]
+        lines = (REPO_ROOT / source).read_text(encoding="utf-8").replace("\\\n", " ").splitlines()
+        pins = [line for line in lines if line.strip() and not line.startswith("#")]
+        assert pins
+        for pin in pins:
+            assert "==" in pin and "--hash=sha256:" in pin, pin
+
+
+def test_the_local_stack_is_not_in_the_image() -> None:
+    copied = {source.rstrip("/") for sources, _ in _copies() for source in sources}
+    assert "devstack" not in copied
+    assert _ignored("devstack/stack.py")

@@ -106,7 +106,9 @@ def container(image: str, kube: Any, kubeconfig: Path) -> Iterator[str]:
         "--env",
         f"PORT={port}",
         "--env",
-        "COCOON_INGEST_TOKEN=image-test-token",
+        "COCOON_INGEST_TOKEN=image-test-registry-token-0123456789",
+        "--env",
+        "COCOON_AUDIT_TOKEN=image-test-audit-token-0123456789abcd",
         "--env",
         "COCOON_REGISTRY_BASE=127.0.0.1:9/snapshots",
         "--env",
@@ -162,6 +164,8 @@ def test_the_running_image_answers_healthz_metrics_and_a_release_cloudevent(
         {"namespace": "team-a", "name": "agent"},
     )
     headers, body = to_binary(event)
+    # A set change, as the cluster's event source brings it: the audit door's token.
+    headers = {**headers, "Authorization": "Bearer image-test-audit-token-0123456789abcd"}
     resp = requests.post(f"{container}/release", headers=headers, data=body, timeout=60)
     # The set does not exist: read, found absent, acknowledged (2xx), nothing written.
     assert resp.status_code == 200, resp.text

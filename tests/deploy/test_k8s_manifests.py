@@ -64,7 +64,9 @@ STRUCTURAL_KINDS = {
 }
 
 # Placeholders a user replaces; each must be explained in a comment of its file.
-PLACEHOLDER = re.compile(r"\b(REPLACE_ME_[A-Z_]+|PROJECT_ID|INGEST_URL|INGEST_TOKEN|NAMESPACE)\b")
+PLACEHOLDER = re.compile(
+    r"\b(REPLACE_ME_[A-Z_]+|PROJECT_ID|INGEST_URL|INGEST_TOKEN|AUDIT_TOKEN|NAMESPACE)\b"
+)
 
 
 def _docs() -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -186,7 +188,14 @@ CLI_ONLY_CALLS: frozenset[str] = frozenset({"list_node", "list_namespaced_event"
 IMPLIED: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {
     ("", "pods", "create"): {(c.GROUP, f"{c.PLURAL}/finalizers", "update")},
 }
-READ_VERBS = {"get", "list"}
+# A list call made with `watch=True` is a WATCH to RBAC (report_wait watches one pod).
+WATCH_CALLS: dict[str, tuple[str, str, str]] = {
+    "list_namespaced_pod": ("", "pods", "watch"),
+    "list_pod_for_all_namespaces": ("", "pods", "watch"),
+    "list_namespaced_custom_object": (c.GROUP, c.PLURAL, "watch"),
+    "list_cluster_custom_object": (c.GROUP, c.PLURAL, "watch"),
+}
+READ_VERBS = {"get", "list", "watch"}
 READER = "cocoon-hibernation"  # cluster-wide reads (the sweep lists every namespace)
 WRITER = "cocoon-hibernation-writer"  # bound per namespace only
 
@@ -199,6 +208,11 @@ def _code_needs() -> set[tuple[str, str, str]]:
     unknown = calls - set(CLIENT_CALLS)
     assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
     needs = {CLIENT_CALLS[name] for name in calls}
+    # Each call's argument list (up to its closing parenthesis at the call's indent).
+    for name, args in re.findall(r"self\._(?:core|custom)\.(\w+)\((.*?)\n\s*\)", source, re.S):
+        if re.search(r"\bwatch=True\b", args):
+            assert name in WATCH_CALLS, f"map this watching call to its RBAC verb: {name}"
+            needs.add(WATCH_CALLS[name])
     # The one custom-object call outside the CocoonSet group: PodMetrics (list only).
     if '"metrics.k8s.io"' in source:
         needs.add(("metrics.k8s.io", "pods", "list"))
@@ -209,7 +223,9 @@ def test_function_roles_grant_exactly_what_the_code_uses() -> None:
     reader = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), READER)
     writer = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), WRITER)
     needs = _code_needs()
-    # Nothing unused: no watch, no update, no event patch, no events.k8s.io.
+    # Nothing unused: no update, no event patch, no events.k8s.io; `watch` on pods only
+    # because report_wait watches one pod.
+    assert ("", "pods", "watch") in needs
     assert _rules(reader) | _rules(writer) == needs
     assert _rules(reader) == {n for n in needs if n[2] in READ_VERBS}
     assert _rules(writer) == {n for n in needs if n[2] not in READ_VERBS}
@@ -333,11 +349,15 @@ def test_knative_service_environment_satisfies_settings() -> None:
         else:
             ref = item["valueFrom"]["secretKeyRef"]
             assert ref["key"] == item["name"]
-            env[item["name"]] = "t0ken"
+            # Each door's token its own value of at least 32 characters (shared.config).
+            env[item["name"]] = f"{item['name'].lower()}-0123456789abcdef0123456789abcdef"
+    env["COCOON_WAKE_TOKENS"] = "team-a=" + env["COCOON_WAKE_TOKENS"]
     settings = Settings.from_env(env)
     assert settings.kube_auth is KubeAuth.KUBECONFIG  # in-cluster ServiceAccount
     settings.require_registry()
     assert settings.ingest_token  # serve also answers /registry and /kubernetes/audit
+    # The event sources' doors (sources.yaml): set changes and sweep ticks.
+    assert settings.audit_token and settings.sweep_token
     # The token never sits in the manifest itself.
     assert all(
         "value" not in i for i in _serve_container()["env"] if i["name"] == "COCOON_INGEST_TOKEN"

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.needs_tool("kubectl")
 K8S_DIR = REPO_ROOT / "infra" / "k8s"
 # Anything a user is meant to replace, in any of the spellings the manifests use.
 PLACEHOLDER_LIKE = re.compile(
-    r"REPLACE_ME|CHANGE_?ME|PLACEHOLDER|TODO|\bPROJECT_ID\b|\bNAMESPACE\b|\bINGEST_URL\b|\bINGEST_TOKEN\b"
+    r"REPLACE_ME|CHANGE_?ME|PLACEHOLDER|TODO|\bPROJECT_ID\b|\bNAMESPACE\b|\bINGEST_URL\b|\bINGEST_TOKEN\b|\bAUDIT_TOKEN\b"
     r"|<[a-z][a-z -]*>",
 )
 FILLED = {
@@ -116,9 +116,19 @@ def test_the_values_land_where_they_belong(filled: list[dict[str, Any]]) -> None
     assert env["COCOON_WAKE_DEADLINE"] == FILLED["wakeDeadline"]
     assert env["COCOON_OPERATOR"] == FILLED["operator"]
     # What the process will read is a valid configuration (secrets as the Secret holds them).
-    secret = {e["name"]: "s3cret" for e in container["env"] if "valueFrom" in e}
+    # Each door's token its own value of at least 32 characters (shared.config).
+    secret = {
+        e["name"]: f"{e['name'].lower()}-0123456789abcdef0123456789abcdef"
+        for e in container["env"]
+        if "valueFrom" in e
+    }
+    secret["COCOON_WAKE_TOKENS"] = "team-b=" + secret["COCOON_WAKE_TOKENS"]
     assert set(secret) == {
         "COCOON_INGEST_TOKEN",
+        "COCOON_AUDIT_TOKEN",
+        "COCOON_SWEEP_TOKEN",
+        "COCOON_WAKE_TOKEN",
+        "COCOON_WAKE_TOKENS",
         "COCOON_REGISTRY_USERNAME",
         "COCOON_REGISTRY_PASSWORD",
     }

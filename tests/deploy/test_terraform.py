@@ -190,7 +190,7 @@ PLACEHOLDERS = {
     "COCOON_OPERATOR": "absent",
     "COCOON_PUSH_AUDIENCE": "https://cocoon-ingest-123456789012.europe-west1.run.app",
     "COCOON_PUSH_SERVICE_ACCOUNTS": "relay@acme-prod.iam.gserviceaccount.com",
-    "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager",
+    "COCOON_INGEST_TOKEN": "t0ken-from-secret-manager-0123456789",
 }
 
 
@@ -589,8 +589,11 @@ def test_no_public_member_in_any_configuration(module: TfDir) -> None:
         member = body["member"]
         assert not PUBLIC.search(member), f"{rtype}.{name}"
         if member == "${each.value}":
-            # Only the validated invoker list feeds a member from input.
-            assert body["for_each"] == "${toset(var.ingest_invoker_members)}", name
+            # Only the validated lists (invokers, wake publishers) feed a member from input.
+            assert body["for_each"] in (
+                "${toset(var.ingest_invoker_members)}",
+                "${toset(var.wake_publishers)}",
+            ), name
         else:
             assert member.startswith("serviceAccount:"), f"{rtype}.{name}: {member}"
     (pattern,) = hcl_regexes(
@@ -599,6 +602,24 @@ def test_no_public_member_in_any_configuration(module: TfDir) -> None:
     assert pattern.match("serviceAccount:relay@acme-prod.iam.gserviceaccount.com")
     for public in ("allUsers", "allAuthenticatedUsers", "allUsers:x"):
         assert not pattern.match(public), public
+    (wake,) = hcl_regexes(module.variables["wake_publishers"]["validation"][0]["condition"])
+    assert wake.match("serviceAccount:portal@acme-prod.iam.gserviceaccount.com")
+    for public in ("allUsers", "allAuthenticatedUsers"):
+        assert not wake.match(public), public
+
+
+def test_only_the_named_publishers_may_publish_wake_requests(module: TfDir) -> None:
+    grant = module.resource("google_pubsub_topic_iam_member", "wake_publisher")
+    assert grant["for_each"] == "${toset(var.wake_publishers)}"
+    assert grant["role"] == "roles/pubsub.publisher"
+    assert grant["topic"] == "${google_pubsub_topic.wake_requests.name}"
+    # Nothing else is granted publish on the wake topic.
+    others = [
+        name
+        for (rtype, name), body in _iam_resources(module).items()
+        if "wake_requests" in json.dumps(body) and name != "wake_publisher"
+    ]
+    assert others == []
 
 
 @pytest.mark.parametrize("path", ALL_TF, ids=lambda p: str(p.relative_to(TF_ROOT)))
@@ -905,11 +926,25 @@ def test_staged_source_holds_the_product_only(staged: Path) -> None:
     assert top == {"main.py", "shared", "functions", "requirements.txt"}
     assert not list(staged.rglob("__pycache__"))
     reqs = (staged / "requirements.txt").read_text(encoding="utf-8").lower()
-    names = {re.split(r"[=<>; \[]", line, maxsplit=1)[0] for line in reqs.splitlines() if line}
+    names = {re.split(r"[=<>; \[]", line, maxsplit=1)[0] for line in _requirement_lines(reqs)}
     assert {"functions-framework", "cloudevents", "kubernetes", "pydantic"} <= names
     # The local extra and the dev tools are not deployed.
     assert not names & {"cel-python", "pytest", "mypy", "python-hcl2", "checkov"}
     assert "cocoon-hibernation" not in names  # --no-emit-project
+
+
+def _requirement_lines(text: str) -> list[str]:
+    """One line per requirement: a hashed export continues each with `\\` and `--hash` lines."""
+    joined = text.replace("\\\n", " ")
+    return [line for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_every_deployed_requirement_is_pinned_with_its_hashes(staged: Path) -> None:
+    # pip installs a file with any --hash in hash-checking mode: every line needs one.
+    reqs = _requirement_lines((staged / "requirements.txt").read_text(encoding="utf-8"))
+    assert reqs
+    for line in reqs:
+        assert "==" in line and "--hash=sha256:" in line, line
 
 
 def _deployed_imports() -> set[str]:
@@ -972,9 +1007,7 @@ def test_deployed_requirements_are_only_what_the_functions_import(staged: Path) 
     allowed = _closure(imported)
     reqs = (staged / "requirements.txt").read_text(encoding="utf-8")
     names = {
-        _normal(re.split(r"[=<>; \[]", line, maxsplit=1)[0])
-        for line in reqs.splitlines()
-        if line and not line.startswith("#")
+        _normal(re.split(r"[=<>; \[]", line, maxsplit=1)[0]) for line in _requirement_lines(reqs)
     }
     assert names, "empty requirements.txt"
     assert names <= allowed, f"deployed but never imported by the functions: {names - allowed}"

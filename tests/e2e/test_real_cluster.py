@@ -10,6 +10,8 @@ function call runs as the identity of its target (token file users, as on GKE).
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -71,7 +73,7 @@ def as_target(
 
     for key, value in rworld.env.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("COCOON_INGEST_TOKEN", AUDIT_TOKEN)
+    monkeypatch.setenv("COCOON_AUDIT_TOKEN", AUDIT_TOKEN)
 
     def make(target: str) -> Any:
         identity = {"release": "release", "wake": "wake", "sweep": "sweep"}.get(target, "ingest")
@@ -115,8 +117,11 @@ def _changed(ns: str = NS) -> CloudEvent:
     )
 
 
-def _hibernated(world: World, ns: str = NS) -> dict[str, Any]:
-    """A suspended release set whose main pod vk-cocoon hibernated, snapshot pushed."""
+def _hibernated(world: World, ns: str = NS, state: str = "hibernated") -> dict[str, Any]:
+    """A suspended release set whose main pod vk-cocoon hibernated, snapshot pushed.
+
+    `state="hibernating"`: pushed, the VM removed, vk-cocoon's report still to come.
+    """
     world.create_set(set_manifest(namespace=ns, suspend=False, phase="Running"))
     world.patch_set(ns, SET, {"spec": {"suspend": True}})
     cs = world.set_status(ns, SET, {"phase": "Suspending"})
@@ -125,7 +130,7 @@ def _hibernated(world: World, ns: str = NS) -> dict[str, Any]:
         namespace=ns,
         vm=vm,
         hibernate=True,
-        state="hibernated",
+        state=state,
         generation=cs["metadata"]["generation"],
     )
     world.create_pod(manifest, owner=cs)
@@ -224,6 +229,31 @@ def test_release_then_wake_with_exactly_the_manifests_rights(
     assert k.ANN_HIBERNATED_ON_NODE not in cs["metadata"].get("annotations", {})
     assert not rworld.snapshot_present(VM0)
     assert k.REASON_WAKE_COMPLETED in [e.reason for e in rworld.events(NS)]
+
+
+def test_a_push_that_beats_the_report_watches_the_pod_with_exactly_the_manifests_rights(
+    rworld: World, as_target: Callable[[str], Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # vk-cocoon pushes, removes the VM and only then reports: the push's invocation
+    # waits for the report on a WATCH of the pod (functions/report_wait.py), which
+    # rbac.yaml must allow, or the seat stays held until the next event or sweep.
+    _hibernated(rworld, state="hibernating")
+    release = as_target("release")
+    report = threading.Timer(
+        1.0, rworld.annotate_pod, args=(NS, POD, {k.ANN_LIFECYCLE_STATE: "hibernated"})
+    )
+    report.start()
+    try:
+        started = time.monotonic()
+        response = _post(release, _pushed(rworld))
+        took = time.monotonic() - started
+    finally:
+        report.join()
+
+    assert response.status_code == 200
+    assert _released(rworld), "the seat was not freed by the push's own invocation"
+    assert took < 4.0  # inside COCOON_REPORT_WAIT: freed right after the report
+    assert "pod watch not opened" not in capsys.readouterr().out
 
 
 def test_sweep_idle_suspends_with_exactly_the_manifests_rights(

@@ -111,7 +111,7 @@ def _sweep(rig: TriggerRig) -> int:
     response = requests.post(
         f"{rig.ingest_url}/pubsub",
         json=body,
-        headers={"Authorization": f"Bearer {rig.token}"},
+        headers={"Authorization": f"Bearer {rig.sweep_token}"},
         timeout=60,
     )
     return response.status_code

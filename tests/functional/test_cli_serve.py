@@ -20,7 +20,10 @@ from functions import process
 from functions.serve import create_app
 
 ENV = {
-    "COCOON_INGEST_TOKEN": "serve-test-token",
+    "COCOON_INGEST_TOKEN": "serve-test-registry-token-0123456789",
+    "COCOON_AUDIT_TOKEN": "serve-test-audit-token-0123456789abc",
+    "COCOON_WAKE_TOKEN": "serve-test-wake-token-0123456789abcd",
+    "COCOON_SWEEP_TOKEN": "serve-test-sweep-token-0123456789abc",
     "COCOON_REGISTRY_BASE": "127.0.0.1:9/snapshots",
     "COCOON_REGISTRY_INSECURE": "true",
     "KUBECONFIG": "/nonexistent/kubeconfig",
@@ -37,6 +40,18 @@ def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     yield app.test_client()
     # The targets cache settings per process: leave none of this test's behind.
     process.reset()
+
+
+# The credential each route's everyday caller holds (functions.doors).
+ROUTE_TOKENS = {
+    "release": ENV["COCOON_AUDIT_TOKEN"],
+    "wake": ENV["COCOON_WAKE_TOKEN"],
+    "sweep": ENV["COCOON_SWEEP_TOKEN"],
+}
+
+
+def _auth(target: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {ROUTE_TOKENS[target]}"}
 
 
 def _event(ce_type: str, data: dict[str, Any]) -> CloudEvent:
@@ -73,7 +88,7 @@ def test_registry_webhook_with_token_and_irrelevant_event_is_acknowledged(client
 
 @pytest.mark.parametrize("target", ["release", "wake", "sweep"])
 def test_a_non_cloudevent_body_is_rejected_by_the_framework(client: Any, target: str) -> None:
-    resp = client.post(f"/{target}", json={"hello": "world"})
+    resp = client.post(f"/{target}", json={"hello": "world"}, headers=_auth(target))
     assert resp.status_code == 400
 
 
@@ -83,7 +98,7 @@ def test_cloudevents_of_an_unknown_type_are_acknowledged(
     client: Any, target: str, encode: Any
 ) -> None:
     headers, body = encode(_event("com.example.unrelated", {"x": 1}))
-    resp = client.post(f"/{target}", headers=headers, data=body)
+    resp = client.post(f"/{target}", headers={**headers, **_auth(target)}, data=body)
     assert resp.status_code == 200
 
 
@@ -94,6 +109,19 @@ def test_serve_refuses_a_bad_environment_in_one_line(monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(command, ["--port", "18080"])
     assert result.exit_code == 2  # unreadable input, as for every command
     assert "COCOON_REGISTRY_INSECURE" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_serve_refuses_a_short_token_in_one_line_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cocoon_hibernation.cmd_serve import command
+
+    monkeypatch.setenv("COCOON_WAKE_TOKEN", "guessable-wake")
+    result = CliRunner().invoke(command, ["--port", "18080"])
+    assert result.exit_code == 2
+    assert "COCOON_WAKE_TOKEN is 14 characters, under the minimum 32" in result.output
+    assert "guessable-wake" not in result.output
     assert "Traceback" not in result.output
 
 
@@ -130,9 +158,34 @@ def test_serve_runs_as_a_server_process_and_stops_on_sigterm(tmp_path: Any) -> N
         assert health is not None and health.status_code == 200
         headers, body = to_binary(_event("com.example.unrelated", {}))
         resp = requests.post(
-            f"http://127.0.0.1:{port}/wake", headers=headers, data=body, timeout=10
+            f"http://127.0.0.1:{port}/wake",
+            headers={**headers, **_auth("wake")},
+            data=body,
+            timeout=10,
         )
         assert resp.status_code == 200
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_an_event_source_presents_its_token_as_the_cocoonauth_extension(
+    client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Knative source sets no header; its ceOverrides extension `cocoonauth` travels
+    # as `ce-cocoonauth` in binary mode (infra/k8s/knative/sources.yaml).
+    event = CloudEvent(
+        {
+            "type": "com.example.unrelated",
+            "source": "//tests/serve",
+            "id": "e-2",
+            "cocoonauth": ENV["COCOON_AUDIT_TOKEN"],
+        },
+        {"x": 1},
+    )
+    headers, body = to_binary(event)
+    assert client.post("/release", headers=headers, data=body).status_code == 200
+    wrong = {**headers, "ce-cocoonauth": ENV["COCOON_SWEEP_TOKEN"]}  # another door's
+    assert client.post("/release", headers=wrong, data=body).status_code == 401
+    out = capsys.readouterr()
+    assert ENV["COCOON_AUDIT_TOKEN"] not in out.out + out.err

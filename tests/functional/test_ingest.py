@@ -20,7 +20,7 @@ from shared.errors import ConfigError, NotFound, RegistryError
 from shared.names import SetRef
 from shared.triggers import SetChanged, SnapshotPushed, Source, SweepTick, WakeRequested
 from tests.data.events import event_bytes, load_event
-from tests.fixtures.ingest import TOKEN, Recorder, auth
+from tests.fixtures.ingest import AUDIT_TOKEN, ROUTE_TOKENS, SWEEP_TOKEN, TOKEN, Recorder, auth
 
 VM = "vk-team-a-agent-0"
 DIGEST = "sha256:3f5e9a" + "0" * 55 + "e21"
@@ -99,7 +99,8 @@ CASES = [
 @pytest.mark.parametrize(("source", "case"), CASES)
 def test_ingest_table(client: Any, recorder: Recorder, source: str, case: str) -> None:
     route, content_type, valid, expected, irrelevant = SOURCES[source]
-    headers = {"Content-Type": content_type, **auth()}
+    token = ROUTE_TOKENS[route]
+    headers = {"Content-Type": content_type, **auth(token)}
     body: bytes | str = valid
     if case == "irrelevant":
         body = irrelevant
@@ -110,7 +111,7 @@ def test_ingest_table(client: Any, recorder: Recorder, source: str, case: str) -
     elif case == "unauthenticated":
         del headers["Authorization"]
     elif case == "wrong-token":
-        headers.update(auth(TOKEN[:-1] + "x"))
+        headers.update(auth(token[:-1] + "x"))
 
     response = client.post(route, data=body, headers=headers)
 
@@ -222,7 +223,9 @@ def test_namespace_allowlist_drops_before_dispatch(
 ) -> None:
     monkeypatch.setenv("COCOON_NAMESPACES", "team-b")
     process.reset()
-    response = client.post("/kubernetes/audit", data=event_bytes("audit_eventlist"), headers=auth())
+    response = client.post(
+        "/kubernetes/audit", data=event_bytes("audit_eventlist"), headers=auth(AUDIT_TOKEN)
+    )
     assert response.status_code == 202
     assert response.get_json()["accepted"] == 0
     assert recorder.calls == []
@@ -231,7 +234,7 @@ def test_namespace_allowlist_drops_before_dispatch(
 def test_one_log_line_per_event_with_decision_reason_and_event_id(
     client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    client.post("/kubernetes/audit", data=event_bytes("audit_eventlist"), headers=auth())
+    client.post("/kubernetes/audit", data=event_bytes("audit_eventlist"), headers=auth(AUDIT_TOKEN))
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     events = [r for r in lines if r.get("decision")]
     assert len(events) == len(load_event("audit_eventlist")["items"])
@@ -344,14 +347,14 @@ def test_injection_is_refused_without_any_connection(
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket.socket, "connect_ex", no_network)
-    response = client.post(route, data=body, headers=auth())
+    response = client.post(route, data=body, headers=auth(ROUTE_TOKENS[route]))
     assert response.status_code == 202  # logged and acknowledged
     assert recorder.calls == []
     assert "invalid-name" in capsys.readouterr().out
 
 
 def test_sweep_tick_over_pubsub_push_reaches_dispatch(client: Any, recorder: Recorder) -> None:
-    response = client.post("/pubsub", data=_pubsub({"dryRun": True}), headers=auth())
+    response = client.post("/pubsub", data=_pubsub({"dryRun": True}), headers=auth(SWEEP_TOKEN))
     assert response.status_code == 202
     assert recorder.triggers == [SweepTick(True, Source.SCHEDULER)]
 
@@ -375,7 +378,7 @@ def test_pubsub_push_refuses_what_is_not_a_wake_or_a_tick(
     payload: dict[str, Any],
     reason: str,
 ) -> None:
-    response = client.post("/pubsub", data=_pubsub(payload), headers=auth())
+    response = client.post("/pubsub", data=_pubsub(payload), headers=auth(ROUTE_TOKENS["/pubsub"]))
     assert response.status_code == 202  # acknowledged: redelivery would not change it
     assert response.get_json() == {"accepted": 0, "dropped": 1}
     assert recorder.calls == []

@@ -23,12 +23,15 @@ SCRIPT = """
 import json, sys
 import functions_framework
 
+REGISTRY_TOKEN = "cold-registry-token-0123456789abcd"
+
 app = functions_framework.create_app(target="ingest", source=sys.argv[1])
 client = app.test_client()
 statuses = []
 for route, path in json.loads(sys.argv[2]):
     body = b"{not json" if path is None else open(path, "rb").read()
-    response = client.post(route, data=body, headers={"Authorization": "Bearer cold-token"})
+    token = "cold-audit-token-0123456789abcdef" if "audit" in route else REGISTRY_TOKEN
+    response = client.post(route, data=body, headers={"Authorization": "Bearer " + token})
     statuses.append(response.status_code)
 heavy = json.loads(sys.argv[3])
 print(json.dumps({"statuses": statuses, "loaded": [m for m in heavy if m in sys.modules]}))
@@ -50,7 +53,8 @@ def test_irrelevant_events_import_no_client_library() -> None:
         [route, None if n is None else str(EVENTS_DIR / f"{n}.json")] for route, n in IRRELEVANT
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("COCOON_")} | {
-        "COCOON_INGEST_TOKEN": "cold-token",
+        "COCOON_INGEST_TOKEN": "cold-registry-token-0123456789abcd",
+        "COCOON_AUDIT_TOKEN": "cold-audit-token-0123456789abcdef",
         "COCOON_REGISTRY_BASE": "127.0.0.1:5000/cocoon",
     }
     result = subprocess.run(

@@ -29,7 +29,7 @@ from shared.config import Settings
 from shared.errors import ConfigError
 from shared.names import SetRef
 from shared.triggers import Source, WakeRequested
-from tests.fixtures.ingest import Recorder, auth
+from tests.fixtures.ingest import WAKE_TOKEN, Recorder, auth
 
 AUDIENCE = "https://ingest-abc123-ew.a.run.app/pubsub"
 KID = "test-key-1"
@@ -207,10 +207,17 @@ def test_without_an_audience_a_google_token_is_not_enough(client: Any, recorder:
     assert recorder.calls == []
 
 
-def test_static_token_still_works_on_pubsub(oidc_client: Any, recorder: Recorder) -> None:
-    response = oidc_client.post("/pubsub", data=_wake_push(), headers=auth())
+def test_the_wake_token_still_works_on_pubsub(oidc_client: Any, recorder: Recorder) -> None:
+    response = oidc_client.post("/pubsub", data=_wake_push(), headers=auth(WAKE_TOKEN))
     assert response.status_code == 202
     assert len(recorder.calls) == 1
+
+
+def test_the_registry_token_cannot_wake_over_pubsub(oidc_client: Any, recorder: Recorder) -> None:
+    # Whoever reads the registry's config holds this token: pushes, nothing else.
+    response = oidc_client.post("/pubsub", data=_wake_push(), headers=auth())
+    assert response.status_code == 401
+    assert recorder.calls == []
 
 
 def test_certificate_fetch_failure_asks_for_redelivery(

@@ -6,6 +6,7 @@ questions release and wake ask: is `:hibernate` there, and drop it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -385,6 +386,28 @@ def test_bearer_delete_asks_for_the_delete_scope_and_removes_the_tag(
     assert client.drop_snapshot(vm) is True
     assert client.snapshot_present(vm) is False
     assert any(any(s.endswith(":delete") for s in r.scopes) for r in tokens.requests)
+
+
+def test_credentials_never_go_to_a_token_realm_on_another_host(
+    token_registry: tuple[TokenServer, DistributionServer], vm: str
+) -> None:
+    # The same registry reached as `localhost`: its challenge names a realm on
+    # 127.0.0.1, another host as far as the client can tell.
+    tokens, srv = token_registry
+    repo = f"{PREFIX}/{vm}"
+    push_image(srv.url, repo, constants.TAG_HIBERNATE, auth=("cocoon", "s3cret"))
+    tokens.requests.clear()
+    port = srv.host.rpartition(":")[2]
+    settings = settings_for(
+        f"localhost:{port}", auth=RegistryAuth.BEARER, user="cocoon", password="s3cret"
+    )
+    with pytest.raises(RegistryAuthError, match="COCOON_REGISTRY_TOKEN_REALMS"):
+        RegistryClient(settings).snapshot_present(vm)
+    assert tokens.requests == []  # the password went nowhere
+
+    listed = dataclasses.replace(settings, registry_token_realms=frozenset({"127.0.0.1"}))
+    assert RegistryClient(listed).snapshot_present(vm) is True
+    assert len(tokens.requests) == 1
 
 
 def test_bearer_with_bad_credentials_is_an_auth_error(

@@ -1,20 +1,18 @@
 """The `local` extra's missing-dependency error says how to install it from what exists.
 
 The project is on no package index: `pip install 'cocoon-hibernation[local]'` (what
-the old main said) fails for every user. The hint names the clone's command and
-the wheel built there, at the installed version.
+the old main said) fails for every user, and the wheel leaves the local stack out:
+the hint names the clone's command.
 """
 
 from __future__ import annotations
-
-from importlib.metadata import version
 
 import pytest
 
 from devstack import extra
 
 
-def test_the_hint_installs_from_a_clone_or_the_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_hint_installs_from_a_clone(monkeypatch: pytest.MonkeyPatch) -> None:
     # A module no environment has stands for the missing cel-python (the real one is
     # installed here, and uninstalling it mid-session would break the other tests).
     monkeypatch.setattr(extra, "_MODULES", {"no_such_module_cocoon": "cel-python"})
@@ -23,7 +21,7 @@ def test_the_hint_installs_from_a_clone_or_the_wheel(monkeypatch: pytest.MonkeyP
     message = str(info.value)
     assert "cel-python is missing" in message
     assert "uv sync --extra local" in message
-    wheel = f"dist/cocoon_hibernation-{version('cocoon-hibernation')}-py3-none-any.whl[local]"
-    assert wheel in message
+    # The wheel leaves the local stack out (pyproject.toml): never offer it.
+    assert ".whl" not in message
     assert "pip install 'cocoon-hibernation[local]'" not in message
     assert "\n" not in message

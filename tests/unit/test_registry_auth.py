@@ -9,6 +9,7 @@ from shared.clients.registry_auth import (
     EXPIRY_MARGIN,
     Challenge,
     parse_challenge,
+    realm_allowed,
     token_expiry,
     token_of,
 )
@@ -145,3 +146,26 @@ def test_token_expiry(body: dict[str, object], expected: float) -> None:
 )
 def test_token_of(body: dict[str, object], token: str | None) -> None:
     assert token_of(body) == token
+
+
+@pytest.mark.parametrize(
+    ("realm", "allowed", "ok"),
+    [
+        pytest.param("https://reg.example.com/token", frozenset(), True, id="same-host"),
+        pytest.param("https://reg.example.com:5001/token", frozenset(), True, id="same-host-port"),
+        pytest.param("https://REG.example.com/token", frozenset(), True, id="case"),
+        pytest.param("https://evil.example/token", frozenset(), False, id="elsewhere"),
+        pytest.param("https://reg.example.com.evil/t", frozenset(), False, id="suffix-trick"),
+        pytest.param("https://reg.example.com@evil/t", frozenset(), False, id="userinfo-trick"),
+        pytest.param(
+            "https://auth.docker.io/token", frozenset({"auth.docker.io"}), True, id="listed"
+        ),
+        pytest.param("https://auth.x:8443/t", frozenset({"auth.x:8443"}), True, id="listed-port"),
+        pytest.param("https://auth.x:9999/t", frozenset({"auth.x:8443"}), False, id="other-port"),
+        pytest.param("not a url", frozenset(), False, id="no-host"),
+    ],
+)
+def test_a_token_realm_must_be_the_registrys_host_or_listed(
+    realm: str, allowed: frozenset[str], ok: bool
+) -> None:
+    assert realm_allowed(realm, "reg.example.com:443", allowed) is ok

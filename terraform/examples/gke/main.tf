@@ -35,6 +35,7 @@ module "cocoon_hibernation" {
   vpc_connector                = var.vpc_connector
   ingest_ingress               = var.ingest_ingress
   ingest_invoker_members       = var.ingest_invoker_members
+  wake_publishers              = var.wake_publishers
   ingest_push_service_accounts = var.ingest_push_service_accounts
   eventarc_agent_wait          = var.eventarc_agent_wait
   log_metric_wait              = var.log_metric_wait

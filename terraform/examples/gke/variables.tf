@@ -97,6 +97,12 @@ variable "ingest_ingress" {
   default     = null
 }
 
+variable "wake_publishers" {
+  description = "Principals that may publish to the wake topic (serviceAccount:..., never allUsers)."
+  type        = list(string)
+  default     = null
+}
+
 variable "ingest_invoker_members" {
   description = "Principals allowed to invoke ingest (serviceAccount:..., never allUsers)."
   type        = list(string)

@@ -142,6 +142,21 @@ resource "google_service_account_iam_member" "pubsub_token_creator" {
   member             = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 }
 
+# --- who may wake ----------------------------------------------------------------
+
+# Publishing to the wake topic wakes any set in COCOON_NAMESPACES (the `wake`
+# function trusts what Eventarc delivers): only the named principals get
+# pubsub.publisher on it. A principal with project-wide pubsub.publisher can
+# still publish; docs/security.md says to keep that role off the project.
+resource "google_pubsub_topic_iam_member" "wake_publisher" {
+  for_each = toset(var.wake_publishers)
+
+  project = var.project_id
+  topic   = google_pubsub_topic.wake_requests.name
+  role    = "roles/pubsub.publisher"
+  member  = each.value
+}
+
 # --- ingest callers ------------------------------------------------------------
 
 resource "google_cloud_run_service_iam_member" "ingest_invoker" {

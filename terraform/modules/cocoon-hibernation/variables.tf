@@ -401,6 +401,22 @@ variable "ingest_ingress" {
   }
 }
 
+variable "wake_publishers" {
+  description = "Principals that may publish wake requests to the wake topic (roles/pubsub.publisher on that topic only), e.g. serviceAccount:portal@P.iam.gserviceaccount.com. Each can wake any set in the allowed namespaces; public members are rejected."
+  type        = list(string)
+  # null from a caller (the example passes its unset inputs through) means the default.
+  nullable = false
+  default  = []
+
+  validation {
+    condition = alltrue([
+      for m in var.wake_publishers :
+      can(regex("^(serviceAccount|user|group|domain|principal|principalSet):.+$", m))
+    ])
+    error_message = "wake_publishers must be IAM principals like serviceAccount:..., group:...; allUsers and allAuthenticatedUsers are not allowed."
+  }
+}
+
 variable "ingest_invoker_members" {
   description = "Principals allowed to invoke `ingest` through Cloud Run IAM, e.g. serviceAccount:relay@P.iam.gserviceaccount.com (a relay or a Pub/Sub push identity). Public members are rejected: the webhook must never be unauthenticated at the IAM layer."
   type        = list(string)

@@ -1,0 +1,141 @@
+"""Who may come in at which door, and what they may ask for (docs/security.md).
+
+Two checks, both before any client exists:
+
+- `authenticate` (headers only, before the body is read): the bearer secret
+  presented matches one of the credentials the route accepts. Every
+  configured candidate is compared in constant time, with no early exit, so
+  the answer's timing says neither which token nor how much of one matched.
+- `authorize` (after parsing, before dispatch): every trigger the request
+  carries is one its credential may ask for. A registry's token brings
+  snapshot pushes and nothing else; the audit webhook's (and the cluster's
+  event sources') brings set changes; a wake token wakes sets in its
+  namespaces; the sweep token ticks. A set change or a push is only a hint
+  (the reconciler re-reads live state), a wake request and a sweep act on
+  the caller's word, which is why they have doors of their own.
+
+A caller of the per-target functions on Cloud Run has been authenticated by
+the platform (Eventarc's service account, Cloud Run's invoker IAM) and is
+`PLATFORM`: what reaches the function is what its trigger delivers.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shared.config import Settings
+from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
+
+
+class Door(StrEnum):
+    REGISTRY = "registry"  # COCOON_INGEST_TOKEN
+    AUDIT = "audit"  # COCOON_AUDIT_TOKEN
+    WAKE = "wake"  # COCOON_WAKE_TOKEN, COCOON_WAKE_TOKENS
+    SWEEP = "sweep"  # COCOON_SWEEP_TOKEN
+    PUSH = "pubsub-push"  # a Google OIDC token of COCOON_PUSH_SERVICE_ACCOUNTS
+    PLATFORM = "platform"  # authenticated in front of us (per-target functions)
+
+
+VARIABLES = {
+    Door.REGISTRY: "COCOON_INGEST_TOKEN",
+    Door.AUDIT: "COCOON_AUDIT_TOKEN",
+    Door.WAKE: "COCOON_WAKE_TOKEN or COCOON_WAKE_TOKENS",
+    Door.SWEEP: "COCOON_SWEEP_TOKEN",
+}
+
+# What each credential may bring. PUSH is a Pub/Sub push subscription of
+# people's wake requests and the scheduler's ticks (what `/pubsub` accepts).
+GRANTS: Mapping[Door, tuple[type[Trigger], ...]] = {
+    Door.REGISTRY: (SnapshotPushed,),
+    Door.AUDIT: (SetChanged,),
+    Door.WAKE: (WakeRequested,),
+    Door.SWEEP: (SweepTick,),
+    Door.PUSH: (WakeRequested, SweepTick),
+    Door.PLATFORM: (SnapshotPushed, SetChanged, WakeRequested, SweepTick),
+}
+
+# A Knative event source sets no header of its own; its `ceOverrides`
+# extensions travel as `ce-<name>` headers in binary mode, so a source carries
+# its door's secret as the extension `cocoonauth` (infra/k8s/knative/sources.yaml).
+EXTENSION_HEADER = "Ce-Cocoonauth"
+ENVIRON_KEY = "cocoon.caller"  # where serve hands the caller to the target it routes to
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    door: Door
+    name: str  # the credential's name for logs (a variable, an email), never the secret
+    namespaces: frozenset[str] | None = None  # a wake credential's scope; None = any
+
+    def may(self, trigger: Trigger) -> str | None:
+        """None if this caller may bring `trigger`; else why not (a 403's message)."""
+        if not isinstance(trigger, GRANTS[self.door]):
+            return f"{self.name} may not bring {type(trigger).__name__}"
+        if (
+            isinstance(trigger, WakeRequested)
+            and self.namespaces is not None
+            and trigger.ref.namespace not in self.namespaces
+        ):
+            return f"{self.name} may not wake in namespace {trigger.ref.namespace}"
+        return None
+
+
+PLATFORM_CALLER = Caller(Door.PLATFORM, "platform")
+
+
+def presented_secret(headers: Mapping[str, str]) -> tuple[str, bool]:
+    """(secret, well_formed): the bearer token, else the `cocoonauth` extension header."""
+    scheme, _, value = (headers.get("Authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip(), True
+    extension = (headers.get(EXTENSION_HEADER) or "").strip()
+    if extension:
+        return extension, True
+    # A producer configured without the `Bearer ` prefix puts the secret in
+    # "scheme": report it as presented, never what it was.
+    return "", bool(scheme)
+
+
+def _candidates(doors: Iterable[Door], config: Settings) -> list[tuple[str, Caller]]:
+    out: list[tuple[str, Caller]] = []
+    for door in doors:
+        if door is Door.REGISTRY and config.ingest_token:
+            out.append((config.ingest_token, Caller(door, VARIABLES[door])))
+        elif door is Door.AUDIT and config.audit_token:
+            out.append((config.audit_token, Caller(door, VARIABLES[door])))
+        elif door is Door.SWEEP and config.sweep_token:
+            out.append((config.sweep_token, Caller(door, VARIABLES[door])))
+        elif door is Door.WAKE:
+            out.extend(
+                (w.token, Caller(door, w.name, w.namespaces)) for w in config.wake_credentials
+            )
+    return out
+
+
+def configured(doors: Iterable[Door], config: Settings) -> bool:
+    """Whether any of `doors` has a credential (a route with none is closed, never open)."""
+    return bool(_candidates(doors, config)) or (Door.PUSH in doors and bool(config.push_audience))
+
+
+def authenticate(secret: str, doors: Sequence[Door], config: Settings) -> Caller | None:
+    """The caller whose configured secret equals `secret`, among `doors`; else None."""
+    found: Caller | None = None
+    presented = secret.encode()
+    for token, caller in _candidates(doors, config):
+        # Every candidate is compared (no break): the time taken does not
+        # depend on which one matched.
+        if hmac.compare_digest(presented, token.encode()) and found is None:
+            found = caller
+    return found
+
+
+def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
+    """None if `caller` may bring every trigger; else the first refusal's reason."""
+    for trigger in triggers:
+        reason = caller.may(trigger)
+        if reason is not None:
+            return reason
+    return None
