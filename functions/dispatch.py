@@ -116,12 +116,19 @@ def _handle(trigger: Trigger, s: Settings) -> Any:
         if not s.namespace_allowed(trigger.ref.namespace):
             raise PermanentError(f"namespace {trigger.ref.namespace} is not in COCOON_NAMESPACES")
         kube, registry = kube_client(s), registry_client(s)
-        entry = request_wake if isinstance(trigger, WakeRequested) else reconcile_set
+        if isinstance(trigger, WakeRequested):
+            wake = request_wake(
+                trigger.ref,
+                kube=kube,
+                registry=registry,
+                settings=s,
+                requester=trigger.requester,
+            )
+            return _summary(wake)
         # An audit event of vk-cocoon's report carries its time: the DELETE it
         # leads to observes the seat-freed histogram (shared/seat_freed.py).
-        report = trigger.report if isinstance(trigger, SetChanged) else None
-        with seat_freed.reported(report):
-            return _summary(entry(trigger.ref, kube=kube, registry=registry, settings=s))
+        with seat_freed.reported(trigger.report):
+            return _summary(reconcile_set(trigger.ref, kube=kube, registry=registry, settings=s))
     if isinstance(trigger, SweepTick):
         # The sweep is another function's code: it loads only for ticks.
         from functions import sweep  # noqa: PLC0415 - lazy: cold start

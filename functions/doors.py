@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from shared.config import Settings
@@ -84,6 +84,13 @@ class Caller:
 
 
 PLATFORM_CALLER = Caller(Door.PLATFORM, "platform")
+
+
+def attribute(caller: Caller, triggers: Sequence[Trigger]) -> list[Trigger]:
+    """The triggers with each wake request signed by the credential that brought it
+    (its name, never the secret), so the set's Events say who asked."""
+    who = f"{caller.door.value}:{caller.name}"
+    return [replace(t, requester=who) if isinstance(t, WakeRequested) else t for t in triggers]
 
 
 def presented_secret(headers: Mapping[str, str]) -> tuple[str, bool]:

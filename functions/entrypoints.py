@@ -62,12 +62,13 @@ def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
             detail=drop.detail,
             event_id=drop.event_id,
         )
-    refused = doors.authorize(_caller(), parsed.triggers)
+    caller = _caller()
+    refused = doors.authorize(caller, parsed.triggers)
     if refused is not None:
         # Before any client: a credential asking beyond its grant changes nothing.
         log.warning("event refused", target=target, outcome="forbidden", reason=refused)
         raise Forbidden(refused)
-    kept, deferred = within_budget(parsed.triggers)
+    kept, deferred = within_budget(doors.attribute(caller, parsed.triggers))
     if deferred:
         log.count(METRIC_DROPPED, target=target, reason=DropReason.OVER_BUDGET.value)
         log.warning(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from functions import doors, process
@@ -169,7 +170,7 @@ def handle(request: Any) -> Reply:
     if items > MAX_BATCH_EVENTS:
         log.warning("ingest batch too large", route=route, events=items, limit=MAX_BATCH_EVENTS)
         return _reply(413, {"error": "too many events", "limit": MAX_BATCH_EVENTS})
-    return _act(route, parsed, config)
+    return _act(route, replace(parsed, triggers=doors.attribute(caller, parsed.triggers)), config)
 
 
 def _authenticate(

@@ -50,6 +50,9 @@ ANN_LAST_WAKE: Final = "cocoonset.cocoonstack.io/last-wake-completed"
 # The restored main pod (uid) whose wake the functions booked (docs/operator.md):
 # a wake cocoon-operator completed first is booked once, by this record.
 ANN_LAST_WAKE_POD: Final = "cocoonset.cocoonstack.io/last-wake-pod"
+# Who asked for the wake in flight, as the door authenticated them (the functions' own
+# record, written with the unsuspend, cleared with the WakeCompleted that names them).
+ANN_WAKE_REQUESTED_BY: Final = "cocoonset.cocoonstack.io/wake-requested-by"
 # When a wake was engaged (set with Waking); the sweep measures the wake deadline from it.
 ANN_WAKE_STARTED: Final = "cocoonset.cocoonstack.io/wake-started"
 # The wake whose WakeTimedOut was already emitted, so the sweep warns once per wake.
@@ -115,6 +118,7 @@ REASON_WAKE_NO_CAPACITY: Final = "WakeNoCapacity"
 REASON_WAKE_TIMED_OUT: Final = "WakeTimedOut"
 REASON_SEAT_RELEASED: Final = "SeatReleased"
 REASON_WAKE_COMPLETED: Final = "WakeCompleted"
+REASON_WAKE_REQUESTED: Final = "WakeRequested"
 REASON_IDLE_SUSPENDED: Final = "IdleSuspended"
 REASON_BAD_ANNOTATION: Final = "InvalidAnnotation"
 # A write the API server's admission refused (quota, PodSecurity, ServiceAccount).

@@ -66,6 +66,9 @@ class WakeRequested:
     ref: SetRef
     source: Source
     event_id: str | None = field(default=None, compare=False)
+    # Who asked, as the door authenticated them (functions.doors.attribute): named in
+    # the set's WakeRequested and WakeCompleted Events. Never read from the payload.
+    requester: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

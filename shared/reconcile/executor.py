@@ -851,10 +851,12 @@ class _Run:
     def report_woken(self, step: ReportWoken) -> None:
         cs = self.set
         identity = owed.wake_identity(cs, step.pod_uid)
+        requester = cs.metadata.annotations.get(k.ANN_WAKE_REQUESTED_BY)
+        asked = f", requested by {requester}" if requester else ""
         created = self.required_event(
             k.REASON_WAKE_COMPLETED,
             f"Restored from the hibernation snapshot (placement: {step.placement}, "
-            f"hint node: {step.hint or 'none'})",
+            f"hint node: {step.hint or 'none'}{asked})",
             key=identity,
         )
         if created:
@@ -876,10 +878,15 @@ class _Run:
                 occurrence=step.pod_uid,
             ),
         )
-        # Compare-and-swap: only this occurrence's marker is removed.
+        # Compare-and-swap: only this occurrence's marker is removed (and the requester
+        # it named: the next wake is someone else's to sign).
         self.cs = self.kube.patch_set(
             self.ref,
-            {"metadata": {"annotations": {k.ANN_WAKE_REPORT_OWED: None}}},
+            {
+                "metadata": {
+                    "annotations": {k.ANN_WAKE_REPORT_OWED: None, k.ANN_WAKE_REQUESTED_BY: None}
+                }
+            },
             resource_version=cs.metadata.resource_version,
         )
 
@@ -995,8 +1002,13 @@ def request_wake(
     now: datetime | None = None,
     hook: StepHook | None = None,
     publisher: PublisherArg = FROM_SETTINGS,
+    requester: str | None = None,
 ) -> Outcome:
-    """A user wants the set back: make `spec.suspend=false` durable, then run the wake."""
+    """A user wants the set back: make `spec.suspend=false` durable, then run the wake.
+
+    `requester`: who asked, as authenticated where the request entered; recorded with
+    the unsuspend and named in the set's WakeRequested and WakeCompleted Events.
+    """
     cs = kube.get_set(ref)
     if cs is None:
         return Outcome(ref=ref, result=OutcomeResult.NOT_FOUND, reason="the set does not exist")
@@ -1017,8 +1029,13 @@ def request_wake(
     if cs.spec.suspend:
         # Desired state, not a derived one: no precondition, so concurrent
         # requests all succeed and agree.
+        who = requester or "an unnamed caller"
+        patch = {
+            "spec": {"suspend": False},
+            "metadata": {"annotations": {k.ANN_WAKE_REQUESTED_BY: who}},
+        }
         try:
-            cs = kube.patch_set(ref, {"spec": {"suspend": False}})
+            cs = kube.patch_set(ref, patch)
         except AdmissionDenied as e:
             # cocoon-webhook validates every spec change of a set: one that breaks its
             # rules cannot be unsuspended until fixed. Told once, acknowledged.
@@ -1027,6 +1044,18 @@ def request_wake(
                 ref=ref, result=OutcomeResult.REFUSED, reason=f"Unsuspend: {e.server_message}"
             )
         steps = ("Unsuspend",)
+        # Named by the unsuspend's own write: one Event per request that woke the set.
+        # Best-effort: who asked is also on the set (and in WakeCompleted), and a failed
+        # POST must not fail a wake whose unsuspend already landed.
+        try:
+            kube.emit_event(
+                cs,
+                reason=k.REASON_WAKE_REQUESTED,
+                message=f"Wake requested by {who}",
+                key=f"{cs.metadata.resource_version}",
+            )
+        except CocoonError as e:
+            log.warning("could not record who requested the wake", set=str(ref), error=str(e))
     run = _Run.start(ref, kube, registry, settings, now, hook, publisher)
     out = run.run(cs, pods_at=read_at)
     return replace(out, steps=steps + out.steps)

@@ -232,6 +232,12 @@ def test_a_namespace_scoped_token_wakes_its_namespace_and_no_other(
     assert woken.status_code == 200
     assert _suspended(world, OTHER_NS)[0] is False
     assert _suspended(world) == before
+    # The set says who asked: the scoped credential's name, never the secret.
+    (asked,) = [e for e in world.events(OTHER_NS) if e.reason == k.REASON_WAKE_REQUESTED]
+    assert asked.message.startswith("Wake requested by wake:")
+    assert TEAM_B_TOKEN not in asked.message
+    recorded = world.get_set(OTHER_NS, SET)["metadata"]["annotations"]
+    assert recorded[k.ANN_WAKE_REQUESTED_BY] == asked.message.removeprefix("Wake requested by ")
 
 
 FIVE_MIB = 5 << 20

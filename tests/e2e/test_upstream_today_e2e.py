@@ -96,6 +96,11 @@ def test_a_wake_restores_and_drops_the_tag_under_the_recorded_name(
     annotations = world.get_set(NS, SET)["metadata"]["annotations"]
     assert k.ANN_HIBERNATED_ON_NODE not in annotations
     assert k.ANN_HIBERNATED_IMAGE not in annotations
+    # Who asked is named where the wake lands (here the platform in front of the
+    # per-target function authenticated the caller), then forgotten.
+    (done,) = [e for e in world.events(NS) if e.reason == k.REASON_WAKE_COMPLETED]
+    assert "requested by platform:platform" in done.message
+    assert k.ANN_WAKE_REQUESTED_BY not in annotations
 
 
 def test_after_an_image_change_a_wake_never_creates_a_restore_pod(

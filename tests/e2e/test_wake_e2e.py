@@ -331,7 +331,11 @@ def test_live_drops_the_tag_and_clears_the_hint(
     assert k.ANN_HIBERNATED_ON_NODE not in annotations
     assert k.ANN_LAST_WAKE in annotations
     assert cs["status"]["phase"] == "Running"
-    assert [e.reason for e in world.events(NS)] == [k.REASON_WAKE_COMPLETED]
+    # One request, one completion: who asked, then that it landed, each once.
+    assert sorted(e.reason for e in world.events(NS)) == [
+        k.REASON_WAKE_COMPLETED,
+        k.REASON_WAKE_REQUESTED,
+    ]
     counted = metric_lines(capsys.readouterr().out, k.METRIC_WAKE)
     assert [c["labels"]["placement"] for c in counted] == [k.PLACEMENT_HINT_NODE]
 
@@ -407,7 +411,8 @@ def test_a_completed_wake_disengages(world: World, function_app: Any) -> None:
     assert [r["method"] for r in world.api_requests()] == ["GET", "GET"]
     after = world.get_set(NS, SET)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert len(world.events(NS)) == 1
+    # The request's WakeRequested and the landing's WakeCompleted, nothing more.
+    assert len(world.events(NS)) == 2
 
 
 def test_placement_is_counted_once_across_a_re_entry(
@@ -424,7 +429,11 @@ def test_placement_is_counted_once_across_a_re_entry(
     assert post(wake, changed_event()).status_code == 200
 
     assert len(metric_lines(capsys.readouterr().out, k.METRIC_WAKE)) == 1
-    assert [e.reason for e in world.events(NS)] == [k.REASON_WAKE_COMPLETED]
+    # One request, one completion: who asked, then that it landed, each once.
+    assert sorted(e.reason for e in world.events(NS)) == [
+        k.REASON_WAKE_COMPLETED,
+        k.REASON_WAKE_REQUESTED,
+    ]
 
 
 def test_an_unschedulable_restore_warns_once_per_situation(

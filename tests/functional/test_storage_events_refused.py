@@ -28,7 +28,8 @@ TAG_OBJECT = "epoch/manifests/vk-team-a-agent-0/hibernate.json"
 PROBE = r"""
 import json, os, sys
 os.environ.update({"COCOON_REGISTRY_BASE": "registry.example.com", "KUBECONFIG": "/nonexistent",
-                   "COCOON_INGEST_TOKEN": "probe-token", "COCOON_LOG_FORMAT": "json"})
+                   "COCOON_INGEST_TOKEN": "probe-token-0123456789abcdef0123456789",
+                   "COCOON_LOG_FORMAT": "json"})
 import functions_framework
 from cloudevents.http import CloudEvent, to_binary
 case = json.loads(sys.argv[2])
@@ -39,7 +40,7 @@ if case["target"] == "release":
 else:
     client = functions_framework.create_app(target="ingest", source=sys.argv[1]).test_client()
     reply = client.post("/registry", data=json.dumps(case["data"]),
-                        headers={"Authorization": "Bearer probe-token",
+                        headers={"Authorization": "Bearer probe-token-0123456789abcdef0123456789",
                                  "Content-Type": "application/json"})
 heavy = {"kubernetes", "boto3", "botocore", "google.auth", "google.cloud.pubsub"}
 print(json.dumps({"status": reply.status_code, "body": reply.get_data(as_text=True),
