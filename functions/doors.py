@@ -25,6 +25,7 @@ import hmac
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from shared.config import Settings
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
@@ -146,3 +147,19 @@ def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
         if reason is not None:
             return reason
     return None
+
+
+_CHUNK = 64 * 1024
+
+
+def read_capped(stream: Any, limit: int) -> bytes | None:
+    """At most `limit` bytes of `stream`, or None once it has more (a chunked body has
+    no Content-Length, so the cap is kept while reading)."""
+    buf = bytearray()
+    while True:
+        chunk = stream.read(min(_CHUNK, limit + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > limit:
+            return None

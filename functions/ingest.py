@@ -54,7 +54,6 @@ MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits wi
 # Items of one batch (registry events, audit events): kube-apiserver sends at most
 # 400 per batch by default (--audit-webhook-batch-max-size), Distribution one.
 MAX_BATCH_EVENTS = 1000
-_CHUNK = 64 * 1024
 TARGET = "ingest"
 
 ROUTE_REGISTRY = "/registry"
@@ -141,7 +140,7 @@ def handle(request: Any) -> Reply:
     if length is not None and length > MAX_BODY:
         log.warning("ingest body too large", route=route, content_length=length)
         return _refuse(413, {"error": "body too large", "limit": MAX_BODY})
-    body = _read_body(request.stream)
+    body = doors.read_capped(request.stream, MAX_BODY)
     if body is None:
         log.warning("ingest body too large while reading", route=route)
         return _refuse(413, {"error": "body too large", "limit": MAX_BODY})
@@ -208,18 +207,6 @@ def _verify_oidc(token: str, config: Settings) -> Caller | Reply:
         return _refuse(503, {"error": "retry"})
     log.debug("ingest push token accepted", caller=clip(caller))
     return Caller(Door.PUSH, clip(caller))
-
-
-def _read_body(stream: Any) -> bytes | None:
-    """The body, or None once it exceeds MAX_BODY (chunked bodies have no Content-Length)."""
-    buf = bytearray()
-    while True:
-        chunk = stream.read(min(_CHUNK, MAX_BODY + 1 - len(buf)))
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > MAX_BODY:
-            return None
 
 
 def _act(route: str, parsed: Parsed, config: Settings) -> Reply:

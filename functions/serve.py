@@ -53,7 +53,6 @@ CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
     "sweep": (Door.SWEEP,),
 }
 MAX_BODY = 1 << 20  # 1 MiB, as ingest: a CloudEvent here is a few hundred bytes
-_CHUNK = 64 * 1024
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
@@ -95,18 +94,6 @@ def _refuse(
         ],
     )
     return [data]
-
-
-def _read_capped(stream: Any, limit: int) -> bytes | None:
-    """At most `limit` bytes of `stream`, or None once it has more (chunked: no length)."""
-    buf = bytearray()
-    while True:
-        chunk = stream.read(min(_CHUNK, limit + 1 - len(buf)))
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > limit:
-            return None
 
 
 def _too_deep(body: bytes, content_type: str) -> bool:
@@ -165,7 +152,7 @@ def _guarded(target: str, app: WSGIApp) -> WSGIApp:
                 {"error": "body too large", "limit": MAX_BODY},
                 start_response,
             )
-        body = _read_capped(environ["wsgi.input"], MAX_BODY)
+        body = doors.read_capped(environ["wsgi.input"], MAX_BODY)
         if body is None:
             log.warning("serve body too large while reading", route=f"/{target}")
             return _refuse(
