@@ -21,6 +21,7 @@ import pytest
 
 from devstack.sim_operator import UpstreamOperator
 from devstack.simulator import NodeSpec, Simulator
+from devstack.upstream import Upstream
 from shared import constants as k
 from shared.config import OperatorMode
 from shared.errors import TransientError
@@ -46,7 +47,8 @@ def _fresh_candidates() -> Iterator[None]:
     forget_candidates()
 
 
-def test_a_reclaim_beside_a_paused_operator_lands_warm(world: World) -> None:
+@pytest.mark.parametrize("upstream", list(Upstream), ids=[u.value for u in Upstream])
+def test_a_reclaim_beside_a_paused_operator_lands_warm(world: World, upstream: Upstream) -> None:
     from shared.clients.kube import KubeClient
 
     sim = Simulator(
@@ -55,10 +57,14 @@ def test_a_reclaim_beside_a_paused_operator_lands_warm(world: World) -> None:
         registry_prefix=world.prefix,
         nodes=[NodeSpec("node-1", seats=1)],
         play_operator=False,
+        upstream=upstream,
     )
     sim.register_nodes()
     op = UpstreamOperator(
-        api=world.http(), registry_url=world.registry.url, registry_prefix=world.prefix
+        api=world.http(),
+        registry_url=world.registry.url,
+        registry_prefix=world.prefix,
+        upstream=upstream,
     )
     settings = replace(
         world.settings, operator=OperatorMode.PRESENT, seat_reclaim_grace=timedelta(milliseconds=1)
