@@ -198,6 +198,11 @@ class Simulator:
     # False: this simulator plays no operator (devstack.sim_operator.UpstreamOperator,
     # cocoon-operator's own slot release and wake, runs beside it instead).
     play_operator: bool = True
+    # vk-cocoon's restore time, warm (node-local copy) and cold (registry pull): the
+    # restore pod holds its seat meanwhile. 0 = at once (the default everywhere else).
+    warm_restore_s: float = 0.0
+    cold_restore_s: float = 0.0
+    _restoring: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -404,6 +409,8 @@ class Simulator:
             )
             warm = action.vm in self.node_snapshots.get(action.node, set())
             how = (WARM if warm else COLD) if tagged else FRESH
+        if how != FRESH and not self._restore_done(action, how):
+            return  # still restoring: the next tick looks again
         # A cold restore pulls the snapshot from the registry (a real GET of the manifest).
         if how == COLD and not manifest_exists(
             self.registry_url, self._registry_repository(action.vm), k.TAG_HIBERNATE
@@ -436,6 +443,18 @@ class Simulator:
                 Restore(action.namespace, action.name, action.vm, action.node, how)
             )
         self._emit("booted", action.namespace, action.name, f"{how} on {action.node}")
+
+    def _restore_done(self, action: BootVM, how: str) -> bool:
+        """Whether this restore's time has passed (its clock starts on first sight)."""
+        took = self.warm_restore_s if how == WARM else self.cold_restore_s
+        if took <= 0:
+            return True
+        key = (action.namespace, action.name, action.node)
+        due = self._restoring.setdefault(key, time.monotonic() + took)
+        if time.monotonic() < due:
+            return False
+        del self._restoring[key]
+        return True
 
     def _vk(self) -> VkHibernator:
         if self.vk is None:

@@ -106,6 +106,9 @@ class StackConfig:
     scheduler_order: str = "fifo"
     # vk-cocoon's gap between its push and its `hibernated` report (devstack.vkorder).
     report_gap: float = DEFAULT_REPORT_GAP_S
+    # vk-cocoon's restore time, warm and cold (the simulator's; 0 = at once).
+    warm_restore_s: float = 0.0
+    cold_restore_s: float = 0.0
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -294,6 +297,8 @@ class Stack:
             on_event=self.on_event,
             scheduler_order=cfg.scheduler_order,
             report_gap=cfg.report_gap,
+            warm_restore_s=cfg.warm_restore_s,
+            cold_restore_s=cfg.cold_restore_s,
         )
         self.simulator.start()
         if cfg.tick_seconds > 0:
