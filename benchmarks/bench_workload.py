@@ -46,6 +46,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import random
 import sys
 import threading
@@ -184,15 +185,15 @@ class Run:
     reclaims: int = 0
     lost: dict[str, int] = field(default_factory=dict)
     request_errors: int = 0
+    restores: dict[str, int] = field(default_factory=dict)  # warm / cold, in the trace
     sim_errors: int = 0
     wall_s: float = 0.0
 
 
-def _set_body(name: str, config: str, p: Params) -> dict[str, Any]:
-    ann = {
-        k.ANN_IDLE_TIMEOUT: f"{p.idle_timeout_s}s",
-        ANN_IDLE_CPU_BELOW: p.idle_cpu_below,
-    }
+def _set_body(name: str, config: str, p: Params, *, cpu: bool) -> dict[str, Any]:
+    ann = {k.ANN_IDLE_TIMEOUT: f"{p.idle_timeout_s}s"}
+    if cpu:
+        ann[ANN_IDLE_CPU_BELOW] = p.idle_cpu_below
     if config == "economy":
         ann[ANN_RECLAIMABLE_AFTER] = f"{p.reclaimable_after_s}s"
     return {
@@ -252,10 +253,12 @@ def _phases(api: KubeHTTP) -> dict[str, str]:
     }
 
 
-def _preseed(stack: Stack, api: KubeHTTP, config: str, names: Sequence[str], p: Params) -> None:
+def _preseed(
+    stack: Stack, api: KubeHTTP, config: str, names: Sequence[str], p: Params, *, cpu: bool
+) -> None:
     """Every agent exists, suspended, its state saved, before the trace starts."""
     for n in names:
-        api.post(set_path(NS), _set_body(n, config, p))
+        api.post(set_path(NS), _set_body(n, config, p, cpu=cpu))
     deadline = time.monotonic() + 60 + 3 * len(names)
     asked: set[str] = set()
     while time.monotonic() < deadline:
@@ -298,11 +301,21 @@ class _Requester:
     def _api(self) -> KubeHTTP:
         api = getattr(self.local, "api", None)
         if api is None:
-            api = self.local.api = KubeHTTP(self.stack.kube_url)
+            api = self.local.api = self.stack.kube_http()
         return api
 
     def submit(self, name: str) -> None:
         self.pool.submit(self._wake, name)
+
+    def touch(self, name: str) -> None:
+        self.pool.submit(self._touch, name)
+
+    def _touch(self, name: str) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with contextlib.suppress(ApiError, OSError):
+            self._api().merge_patch(
+                set_path(NS, name), {"metadata": {"annotations": {k.ANN_LAST_ACTIVITY: now}}}
+            )
 
     def _wake(self, name: str) -> None:
         for attempt in range(1, 6):
@@ -392,12 +405,12 @@ class _SetupFailed(Exception):
     """The stack or the pre-seed failed before the trace began: safe to start over."""
 
 
-def run_config(config: str, p: Params, trace: Sequence[AgentTrace]) -> Run:
+def run_config(config: str, p: Params, trace: Sequence[AgentTrace], backend: str) -> Run:
     # On a shared machine a free port can be taken between its pick and the bind
     # (a target then dies at start): a set-up failure starts the configuration over.
     for attempt in range(1, 4):
         try:
-            return _run_config_once(config, p, trace)
+            return _run_config_once(config, p, trace, backend)
         except _SetupFailed as err:
             if attempt == 3:
                 raise
@@ -405,30 +418,34 @@ def run_config(config: str, p: Params, trace: Sequence[AgentTrace]) -> Run:
     raise AssertionError("unreachable")
 
 
-def _run_config_once(config: str, p: Params, trace: Sequence[AgentTrace]) -> Run:
+def _run_config_once(config: str, p: Params, trace: Sequence[AgentTrace], backend: str) -> Run:
     names = [a.name for a in trace]
     log = _StateLog({main_pod_name(n): n for n in names})
     out = Run(config)
     started = time.perf_counter()
     try:
-        stack = Stack(_stack_config(config, p), on_event=log.on_event).__enter__()
+        cfg = _stack_config(config, p)
+        cfg.backend = backend
+        stack = Stack(cfg, on_event=log.on_event).__enter__()
     except StackError as err:
         raise _SetupFailed(str(err).splitlines()[0]) from err
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(stack.stop)
         sim = stack.simulator
         assert sim is not None
-        api = KubeHTTP(stack.kube_url)
+        api = stack.kube_http()
+        cpu = backend == "embedded"
         try:
-            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
-            api.post("/api/v1/namespaces", namespace)
-            _preseed(stack, api, config, names, p)
+            stack.ensure_namespace(NS)
+            _preseed(stack, api, config, names, p, cpu=cpu)
             # The wake instance's first relevant event loads the Kubernetes client
             # (seconds here): warm it, so the trace measures the seats, not a cold start.
             stack.request_wake(NS, "warm-up")
         except (StackError, TimeoutError) as err:
             raise _SetupFailed(str(err).splitlines()[0]) from err
         requester = _Requester(stack, config)
+        restores_before = len(sim.restores)
+        touched: dict[str, float] = {}
         agents = {a.name: Agent(a, next_at=a.first) for a in trace}
         vm_of: dict[str, set[str]] = {}
         t0 = time.monotonic()
@@ -450,6 +467,13 @@ def _run_config_once(config: str, p: Params, trace: Sequence[AgentTrace]) -> Run
                     if _ready(pod):
                         ready[s] = str(ann.get(k.ANN_VM_NAME, ""))
                 _drive(agents, ready, now, p, out, requester, sim.cpu_load)
+                if not cpu:
+                    # No PodMetrics on this server: the user's traffic is written as
+                    # last-activity (the documented external writer), once a second.
+                    for n, a in agents.items():
+                        if a.state == "active" and now - touched.get(n, -9.0) >= 1.0:
+                            touched[n] = now
+                            requester.touch(n)
                 waiting = sum(1 for a in agents.values() if a.state == "waiting")
                 busy = {n for n, a in agents.items() if a.state in ("active", "waiting")}
                 idle = sum(1 for s in bound if s not in busy)
@@ -474,6 +498,8 @@ def _run_config_once(config: str, p: Params, trace: Sequence[AgentTrace]) -> Run
         # One Event on the waker and one on the victim per reclaim.
         out.reclaims = len(reclaim_events) // 2
         out.lost = log.judge(list(sim.restores), vm_of)
+        for r in sim.restores[restores_before:]:
+            out.restores[r.how] = out.restores.get(r.how, 0) + 1
         out.sim_errors = len(sim.errors)
         api.close()
     out.wall_s = time.perf_counter() - started
@@ -557,6 +583,7 @@ def summarize(r: Run, p: Params) -> dict[str, Any]:
         "seat_s_idle": round(r.idle_seat_s, 1),
         "idle_share_of_seat_time": round(r.idle_seat_s / r.seat_s, 3) if r.seat_s else None,
         "reclaims": r.reclaims,
+        "restores_warm_cold": r.restores,
         "vm_state_lost": sum(r.lost.values()),
         "vm_state_lost_detail": r.lost,
         "wake_request_errors": r.request_errors,
@@ -582,7 +609,7 @@ def _series(r: Run, step: float = 0.5) -> dict[str, list[float]]:
     return {"t": t, "seats_in_use": seats, "waiting_wakes": waiting, "idle_seats": idle}
 
 
-def _markdown(p: Params, per: Mapping[str, Mapping[str, Any]], load: float) -> str:
+def _markdown(p: Params, per: Mapping[str, Mapping[str, Any]], load: float, where: str) -> str:
     rows: list[tuple[str, Callable[[Mapping[str, Any]], str]]] = [
         (
             "wakes requested / served / timed out",
@@ -621,31 +648,34 @@ def _markdown(p: Params, per: Mapping[str, Mapping[str, Any]], load: float) -> s
         f"{p.wake_timeout_s:g} s; hibernate {p.hibernate_s:g} s, restore warm "
         f"{p.warm_restore_s:g} s / cold {p.cold_restore_s:g} s; sweep tick {p.tick_s:g} s"
     )
-    return f"## workload\n\n{trace}.\n\n{head}\n{body}\n"
+    if where != "embedded API":
+        trace += (
+            "; activity written as `last-activity` by the driver each second (no "
+            "metrics.k8s.io on this server), not read from PodMetrics"
+        )
+    return f"## workload ({where})\n\n{trace}.\n\n{head}\n{body}\n"
 
 
-def run(*, quick: bool = False, params: Params | None = None) -> dict[str, Any]:
-    p = params or (QUICK if quick else Params())
-    trace = make_trace(p)
-    load = offered_load(p, trace)
-    per: dict[str, dict[str, Any]] = {}
-    series: dict[str, dict[str, list[float]]] = {}
-    samples: dict[str, list[float]] = {}
-    for config in CONFIGS:
-        print(f"   workload: {config} ...", file=sys.stderr, flush=True)
-        r = run_config(config, p, trace)
-        per[config] = summarize(r, p)
-        series[config] = _series(r)
-        waits = [w.waited for w in r.wakes if w.waited is not None]
-        samples[config] = [round(x, 3) for x in waits] + [
-            p.wake_timeout_s for w in r.wakes if w.timed_out
-        ]
-        print(f"   {config}: {json.dumps(per[config])}", file=sys.stderr, flush=True)
+def _real_requested() -> bool:
+    """The real kube-apiserver joins when its binaries are named (COCOON_CONTROL_PLANE_BIN,
+    as `make test` passes them): it doubles the run, so it is asked for, not guessed."""
+    if not os.environ.get("COCOON_CONTROL_PLANE_BIN"):
+        return False
+    from devstack.realkube import ControlPlaneUnavailable, find_binaries
+
+    try:
+        find_binaries()
+    except ControlPlaneUnavailable:
+        return False
+    return True
+
+
+def _figures(p: Params, per: Mapping[str, Mapping[str, Any]], where: str) -> dict[str, Any]:
     ret, rel, eco = per["retain"], per["release"], per["economy"]
     ratio = eco["agents_per_seat"] / ret["agents_per_seat"] if ret["agents_per_seat"] else math.nan
     lost = sum(int(s["vm_state_lost"]) for s in per.values())
-    where = f"local stack, embedded API, {p.agents} agents on {p.seats} seats, seed {p.seed}"
-    figures = {
+    where = f"local stack, {where}, {p.agents} agents on {p.seats} seats, seed {p.seed}"
+    return {
         "agents_per_seat_economy_over_retain": fig(
             ratio,
             "x",
@@ -658,17 +688,48 @@ def run(*, quick: bool = False, params: Params | None = None) -> dict[str, Any]:
             rel["wake_wait_p99_s"], "s", "release without the economy, same trace"
         ),
         "wake_wait_p99_retain_s": fig(ret["wake_wait_p99_s"], "s", "retain, same trace"),
+        "wakes_timed_out_economy_over_release": fig(
+            eco["wakes_timed_out"] / rel["wakes_timed_out"] if rel["wakes_timed_out"] else math.nan,
+            "x",
+            f"{eco['wakes_timed_out']} vs {rel['wakes_timed_out']} wakes given up",
+        ),
         "vm_state_lost": fig(lost, "count", "sum over the three configurations"),
     }
-    return {
-        "figures": figures,
-        "params": asdict(p),
-        "offered_load_agents": round(load, 2),
-        "configurations": per,
-        "series": series,
-        "wait_samples_s": samples,
-        "markdown": _markdown(p, per, load),
-    }
+
+
+def run(*, quick: bool = False, params: Params | None = None) -> dict[str, Any]:
+    p = params or (QUICK if quick else Params())
+    trace = make_trace(p)
+    load = offered_load(p, trace)
+    backends = ["embedded"] + (["real"] if not quick and _real_requested() else [])
+    out: dict[str, Any] = {"params": asdict(p), "offered_load_agents": round(load, 2)}
+    figures: dict[str, Any] = {}
+    sections: list[str] = []
+    for backend in backends:
+        per: dict[str, dict[str, Any]] = {}
+        series: dict[str, dict[str, list[float]]] = {}
+        samples: dict[str, list[float]] = {}
+        for config in CONFIGS:
+            print(f"   workload: {backend} {config} ...", file=sys.stderr, flush=True)
+            r = run_config(config, p, trace, backend)
+            per[config] = summarize(r, p)
+            series[config] = _series(r)
+            waits = [w.waited for w in r.wakes if w.waited is not None]
+            samples[config] = [round(x, 3) for x in waits] + [
+                p.wake_timeout_s for w in r.wakes if w.timed_out
+            ]
+            print(f"   {config}: {json.dumps(per[config])}", file=sys.stderr, flush=True)
+        real = backend == "real"
+        suffix = "_real" if real else ""
+        where = "real kube-apiserver+etcd" if real else "embedded API"
+        figures |= {f"{n}{suffix}": v for n, v in _figures(p, per, where).items()}
+        out[f"configurations{suffix}"] = per
+        out[f"series{suffix}"] = series
+        out[f"wait_samples_s{suffix}"] = samples
+        sections.append(_markdown(p, per, load, where))
+    out["figures"] = figures
+    out["markdown"] = "\n".join(sections)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
