@@ -25,6 +25,7 @@ ORDER = [
     "kubeapi",
     "reads",
     "coldstart",
+    "firstevent",
     "ingest",
     "release",
     "wake",
@@ -142,7 +143,7 @@ def _plot_workload(plt: Any, res: dict[str, Any], out_dir: Path) -> str:
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         if row == 0:
-            ax.set_title("over the trace (compressed: 1 s = 1 min)")
+            ax.set_title("over the trace, embedded API (compressed: 1 s = 1 min)")
             ax.legend(fontsize=8, loc="upper left", ncols=4)
         if row == len(configs) - 1:
             ax.set_xlabel("trace time (s)")
