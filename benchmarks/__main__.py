@@ -3,6 +3,7 @@
 uv run python -m benchmarks            # full run (what docs/performance.md quotes)
 uv run python -m benchmarks --quick    # CI-sized smoke run of the harness
 uv run python -m benchmarks --only coldstart ingest
+uv run python -m benchmarks --only workload   # merged into an existing latest.json
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ORDER = [
     "kubeapi",
     "reads",
     "coldstart",
+    "firstevent",
     "ingest",
     "release",
     "wake",
@@ -32,6 +34,7 @@ ORDER = [
     "reclaim",
     "order",
     "operator",
+    "workload",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -114,7 +117,52 @@ def _plot(results: dict[str, Any], out_dir: Path) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path.name)
+    workload = results.get("workload") or {}
+    if workload.get("series"):
+        written.append(_plot_workload(plt, workload, out_dir))
     return written
+
+
+def _plot_workload(plt: Any, res: dict[str, Any], out_dir: Path) -> str:
+    """Seats in use and waiting wakes over the trace per configuration, and the waits."""
+    series: dict[str, Any] = res["series"]
+    configs = list(series)
+    seats = int((res.get("params") or {}).get("seats") or 0)
+    fig = plt.figure(figsize=(11, 2.4 * len(configs) + 0.6))
+    grid = fig.add_gridspec(len(configs), 2, width_ratios=[2.2, 1])
+    top = None
+    for row, name in enumerate(configs):
+        s = series[name]
+        ax = fig.add_subplot(grid[row, 0], sharex=top)
+        top = top or ax
+        ax.plot(s["t"], s["seats_in_use"], color="tab:blue", label="seats in use")
+        ax.plot(s["t"], s["idle_seats"], color="tab:gray", lw=1, label="of them idle VMs")
+        ax.plot(s["t"], s["waiting_wakes"], color="tab:red", label="waiting wakes")
+        if seats:
+            ax.axhline(seats, color="black", lw=0.8, ls=":", label=f"{seats} seats")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+        if row == 0:
+            ax.set_title("over the trace, embedded API (compressed: 1 s = 1 min)")
+            ax.legend(fontsize=8, loc="upper left", ncols=4)
+        if row == len(configs) - 1:
+            ax.set_xlabel("trace time (s)")
+    ax = fig.add_subplot(grid[:, 1])
+    for name, waits in (res.get("wait_samples_s") or {}).items():
+        if waits:
+            xs = sorted(waits)
+            ys = [(i + 1) / len(xs) for i in range(len(xs))]
+            ax.step(xs, ys, where="post", label=f"{name} ({len(xs)} wakes)")
+    ax.set_xlabel("wake wait (s); a timed-out wake at the timeout")
+    ax.set_ylabel("share of wakes served within")
+    ax.set_title("wake-wait distribution")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = out_dir / "workload.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
 
 
 def table(results: dict[str, Any]) -> str:
@@ -152,10 +200,34 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {"error": traceback.format_exc()}
             print(results[name]["error"], file=sys.stderr)
         results[name]["seconds"] = round(time.perf_counter() - started, 2)
-    doc = {"machine": machine_info(), "quick": args.quick, "results": results}
-    doc["plots"] = _plot(results, out)
+    doc: dict[str, Any] = {"machine": machine_info(), "quick": args.quick, "results": results}
+    previous = out / "latest.json"
+    if args.only and previous.exists():
+        # A partial run updates its benchmarks in the last full run's file, each stamped
+        # with its own machine line; the other benchmarks' results stay as they were.
+        try:
+            old = json.loads(previous.read_text())
+        except ValueError:
+            old = {}
+        if isinstance(old, dict) and isinstance(old.get("results"), dict):
+            for res in results.values():
+                res["machine"] = doc["machine"]
+            doc = {**old, "results": {**old["results"], **results}}
+            results = doc["results"]
+    workload = results.get("workload") or {}
+    if workload.get("figures"):
+        # The headline figures where a reader looks first; the rest under results.workload.
+        doc["workload"] = {name: f["value"] for name, f in workload["figures"].items()} | {
+            key: workload[key]
+            for key in ("configurations", "configurations_real")
+            if key in workload
+        }
+    doc["plots"] = sorted(set(_plot(results, out)) | set(doc.get("plots") or []))
     (out / "latest.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     md = table(results)
+    sections = [str(r["markdown"]) for r in results.values() if r.get("markdown")]
+    if sections:
+        md += "\n\n" + "\n".join(sections)
     (out / "latest.md").write_text(
         f"Measured {doc['machine']['date']} on {doc['machine']['cpu']} "
         f"({doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB), "

@@ -204,6 +204,11 @@ class Simulator:
     play_operator: bool = True
     # Which cocoonstack the simulated actors play (devstack.upstream).
     upstream: Upstream = Upstream.TODAY
+    # vk-cocoon's restore time, warm (node-local copy) and cold (registry pull): the
+    # restore pod holds its seat meanwhile. 0 = at once (the default everywhere else).
+    warm_restore_s: float = 0.0
+    cold_restore_s: float = 0.0
+    _restoring: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     # -- lifecycle --
     def register_nodes(self) -> None:
@@ -425,6 +430,8 @@ class Simulator:
             )
             warm = action.vm in self.node_snapshots.get(action.node, set())
             how = (WARM if warm else COLD) if tagged else FRESH
+        if how != FRESH and not self._restore_done(action, how):
+            return  # still restoring: the next tick looks again
         # A cold restore pulls the snapshot from the registry (a real GET of the manifest).
         if how == COLD and not manifest_exists(
             self.registry_url, self._registry_repository(action.vm), k.TAG_HIBERNATE
@@ -459,6 +466,21 @@ class Simulator:
                 Restore(action.namespace, action.name, action.vm, action.node, how)
             )
         self._emit("booted", action.namespace, action.name, f"{how} on {action.node}")
+
+    def _restore_done(self, action: BootVM, how: str) -> bool:
+        """Whether this restore's time has passed (its clock starts on first sight).
+
+        Today's peer transfer is timed as cold: like a pull it moves the whole snapshot
+        over the network (the split is decided after the wait, in `_boot`)."""
+        took = self.warm_restore_s if how == WARM else self.cold_restore_s
+        if took <= 0:
+            return True
+        key = (action.namespace, action.name, action.node)
+        due = self._restoring.setdefault(key, time.monotonic() + took)
+        if time.monotonic() < due:
+            return False
+        del self._restoring[key]
+        return True
 
     def _vk(self) -> VkHibernator:
         if self.vk is None:

@@ -42,7 +42,7 @@ import requests
 from cloudevents.http import CloudEvent, to_binary
 
 from devstack.extra import require_local_extra
-from devstack.kubehttp import KubeHTTP
+from devstack.kubehttp import ConflictError, KubeHTTP
 from devstack.processes import ManagedProcess, StackError, free_port, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
 from devstack.simulator import NodeSpec, SimEvent, Simulator
@@ -107,6 +107,13 @@ class StackConfig:
     scheduler_order: str = "fifo"
     # vk-cocoon's gap between its push and its `hibernated` report (devstack.vkorder).
     report_gap: float = DEFAULT_REPORT_GAP_S
+    # vk-cocoon's restore time, warm and cold (the simulator's; 0 = at once).
+    warm_restore_s: float = 0.0
+    cold_restore_s: float = 0.0
+    # "embedded" (its own process), or "real": kube-apiserver + etcd (devstack.realkube,
+    # `make controlplane`), admin over https, its audit webhook forwarded to `ingest`. The
+    # real one serves no metrics.k8s.io, so the simulator writes no PodMetrics there.
+    backend: str = "embedded"
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -147,6 +154,7 @@ class Stack:
         self.sweep_token = secrets.token_urlsafe(24)
         self.workdir = Path(".")
         self.kube_port = 0
+        self.real: Any = None  # devstack.realkube.RealKube with backend="real"
         self.ports: dict[str, int] = {}
         self.processes: list[ManagedProcess] = []
         self.registry: _CountedRegistry | None = None
@@ -161,7 +169,29 @@ class Stack:
     # -- addresses --
     @property
     def kube_url(self) -> str:
+        if self.real is not None:
+            return str(self.real.url)
         return f"http://127.0.0.1:{self.kube_port}"
+
+    def kube_http(self) -> KubeHTTP:
+        """A JSON client of the stack's API server as admin (token and CA on the real one)."""
+        if self.real is None:
+            return KubeHTTP(self.kube_url)
+        ca = str(self.real.dir / "ca.crt")
+        return KubeHTTP(self.kube_url, token=self.real.tokens["admin"], ca_file=ca)
+
+    def ensure_namespace(self, name: str) -> None:
+        """A namespace and its `default` ServiceAccount (no controller-manager on the real one)."""
+        if self.real is not None:
+            self.real.ensure_namespace(name)
+            return
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        api = self.kube_http()
+        try:
+            with contextlib.suppress(ConflictError):
+                api.post("/api/v1/namespaces", body)
+        finally:
+            api.close()
 
     @property
     def kubeconfig(self) -> Path:
@@ -236,8 +266,51 @@ class Stack:
         self.ports = {t: free_port() for t in TARGETS}
         ingest = self.target_url("ingest")
 
+        if cfg.backend == "real":
+            kube = None
+            self._start_real(ingest)
+        else:
+            kube = self._start_embedded(ingest)
+
+        self.on_progress("starting the Distribution registry")
+        registry = _CountedRegistry(notify_url=f"{ingest}/registry", notify_token=self.token)
+        self.registry = registry
+        try:
+            registry.start()
+        except (RegistryBinaryMissing, RegistryStartError) as err:
+            raise StackError(str(err)) from err
+
+        if kube is not None:
+            kube.wait_http(
+                f"{self.kube_url}/version",
+                timeout=cfg.start_timeout,
+                ok=lambda r: r.status_code == 200 and self.kubeconfig.exists(),
+            )
+        self._start_rest()
+
+    def _start_real(self, ingest: str) -> None:
+        # Only here: the certificate code stays out of the demo's start.
+        from devstack.realkube import ControlPlaneUnavailable, RealKube  # noqa: PLC0415
+
+        self.on_progress("starting kube-apiserver + etcd")
+        try:
+            self.real = RealKube()
+        except ControlPlaneUnavailable as err:
+            raise StackError(str(err)) from err
+        self.real.start()
+        self.real.write_kubeconfig(self.kubeconfig)
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+
+        def forward(body: bytes, _sent: dict[str, str]) -> None:
+            # The real server authenticates to its sink; `ingest` wants the stack's token.
+            with contextlib.suppress(requests.RequestException):
+                requests.post(f"{ingest}/kubernetes/audit", data=body, headers=headers, timeout=30)
+
+        self.real.audit_sink.forward = forward
+
+    def _start_embedded(self, ingest: str) -> ManagedProcess:
         self.on_progress("starting the embedded Kubernetes API")
-        kube = self._spawn(
+        return self._spawn(
             "kube",
             [
                 sys.executable,
@@ -255,20 +328,8 @@ class Stack:
             env={**os.environ, "COCOON_AUDIT_TOKEN": self.audit_token},
         )
 
-        self.on_progress("starting the Distribution registry")
-        registry = _CountedRegistry(notify_url=f"{ingest}/registry", notify_token=self.token)
-        self.registry = registry
-        try:
-            registry.start()
-        except (RegistryBinaryMissing, RegistryStartError) as err:
-            raise StackError(str(err)) from err
-
-        kube.wait_http(
-            f"{self.kube_url}/version",
-            timeout=cfg.start_timeout,
-            ok=lambda r: r.status_code == 200 and self.kubeconfig.exists(),
-        )
-
+    def _start_rest(self) -> None:
+        cfg = self.config
         self.on_progress("starting the functions (release, wake, sweep, ingest)")
         env = {**os.environ, **self.function_env(), "PYTHONUNBUFFERED": "1"}
         ff = _console_script("functions-framework")
@@ -295,7 +356,7 @@ class Stack:
             proc.wait_http(self.target_url(t) + "/", timeout=cfg.start_timeout)
 
         self.on_progress("starting the cluster simulator")
-        self.api = KubeHTTP(self.kube_url)
+        self.api = self.kube_http()
         self.simulator = Simulator(
             api=self.api,
             registry_url=self.registry_url,
@@ -306,6 +367,9 @@ class Stack:
             scheduler_order=cfg.scheduler_order,
             report_gap=cfg.report_gap,
             upstream=cfg.upstream,
+            warm_restore_s=cfg.warm_restore_s,
+            cold_restore_s=cfg.cold_restore_s,
+            metrics_interval=0 if self.real is not None else 1.0,
         )
         self.simulator.start()
         if cfg.tick_seconds > 0:
@@ -329,6 +393,10 @@ class Stack:
         processes, self.processes = self.processes, []
         stop_all([p for p in processes if p.name != "kube"])
         stop_all([p for p in processes if p.name == "kube"])
+        if self.real is not None:
+            with contextlib.suppress(Exception):
+                self.real.stop()
+            self.real = None
         if self.registry is not None:
             with contextlib.suppress(Exception):
                 self.registry.stop()
