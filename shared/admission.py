@@ -287,7 +287,10 @@ def _vm_name_length(path: str, vm: str, os_: str) -> list[str]:
     if (os_ or "linux") == "macos":
         if len(vm) <= names.VM_NAME_MAX:
             return []
-        return [f"{path} derives VM name {_q(vm)} ({len(vm)} characters); maximum is {names.VM_NAME_MAX}"]
+        return [
+            f"{path} derives VM name {_q(vm)} ({len(vm)} characters); "
+            f"maximum is {names.VM_NAME_MAX}"
+        ]
     if len(vm) <= names.MANAGED_VM_NAME_MAX:
         return []
     return [

@@ -467,5 +467,7 @@ def test_a_toolbox_vm_name_is_held_to_the_limit_unless_static() -> None:
         "maximum is 46 to reserve the hibernate import suffix"
     ]
     static = {"name": "b" * 13, "mode": "static", "staticIP": "10.0.0.9", "staticVMID": "v1"}
-    assert adm.cocoonset_errors(_named(set_name, {"agent": {"image": IMG}, "toolboxes": [static]})) == []
-
+    assert (
+        adm.cocoonset_errors(_named(set_name, {"agent": {"image": IMG}, "toolboxes": [static]}))
+        == []
+    )
