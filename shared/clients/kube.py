@@ -224,6 +224,8 @@ def _merged_kubeconfig(paths: str) -> Any:
     """
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
+    for one in paths.split(os.pathsep):
+        _check_kubeconfig_file(one)
     merger = kube_config.KubeConfigMerger(paths)  # type: ignore[no-untyped-call]  # untyped upstream
     if merger.config is None:
         raise ConfigException(f"no kubeconfig file found in {paths}")
@@ -233,6 +235,36 @@ def _merged_kubeconfig(paths: str) -> Any:
             merger.config.value["current-context"] = current
             break
     return merger.config
+
+
+def _check_kubeconfig_file(path: str) -> None:
+    """A file that is not a kubeconfig at all, as one line (ConfigError).
+
+    The library's merger lets a YAML parser error or a non-mapping document escape
+    as a traceback or as "'str' object does not support item assignment".
+    Missing files are left to the merger, which skips them as kubectl does.
+    """
+    import yaml  # noqa: PLC0415 - lazy: cold start
+
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except FileNotFoundError:
+        return
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(
+            f"cannot load kubeconfig {path}: invalid YAML: {where}{e.problem or e.context}"
+        ) from None
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot load kubeconfig {path}: {' '.join(str(e).split())}") from None
+    if doc is not None and not isinstance(doc, dict):
+        kind = {list: "a list", str: "a string"}.get(type(doc), f"a {type(doc).__name__}")
+        raise ConfigError(
+            f"cannot load kubeconfig {path}: not a kubeconfig ({kind}; expected a mapping "
+            "with clusters, users and contexts)"
+        )
 
 
 _M = TypeVar("_M", bound=BaseModel)

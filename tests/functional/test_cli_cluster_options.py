@@ -169,6 +169,43 @@ def test_an_unknown_context_is_one_line(kubeconfig: Path, tmp_path: Path) -> Non
     assert result.output.strip().count("\n") == 0
 
 
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        pytest.param(
+            "apiVersion: v1\nclusters: [\n",
+            "invalid YAML: line 3, column 1: expected the node content, but found '<stream end>'",
+            id="malformed",
+        ),
+        pytest.param(
+            '"just a string"\n',
+            "not a kubeconfig (a string; expected a mapping with clusters, users and contexts)",
+            id="bare-string",
+        ),
+        pytest.param(
+            "- a\n- b\n",
+            "not a kubeconfig (a list; expected a mapping with clusters, users and contexts)",
+            id="list",
+        ),
+    ],
+)
+@pytest.mark.parametrize("how", ["--kubeconfig", "KUBECONFIG"])
+def test_a_kubeconfig_that_is_no_kubeconfig_is_one_line(
+    tmp_path: Path, content: str, says: str, how: str
+) -> None:
+    # Was a yaml.parser.ParserError traceback, or "'str' object does not support item
+    # assignment".
+    bad = tmp_path / "config"
+    bad.write_text(content, encoding="utf-8")
+    args, env = (["--kubeconfig", str(bad)], _env(tmp_path))
+    if how == "KUBECONFIG":
+        args, env = [], _env(tmp_path, KUBECONFIG=str(bad))
+    for command in (status, sweep):
+        result = CliRunner().invoke(command, args, env=env)
+        assert result.exit_code == 1, result.output
+        assert result.output == f"error: cannot load kubeconfig {bad}: {says}\n"
+
+
 # --- a cluster without the CRD ---------------------------------------------------------
 
 
