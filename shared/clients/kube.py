@@ -260,7 +260,13 @@ def _check_kubeconfig_file(path: str) -> None:
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot load kubeconfig {path}: {' '.join(str(e).split())}") from None
     if doc is not None and not isinstance(doc, dict):
-        kind = {list: "a list", str: "a string"}.get(type(doc), f"a {type(doc).__name__}")
+        kind = (
+            "a list"
+            if isinstance(doc, list)
+            else "a string"
+            if isinstance(doc, str)
+            else f"a {type(doc).__name__}"
+        )
         raise ConfigError(
             f"cannot load kubeconfig {path}: not a kubeconfig ({kind}; expected a mapping "
             "with clusters, users and contexts)"
