@@ -251,6 +251,19 @@ def format_seconds(delta: timedelta) -> str:
     return format_duration(delta) if delta.total_seconds() >= 1 else "0s"
 
 
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """kubectl's plain table: upper-case headers, columns padded by spaces, no box.
+
+    What every table looks like when stdout is not a terminal (a pipe, a file): a
+    script can `awk` it, and no box-drawing characters land in a log.
+    """
+    cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return [
+        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+
+
 def emit_structured(data: Any, output: str) -> None:
     """`data` as JSON or YAML on stdout."""
     import json  # noqa: PLC0415
