@@ -101,6 +101,16 @@ def set_verbosity(verbose: int, quiet: bool) -> None:
     level = "ERROR" if quiet else ("WARNING", "INFO", "DEBUG")[min(verbose, 2)]
     # stdout carries the command's answer (a table, JSON); logs must not mix into it.
     log.configure(LogFormat.TEXT, stream=sys.stderr, level=level)
+    if verbose and not quiet:
+        # -v shows each API call as kubectl -v=6 does: method, URL, status, time.
+        from shared.clients.kube import observe_requests  # noqa: PLC0415
+
+        observe_requests(_echo_request)
+
+
+def _echo_request(method: str, url: str, status: int | None, seconds: float) -> None:
+    answer = str(status) if status is not None else "no answer"
+    click.echo(f"{method} {url} {answer} in {seconds * 1000:.0f} milliseconds", err=True)
 
 
 def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

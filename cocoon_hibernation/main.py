@@ -73,6 +73,11 @@ class LazyGroup(click.Group):
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as err:
+            # No arguments at all is a request for help, as kubectl answers it: the help
+            # on stdout, exit 0 (a sub-group's bare name too: `devstack`).
+            click.echo(err.ctx.get_help() if err.ctx is not None else "", color=None)
+            sys.exit(0)
         except click.UsageError as err:
             hint = f" (see {err.ctx.command_path} --help)" if err.ctx is not None else ""
             click.echo(f"{ERROR_PREFIX}{err.format_message()}{hint}", err=True)

@@ -326,6 +326,44 @@ def _api_client(conf: Any) -> ApiClient:
     return client.ApiClient(no_library_retries(conf))
 
 
+# (method, url, HTTP status or None when no answer came, seconds) for every request
+# sent; None = nobody listens. Set by the CLI's -v (kubectl's -v=6 shows the same).
+RequestObserver = Callable[[str, str, "int | None", float], None]
+_request_observer: RequestObserver | None = None
+
+
+def observe_requests(observer: RequestObserver | None) -> None:
+    """Call `observer` after every API request of every KubeClient (None: stop)."""
+    global _request_observer  # noqa: PLW0603 - one switch per process, like the log level
+    _request_observer = observer
+
+
+def _observed(rest_client: Any) -> None:
+    """Wrap `rest_client.request` so each request reaches the observer, when one is set."""
+    send = rest_client.request
+    if getattr(send, "_cocoon_observed", False):
+        return
+
+    def request(method: str, url: str, *args: Any, **kw: Any) -> Any:
+        observer = _request_observer
+        if observer is None:
+            return send(method, url, *args, **kw)
+        start = time.monotonic()
+        status: int | None = None
+        try:
+            resp = send(method, url, *args, **kw)
+            status = getattr(resp, "status", None)
+            return resp
+        except Exception as e:
+            status = getattr(e, "status", None)
+            raise
+        finally:
+            observer(method, url, status, time.monotonic() - start)
+
+    request._cocoon_observed = True  # type: ignore[attr-defined]  # a marker on the wrapper
+    rest_client.request = request
+
+
 def _ensure_no_library_retries(api_client: ApiClient) -> None:
     """An ApiClient built elsewhere (tests, callers) gets a pool without retries."""
     from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
@@ -344,6 +382,7 @@ class KubeClient:
         from kubernetes import client  # noqa: PLC0415 - lazy: cold start
 
         _ensure_no_library_retries(api_client)
+        _observed(api_client.rest_client)
         self._api = api_client
         self._custom: CustomObjectsApi = client.CustomObjectsApi(api_client)
         self._core: CoreV1Api = client.CoreV1Api(api_client)

@@ -206,6 +206,25 @@ def test_a_kubeconfig_that_is_no_kubeconfig_is_one_line(
         assert result.output == f"error: cannot load kubeconfig {bad}: {says}\n"
 
 
+def test_v_shows_each_api_call_on_stderr(one_set: None, kubeconfig: Path, tmp_path: Path) -> None:
+    # `-v` printed nothing more; kubectl -v=6 shows each request: method, URL, status, time.
+    from shared.clients.kube import observe_requests
+
+    env = _env(tmp_path, KUBECONFIG=str(kubeconfig))
+    try:
+        quiet = CliRunner().invoke(cli, ["status", "-o", "json"], env=env)
+        loud = CliRunner().invoke(cli, ["-v", "status", "-o", "json"], env=env)
+    finally:
+        observe_requests(None)
+    assert quiet.exit_code == loud.exit_code == 0, loud.output
+    assert "GET " not in quiet.stderr
+    assert json.loads(loud.stdout) == json.loads(quiet.stdout)  # stdout stays the answer
+    calls = [line for line in loud.stderr.splitlines() if line.startswith("GET ")]
+    sets = f"/apis/{k.GROUP}/{k.VERSION}/cocoonsets"
+    assert any(sets in line and " 200 in " in line for line in calls), loud.stderr
+    assert all(line.endswith(" milliseconds") for line in calls)
+
+
 # --- a cluster without the CRD ---------------------------------------------------------
 
 
@@ -293,6 +312,19 @@ def test_usage_errors_have_the_one_prefix(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert err.startswith("error: No such option") and "--no-such-option" in err
     assert err.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("args", [[], ["devstack"]], ids=["bare", "group"])
+def test_no_arguments_is_help_on_stdout_and_exit_0(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    # It printed the help as an error (stderr, exit 2); kubectl prints it and exits 0.
+    with pytest.raises(SystemExit) as info:
+        cli.main(args, prog_name="cocoon-hibernation")
+    assert info.value.code == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"Usage: cocoon-hibernation {' '.join(args)}".rstrip() + " [OPTIONS]")
+    assert "Commands:" in out and err == ""
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
