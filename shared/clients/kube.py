@@ -957,14 +957,21 @@ class KubeClient:
         body = self._read("LIST nodes", self._core.list_node, **kw)
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
-    def list_events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
-        """Raw core/v1 Event items of a namespace matching a field selector (one LIST)."""
-        body = self._read(
-            f"LIST events in {namespace}",
-            self._core.list_namespaced_event,
-            namespace,
-            field_selector=field_selector,
-        )
+    def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
+        if namespace is None:
+            body = self._read(
+                "LIST events",
+                self._core.list_event_for_all_namespaces,
+                field_selector=field_selector,
+            )
+        else:
+            body = self._read(
+                f"LIST events in {namespace}",
+                self._core.list_namespaced_event,
+                namespace,
+                field_selector=field_selector,
+            )
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     # --- events -----------------------------------------------------------------
