@@ -101,11 +101,10 @@ def set_verbosity(verbose: int, quiet: bool) -> None:
     level = "ERROR" if quiet else ("WARNING", "INFO", "DEBUG")[min(verbose, 2)]
     # stdout carries the command's answer (a table, JSON); logs must not mix into it.
     log.configure(LogFormat.TEXT, stream=sys.stderr, level=level)
-    if verbose and not quiet:
-        # -v shows each API call as kubectl -v=6 does: method, URL, status, time.
-        from shared.clients.kube import observe_requests  # noqa: PLC0415
+    # -v shows each API call as kubectl -v=6 does: method, URL, status, time.
+    from shared.clients.kube import observe_requests  # noqa: PLC0415
 
-        observe_requests(_echo_request)
+    observe_requests(_echo_request if verbose and not quiet else None)
 
 
 def _echo_request(method: str, url: str, status: int | None, seconds: float) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.clients.kube import KubeClient
+from shared.clients.kube_light import LightKube
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
 from shared.errors import CocoonError, ConfigError, PermanentError, RegistryAuthError
@@ -62,6 +63,13 @@ def cli_settings(
 
 def kube_client(settings: Settings) -> KubeClient:
     return KubeClient.from_settings(settings)
+
+
+def read_client(settings: Settings) -> KubeClient | LightKube:
+    """A client for reads only (`status`): the standard-library reader when the
+    kubeconfig allows it (no `kubernetes` import: a second or more of CPU saved),
+    else the official client."""
+    return LightKube.from_settings(settings) or kube_client(settings)
 
 
 def registry_client(settings: Settings) -> RegistryClient | None:
@@ -109,7 +117,9 @@ def registry_probe(settings: Settings) -> Callable[[str], Snapshot]:
     return probe
 
 
-def list_sets(client: KubeClient, settings: Settings, selector: str | None) -> list[CocoonSet]:
+def list_sets(
+    client: KubeClient | LightKube, settings: Settings, selector: str | None
+) -> list[CocoonSet]:
     """Every set in scope (Settings.scopes), selected by the API server (full selector syntax).
 
     A selector the server cannot parse (HTTP 400) is bad usage: exit 2, its message.

@@ -56,8 +56,8 @@ from cocoon_hibernation._common import (
 from cocoon_hibernation._kube import (
     Snapshot,
     cli_settings,
-    kube_client,
     list_sets,
+    read_client,
     registry_probe,
 )
 from shared import constants as k
@@ -453,7 +453,7 @@ def command(
     try:
         settings = cli_settings(kubeconfig, context, namespace)
         with progress("reading CocoonSets"):
-            reader = _Reader(kube_client(settings), settings, selector)
+            reader = _Reader(read_client(settings), settings, selector)
             every, pods = reader.sets_and_pods()
             pools = seat_view(every, pods, now=now)
             caps = _capacities(reader.client, pools)

@@ -128,36 +128,42 @@ def translate(err: BaseException, what: str) -> CocoonError:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - lazy: cold start
 
     if isinstance(err, ApiException):
-        code = int(err.status or 0)
-        reason, message = _status_message(err.body if isinstance(err.body, str) else None)
-        text = f"{what}: HTTP {code} {reason or err.reason or ''} {message}".strip()
-        if 400 <= code < 500 and code not in (404, 409, 429):
-            denied = _webhook_denial(text, message)
-            if denied is not None:
-                return denied
-        if code == 404:
-            body = err.body if isinstance(err.body, str) else None
-            if _ON_COCOONSETS.match(what) and _type_not_served(body):
-                return CrdNotInstalled(
-                    f"CocoonSet CRD not installed: the cluster does not serve "
-                    f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
-                    "`cocoon-hibernation crd | kubectl apply -f -` or cocoon-operator's chart"
-                )
-            return NotFound(text)
-        if code == 409:
-            return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
-        if code == 422:
-            return Invalid(text)
-        if code == 403:
-            return _forbidden(text, message)
-        if code == 401:
-            return ConfigError(f"{text} (check the function's Kubernetes credentials)")
-        if code == 504 and "Too large resource version" in message:
-            return ResourceVersionTooLarge(text)
-        if code in (0, 410, 429) or code >= 500:
-            return TransientError(text)
-        return PermanentError(text)
+        body = err.body if isinstance(err.body, str) else None
+        return translate_status(int(err.status or 0), str(err.reason or ""), body, what)
     return TransientError(f"{what}: {type(err).__name__}: {err}")
+
+
+def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
+    """An API server's error answer (HTTP `code`, its reason `phrase`, the Status `body`)
+    as one of the project's typed errors; shared by the official client's wrapper and
+    the light reader (shared.clients.kube_light)."""
+    reason, message = _status_message(body)
+    text = f"{what}: HTTP {code} {reason or phrase or ''} {message}".strip()
+    if 400 <= code < 500 and code not in (404, 409, 429):
+        denied = _webhook_denial(text, message)
+        if denied is not None:
+            return denied
+    if code == 404:
+        if _ON_COCOONSETS.match(what) and _type_not_served(body):
+            return CrdNotInstalled(
+                f"CocoonSet CRD not installed: the cluster does not serve "
+                f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
+                "`cocoon-hibernation crd | kubectl apply -f -` or cocoon-operator's chart"
+            )
+        return NotFound(text)
+    if code == 409:
+        return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
+    if code == 422:
+        return Invalid(text)
+    if code == 403:
+        return _forbidden(text, message)
+    if code == 401:
+        return ConfigError(f"{text} (check the function's Kubernetes credentials)")
+    if code == 504 and "Too large resource version" in message:
+        return ResourceVersionTooLarge(text)
+    if code in (0, 410, 429) or code >= 500:
+        return TransientError(text)
+    return PermanentError(text)
 
 
 # The authorizer's wording (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters):

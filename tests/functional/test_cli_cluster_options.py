@@ -150,7 +150,7 @@ def test_kubeconfig_list_merged_as_kubectl_does_with_context(
     result = CliRunner().invoke(
         status, ["-o", "json", "--context", "dead"], env=_env(tmp_path, KUBECONFIG=listed)
     )
-    assert result.exit_code == 1 and "port=9" in result.output
+    assert result.exit_code == 1 and "127.0.0.1:9" in result.output
 
     only_first = CliRunner().invoke(
         status,
