@@ -62,6 +62,37 @@ def parse_ref(text: str, namespace: str | None = None) -> SetRef:
         fail(str(err), code=EXIT_USAGE)
 
 
+def invocation() -> str:
+    """This command line as the user can type it again, for the next steps we print.
+
+    `cocoon-hibernation` (or `kubectl hibernation`, run as the kubectl plugin) when
+    that name on PATH is the script running now; else, in a clone, `uv run
+    cocoon-hibernation` (with `--project` when the shell is elsewhere); else the
+    interpreter's `-m` form, which always runs.
+    """
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(argv0)
+    if name in (PROG, PLUGIN):
+        found = shutil.which(name)
+        if found and os.path.realpath(found) == os.path.realpath(argv0):
+            return "kubectl hibernation" if name == PLUGIN else PROG
+    # A venv inside a project (a clone after `uv sync`): `uv run` finds both.
+    project = Path(sys.prefix).parent
+    if (project / "pyproject.toml").is_file() and shutil.which("uv"):
+        here = Path.cwd().resolve()
+        if here == project.resolve() or project.resolve() in here.parents:
+            return f"uv run {PROG}"
+        return f"uv run --project {project} {PROG}"
+    return f"{sys.executable} -m cocoon_hibernation"
+
+
+PROG: Final = "cocoon-hibernation"
+PLUGIN: Final = "kubectl-hibernation"
+
+
 def is_tty() -> bool:
     return sys.stdout.isatty()
 

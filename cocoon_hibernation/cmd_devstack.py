@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, fail, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, progress
 from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.processes import Interrupted, StackError, install_signal_handlers
 from devstack.simulator import NodeSpec
@@ -120,7 +120,8 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             click.echo("try:")
             click.echo(f"  source {stack.workdir / 'env.sh'}")
             click.echo(f"  kubectl --kubeconfig {env['KUBECONFIG']} get cocoonsets -A")
-            click.echo(f"  cocoon-hibernation status --kubeconfig {env['KUBECONFIG']}")
+            # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
+            click.echo(f"  {invocation()} status --kubeconfig {env['KUBECONFIG']}")
             click.echo("Ctrl-C stops everything.")
             sys.stdout.flush()
             while True:

@@ -108,3 +108,9 @@ def main() -> None:
     suspended: its VM is snapshotted to the registry, its pods deleted, and a
     wake recreates it from the snapshot.
     """
+
+
+def kubectl_plugin() -> None:
+    """`kubectl hibernation …`: kubectl runs the `kubectl-hibernation` executable on PATH
+    with the rest of the command line; its help and errors then name it as typed."""
+    main(prog_name="kubectl hibernation")
