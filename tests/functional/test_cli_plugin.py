@@ -44,7 +44,9 @@ def test_shell_completion_completes_commands_and_options() -> None:
             "COMP_CWORD": str(cword),
             "_COCOON_HIBERNATION_COMPLETE": "bash_complete",
         }
-        out = subprocess.run([str(script)], env=env, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(script)], check=False, env=env, capture_output=True, text=True
+        ).stdout
         return out.split()
 
     assert complete("cocoon-hibernation st", 1) == ["plain,status"]
