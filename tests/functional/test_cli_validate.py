@@ -102,7 +102,7 @@ def test_valid_examples_pass(runner: CliRunner) -> None:
     result = runner.invoke(main, ["validate", *VALID_EXAMPLES])
     assert result.exit_code == 0
     assert result.stdout == ""
-    assert result.stderr == "checked 2 CocoonSets in 2 files (1 other document skipped)\n"
+    assert result.stderr == "checked 2 CocoonSets in 2 files (2 other documents skipped)\n"
 
 
 @pytest.mark.parametrize("name", sorted(INVALID_EXAMPLES))
@@ -185,7 +185,7 @@ def test_unreadable_input_is_one_line_and_exit_2(
     # The readable file is still checked; the broken one is a single line.
     assert result.stderr.splitlines() == [
         f"error: {tmp_path}/{error}",
-        "checked 1 CocoonSet in 1 file",
+        "checked 1 CocoonSet in 1 file (1 other document skipped)",
     ]
 
 
@@ -251,7 +251,7 @@ def test_the_console_script_over_all_examples() -> None:
     ]
     assert proc.stdout.splitlines() == expected
     n = len(VALID_EXAMPLES) + len(INVALID_EXAMPLES)
-    assert proc.stderr == f"checked {n} CocoonSets in {n} files (1 other document skipped)\n"
+    assert proc.stderr == f"checked {n} CocoonSets in {n} files (2 other documents skipped)\n"
 
     valid = subprocess.run(
         [_console_script(), "validate", *VALID_EXAMPLES],
@@ -363,7 +363,7 @@ def test_json_output_carries_counts_and_each_violation(runner: CliRunner) -> Non
         False,
         3,
         3,
-        1,
+        2,
     )
     assert [v["file"] for v in report["violations"]] == [bad, bad]
     assert report["violations"][0]["object"] == "default/bad-enum"
