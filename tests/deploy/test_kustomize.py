@@ -197,8 +197,8 @@ def test_the_deployment_is_probed_hardened_and_disruption_bounded(
     (deploy,) = _of(deployment, "Deployment")
     pod = deploy["spec"]["template"]
     (container,) = pod["spec"]["containers"]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"]
     assert not sc["allowPrivilegeEscalation"] and sc["capabilities"]["drop"] == ["ALL"]
@@ -232,8 +232,8 @@ def test_the_sources_feed_the_variant_that_is_deployed(
 
 def test_the_knative_service_is_probed_and_scraped(filled: list[dict[str, Any]]) -> None:
     container = _serve(filled)
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     (service,) = _of(filled, "Service", "serving.knative.dev/v1")
     annotations = service["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
