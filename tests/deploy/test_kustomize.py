@@ -166,6 +166,16 @@ def test_a_variant_renders_nothing_placeholder_like(tmp_path: Path, components: 
     assert not PLACEHOLDER_LIKE.findall(rendered), PLACEHOLDER_LIKE.findall(rendered)
 
 
+def test_both_variants_at_once_are_refused(tmp_path: Path) -> None:
+    # Listing both components rendered a Knative Service and a Deployment side by side.
+    done = _kustomize(_copy(tmp_path, FILLED, ["knative", "deployment"]))
+    assert done.returncode != 0
+    assert "already registered id" in done.stderr
+    assert "cocoon-hibernation-variant" in done.stderr
+    one = _render(_copy(tmp_path / "one", FILLED, ["deployment"]))
+    assert not [d for d in one if d["metadata"]["name"] == "cocoon-hibernation-variant"]
+
+
 # --- the plain Deployment -----------------------------------------------------------------
 
 
