@@ -19,9 +19,11 @@ transition (Pending, Suspending, Waking, Failed), its latest Warning Event (an
 admission refusal, a wake with no free seat, the operator's SuspendTimedOut).
 
 `-w/--watch` is kubectl's: the table, then one line per set each time what it shows
-changes, until Ctrl-C (a poll every second: the sets, their pods and, only when a set
-is in transition, the Warning Events; a snapshot is probed again only when its set
-changed).
+changes, until Ctrl-C: watches on the sets and their pods (the light reader), each
+event applied in order; the Warning Events are read only while a set is in
+transition (at most once a second), a snapshot is probed again only when its set
+changed. With the official client (a kubeconfig the reader does not cover), a poll
+every second.
 
 Exit 1 when a set is flagged, or when something could not be checked (a snapshot
 the registry did not answer for, a capacity the nodes could not be read for)
@@ -31,8 +33,8 @@ unless `--allow-unchecked`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -353,6 +355,8 @@ class _Reader:
     probe: Callable[[str], Snapshot] | None = None
     # (namespace, name) -> (resourceVersion, Snapshot): re-probed when the set changed.
     snapshots: dict[tuple[str, str], tuple[str, Snapshot]] | None = None
+    warnings: dict[tuple[str, str], str] = field(default_factory=dict)
+    warned_at: float = -1e9
 
     def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
         every = list_sets(self.client, self.settings, self.selector)
@@ -374,7 +378,10 @@ class _Reader:
             key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
             by_set.setdefault(key, []).append(pod)
         warnings: dict[tuple[str, str], str] = {}
-        if any(needs_events(cs) for cs in every):
+        fresh = time.monotonic() - self.warned_at < WARNINGS_TTL_S
+        if fresh and any(needs_events(cs) for cs in every):
+            warnings = self.warnings  # a watch's burst of changes: one LIST a second
+        elif any(needs_events(cs) for cs in every):
             # One LIST per scope, and only while a set is in transition.
             try:
                 events = [
@@ -390,6 +397,7 @@ class _Reader:
                 log.info("events not read", error=str(err))
                 events = []
             warnings = latest_warnings(events)
+            self.warnings, self.warned_at = warnings, time.monotonic()
         return [
             status_row(
                 cs,
@@ -481,8 +489,12 @@ def command(
     _exit(rows, caps, allow_unchecked)
 
 
-# How often a watch reads the sets again.
+# How often a watch reads the sets again when the client cannot watch (the official
+# client's fallback), and how long the Warning Events read for WHY are reused.
 WATCH_INTERVAL_S = 1.0
+WARNINGS_TTL_S = 1.0
+
+Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
 
 
 def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str | None) -> None:
@@ -491,6 +503,9 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str |
     In JSON or YAML, one compact JSON object per line per change (the first read
     included), as `kubectl get -w -o json` streams objects. A set that disappears
     gets one line saying so. A read that fails is said on stderr and retried.
+    Changes come from watches on the sets and their pods (each event applied in
+    order, so a phase held for a moment is still shown); a client that cannot watch
+    is polled every WATCH_INTERVAL_S instead.
     """
     import json  # noqa: PLC0415
 
@@ -506,20 +521,17 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str |
         click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
     widths = emit(rows, None)
     failing = ""
+    updates = _streamed(reader) if hasattr(reader.client, "watch") else _polled(reader)
     try:
-        while True:
-            time.sleep(WATCH_INTERVAL_S)
-            try:
-                every, pods = reader.sets_and_pods()
-                now_rows = reader.rows(every, pods)
-            except CocoonError as err:
-                if str(err) != failing:
-                    click.echo(f"{ERROR_PREFIX}{err} (retrying)", err=True)
-                failing = str(err)
+        for update in updates:
+            if isinstance(update, str):
+                if update != failing:
+                    click.echo(f"{ERROR_PREFIX}{update} (retrying)", err=True)
+                failing = update
                 continue
             failing = ""
-            changed = [r for r in now_rows if shown.get((r.namespace, r.name)) != r]
-            gone = sorted(set(shown) - {(r.namespace, r.name) for r in now_rows})
+            changed = [r for r in update if shown.get((r.namespace, r.name)) != r]
+            gone = sorted(set(shown) - {(r.namespace, r.name) for r in update})
             widths = emit(changed, widths)
             for ns, name in gone:
                 click.echo(
@@ -527,9 +539,129 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str |
                     if output != "table"
                     else f"{ns}/{name}  deleted"
                 )
-            shown = {(r.namespace, r.name): r for r in now_rows}
+            shown = {(r.namespace, r.name): r for r in update}
     except KeyboardInterrupt:
         return  # Ctrl-C ends a watch; it is not an error (kubectl exits 0 too)
+
+
+def _polled(reader: _Reader) -> Iterator[Update]:
+    while True:
+        time.sleep(WATCH_INTERVAL_S)
+        try:
+            every, pods = reader.sets_and_pods()
+            yield reader.rows(every, pods)
+        except CocoonError as err:
+            yield str(err)
+
+
+def _streamed(reader: _Reader) -> Iterator[Update]:
+    """The rows after each change the API server reports (watches on sets and pods).
+
+    One thread per watch feeds a queue; this generator applies each event to the
+    sets and pods it keeps and yields the rows. An expired watch (410) or a broken
+    stream is answered with a fresh list and a new watch from it.
+    """
+    import queue  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from shared.clients.kube import parse  # noqa: PLC0415
+
+    client = reader.client
+    selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
+    feed: queue.Queue[tuple[Any, ...]] = queue.Queue()
+    sets: dict[tuple[str, str], CocoonSet] = {}
+    pods: dict[str, Pod] = {}
+
+    def load(resource: str, scope: str | None, items: list[dict[str, Any]]) -> None:
+        if resource == "cocoonsets":
+            for key in [key for key in sets if scope is None or key[0] == scope]:
+                del sets[key]
+            for item in items:
+                apply(resource, "ADDED", item)
+        else:
+            for uid in [
+                u for u, p in pods.items() if scope is None or p.metadata.namespace == scope
+            ]:
+                del pods[uid]
+            for item in items:
+                apply(resource, "ADDED", item)
+
+    def apply(resource: str, kind: str, obj: dict[str, Any]) -> None:
+        try:
+            if resource == "cocoonsets":
+                cs = parse(CocoonSet, obj)
+                key = (cs.namespace, cs.name)
+                if kind == "DELETED":
+                    sets.pop(key, None)
+                else:
+                    sets[key] = cs
+            else:
+                pod = parse(Pod, obj)
+                uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.name}"
+                if kind == "DELETED":
+                    pods.pop(uid, None)
+                else:
+                    pods[uid] = pod
+        except CocoonError:
+            return  # an unreadable object is left out, as a LIST leaves it out
+
+    def follow(resource: str, scope: str | None, version: str) -> None:
+        while True:
+            try:
+                for event in client.watch(resource, scope, selectors[resource], version):
+                    obj = event.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    if event.get("type") == "ERROR":
+                        raise _Expired
+                    version = str(meta.get("resourceVersion") or version)
+                    if event.get("type") != "BOOKMARK":
+                        feed.put(("event", resource, event.get("type"), obj))
+                continue  # the server's timeout ended the stream: watch on from `version`
+            except _Expired:
+                pass
+            except CocoonError as err:
+                feed.put(("error", str(err)))
+                time.sleep(WATCH_INTERVAL_S)
+            try:
+                items, version = client.list_raw(resource, scope, selectors[resource])
+                feed.put(("resync", resource, scope, items))
+            except CocoonError as err:
+                feed.put(("error", str(err)))
+                time.sleep(WATCH_INTERVAL_S)
+
+    try:
+        for resource in ("cocoonsets", "pods"):
+            for scope in reader.settings.scopes:
+                items, version = client.list_raw(resource, scope, selectors[resource])
+                load(resource, scope, items)
+                threading.Thread(
+                    target=follow, args=(resource, scope, version), daemon=True
+                ).start()
+    except CocoonError as err:
+        yield str(err)
+        yield from _polled(reader)
+        return
+    yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+    while True:
+        try:
+            item = feed.get(timeout=0.5)  # a timeout, so Ctrl-C is not held up
+        except queue.Empty:
+            continue
+        if item[0] == "error":
+            yield str(item[1])
+            continue
+        if item[0] == "resync":
+            load(str(item[1]), item[2], list(item[3]))
+        else:
+            apply(str(item[1]), str(item[2]), dict(item[3]))
+        try:
+            yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+        except CocoonError as err:
+            yield str(err)
+
+
+class _Expired(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:

@@ -232,12 +232,15 @@ class LightKube:
                 time.sleep(full.READ_BACKOFF_S[min(attempt, len(full.READ_BACKOFF_S) - 1)])
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _connection(
+        self, path: str, params: Mapping[str, Any]
+    ) -> tuple[http.client.HTTPConnection, str, str]:
+        """A connection to the server, the request path with its query, and the full URL."""
         t = self._t
         query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
         url_path = (t.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
         url = f"{t.server.scheme}://{t.server.netloc}{url_path}"
-        connect, read = self._timeout
+        connect = self._timeout[0]
         conn: http.client.HTTPConnection
         if t.server.scheme == "https":
             conn = http.client.HTTPSConnection(
@@ -253,6 +256,12 @@ class LightKube:
             conn = http.client.HTTPConnection(
                 t.server.hostname or "", t.server.port, timeout=connect
             )
+        return conn, url_path, url
+
+    def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        t = self._t
+        read = self._timeout[1]
+        conn, url_path, url = self._connection(path, params)
         self.requests += 1
         start = time.monotonic()
         status: int | None = None
@@ -336,3 +345,96 @@ class LightKube:
         what = "LIST events" + (f" in {namespace}" if namespace else "")
         body = self._get(what, path, {"fieldSelector": field_selector})
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+    # --- watching (status -w) ------------------------------------------------------
+
+    @staticmethod
+    def resource_path(resource: str, namespace: str | None) -> str:
+        """`cocoonsets` or `pods`, in one namespace or all."""
+        if resource == "pods":
+            return "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
+        base = f"/apis/{k.GROUP}/{k.VERSION}"
+        return (
+            f"{base}/{k.PLURAL}"
+            if namespace is None
+            else f"{base}/namespaces/{namespace}/{k.PLURAL}"
+        )
+
+    def list_raw(
+        self, resource: str, namespace: str | None, label_selector: str | None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every item (raw) and the list's resourceVersion, to start a watch from."""
+        path = self.resource_path(resource, namespace)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        version = ""
+        while True:
+            body = self._get(
+                f"LIST {resource}",
+                path,
+                {"limit": 500, "labelSelector": label_selector, "continue": token},
+            )
+            items += [i for i in body.get("items") or [] if isinstance(i, dict)]
+            meta = body.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None,
+        label_selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int = 290,
+    ) -> Iterator[dict[str, Any]]:
+        """The watch events (`{"type", "object"}`) after `resource_version`, as they come.
+
+        Ends when the server closes the stream (its timeout); a 410 arrives as an
+        ERROR event, which the caller answers with a fresh list.
+        """
+        path = self.resource_path(resource, namespace)
+        params = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_s,
+            "labelSelector": label_selector,
+        }
+        conn, url_path, url = self._connection(path, params)
+        what = f"WATCH {resource}"
+        try:
+            try:
+                conn.request(
+                    "GET", url_path, headers={"Accept": "application/json", **self._t.headers}
+                )
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout_s + 30)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                raise TransientError(f"{what}: cannot reach the API server: {e}") from e
+            observer = full._request_observer
+            if observer is not None:
+                observer("GET", url, resp.status, 0.0)
+            if resp.status >= 400:
+                raise full.translate_status(
+                    resp.status, resp.reason, resp.read().decode("utf-8", "replace"), what
+                )
+            while True:
+                try:
+                    line = resp.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    raise TransientError(f"{what}: the stream broke: {e}") from e
+                if not line:
+                    return
+                if line.strip():
+                    try:
+                        event = json.loads(line)
+                    except ValueError as e:
+                        raise TransientError(f"{what}: the API server sent non-JSON") from e
+                    if isinstance(event, dict):
+                        yield event
+        finally:
+            conn.close()

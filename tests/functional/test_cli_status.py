@@ -368,10 +368,61 @@ def test_status_says_why_a_pod_waits_and_why_a_set_is_stuck(
     assert line.endswith(f"pod pending-0 unschedulable: {unschedulable}")
 
 
-def test_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
+def test_watch_follows_each_change_as_the_api_server_reports_it(
+    world: dict[str, str], kube: Any
+) -> None:
+    # A real process and a real Ctrl-C: the table, then a line per change (every phase
+    # of the set, however briefly held: they come from a watch, not a poll).
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    api = KubeHTTP(kube.url)
+    api.delete(set_path(NS, "stale"))
+    env = {k_: v for k_, v in os.environ.items() if not k_.startswith("COCOON_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cocoon_hibernation", "status", "-w"],
+        env={**env, **world},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+    reader.start()
+    deadline = time.monotonic() + 60
+    while len(lines) < 5 and time.monotonic() < deadline:  # header + 4 sets
+        time.sleep(0.05)
+    for phase in ("Suspending", "Suspended", "Waking", "Running"):  # no pause between them
+        api.merge_patch(set_path(NS, "running") + "/status", {"status": {"phase": phase}})
+    api.delete(set_path(NS, "kept"))
+    while len(lines) < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    reader.join(timeout=10)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert lines[0].split()[:3] == ["SET", "POLICY", "PHASE"]
+    changes = [line.split()[:3] for line in lines[5:9]]
+    assert changes == [
+        [f"{NS}/running", "release", phase]
+        for phase in ("Suspending", "Suspended", "Waking", "Running")
+    ]
+    assert lines[9:] == [f"{NS}/kept  deleted\n"]
+
+
+def test_watch_without_a_watching_client_polls_until_ctrl_c(
     world: dict[str, str], kube: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cocoon_hibernation import cmd_status
+    from cocoon_hibernation import _kube, cmd_status
+
+    # The official client (a kubeconfig the light reader does not cover) cannot watch:
+    # the same output, from a read every second.
+    monkeypatch.setattr(cmd_status, "read_client", _kube.kube_client)
 
     api = KubeHTTP(kube.url)
     KubeHTTP(kube.url).delete(set_path(NS, "stale"))
