@@ -105,28 +105,36 @@ class StatusRow:
         }
 
 
-# Phases a set passes through; a set in one of them (or without a phase) may be stuck.
-_STEADY = (CocoonSetPhase.RUNNING, CocoonSetPhase.SUSPENDED)
-
-
 def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | None:
     """Pure: why the set is not where it is going, from what the cluster already says.
 
     The scheduler's verdict on a Pending main pod first (it names the node selector,
-    the affinity, the seats); else, while the set is in transition, its latest Warning
-    Event. A steady set shows none: an old warning there is history, not a reason.
+    the affinity, the seats); else, while the set is in transition (not where its
+    spec asks), its latest Warning Event. A settled set shows none: an old warning
+    there is history, not a reason.
     """
     if main is not None and (main.status.phase or "Pending") == "Pending":
         message = main.unschedulable_message()
         if message is not None:
             return f"pod {main.name} unschedulable: {message or 'no message'}"
-    if cs.phase in _STEADY:
+    if _settled(cs):
         return None
     return warning
 
 
+def _settled(cs: CocoonSet) -> bool:
+    """Where its spec asks it to be: Running and not suspended, or Suspended and suspended.
+
+    A Running set asked to suspend is in transition too: a refused `spec.suspend`
+    write (an admission webhook) leaves it exactly there, and its Event says why.
+    """
+    if cs.phase is CocoonSetPhase.RUNNING:
+        return not cs.suspended
+    return cs.phase is CocoonSetPhase.SUSPENDED and cs.suspended
+
+
 def needs_events(cs: CocoonSet) -> bool:
-    return cs.phase not in _STEADY
+    return not _settled(cs)
 
 
 def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:

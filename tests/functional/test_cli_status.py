@@ -354,8 +354,13 @@ def test_status_says_why_a_pod_waits_and_why_a_set_is_stuck(
         'admission webhook "cocoonsets.validate.cocoonstack.io" denied the request',
         "2026-01-01T00:00:09Z",
     )
-    # A steady set's old warning is history, not a reason.
+    # A settled set's old warning is history, not a reason.
     _event(api, "running", "WakeNoCapacity", "long ago", "2026-01-01T00:00:05Z")
+    # Running but asked to suspend: the refused write is why it does not move.
+    _set(api, "refused", suspend=True, phase="Running")
+    _event(
+        api, "refused", "WriteRefused", "denied: spec.agent derives VM name", "2026-01-01T00:00:07Z"
+    )
 
     rows = _rows(world)
     assert rows["pending"]["why"] == f"pod pending-0 unschedulable: {unschedulable}"
@@ -363,6 +368,7 @@ def test_status_says_why_a_pod_waits_and_why_a_set_is_stuck(
         'WriteRefused: admission webhook "cocoonsets.validate.cocoonstack.io" denied the request'
     )
     assert rows["running"]["why"] is None
+    assert rows["refused"]["why"] == "WriteRefused: denied: spec.agent derives VM name"
     table = CliRunner().invoke(command, [], env=world).stdout
     line = next(x for x in table.splitlines() if x.startswith(f"{NS}/pending "))
     assert line.endswith(f"pod pending-0 unschedulable: {unschedulable}")
