@@ -114,3 +114,25 @@ def kubectl_plugin() -> None:
     """`kubectl hibernation …`: kubectl runs the `kubectl-hibernation` executable on PATH
     with the rest of the command line; its help and errors then name it as typed."""
     main(prog_name="kubectl hibernation")
+
+
+def kubectl_complete() -> None:
+    """`kubectl_complete-hibernation`: what kubectl (1.26+) runs for `kubectl hibernation <TAB>`.
+
+    kubectl passes the words typed after the plugin's name, the last one the word being
+    completed, and reads cobra's answer: one candidate a line (`value<TAB>help`), then
+    `:<directive>`: 4 (no file names) after commands, options and choices, 0 (let the
+    shell complete file names) where click offers nothing or would complete a path.
+    """
+    from click.shell_completion import ShellComplete  # noqa: PLC0415 - only when completing
+
+    args = sys.argv[1:]
+    incomplete = args[-1] if args else ""
+    complete = ShellComplete(main, {}, "kubectl hibernation", "_KUBECTL_HIBERNATION_COMPLETE")
+    items = complete.get_completions(args[:-1], incomplete)
+    if not items or any(item.type in ("file", "dir") for item in items):
+        click.echo(":0")
+        return
+    for item in items:
+        click.echo(f"{item.value}\t{item.help}" if item.help else item.value)
+    click.echo(":4")

@@ -98,3 +98,21 @@ def test_the_next_steps_we_print_run_as_printed(
     elsewhere.mkdir()
     monkeypatch.chdir(project if cwd == "project" else elsewhere)
     assert _common.invocation() == expected.format(project=project)
+
+
+def test_kubectl_completes_the_plugin(tmp_path: Path) -> None:
+    # kubectl (1.26+) asks kubectl_complete-hibernation, in cobra's protocol.
+    script = BIN / "kubectl_complete-hibernation"
+    if not script.exists():
+        pytest.skip("the scripts are not installed (run `uv sync`)")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def complete(*words: str) -> list[str]:
+        kubectl = shutil.which("kubectl", path=env["PATH"])
+        argv = [kubectl, "__complete", "hibernation", *words] if kubectl else [str(script), *words]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+        return [line.split("\t")[0] for line in out.splitlines()]
+
+    assert complete("st") == ["status", ":4"]
+    assert complete("status", "-o", "") == ["table", "json", "yaml", ":4"]
+    assert complete("validate", "") == [":0"]  # file names: the shell's own completion
