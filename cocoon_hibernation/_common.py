@@ -62,6 +62,37 @@ def parse_ref(text: str, namespace: str | None = None) -> SetRef:
         fail(str(err), code=EXIT_USAGE)
 
 
+def invocation() -> str:
+    """This command line as the user can type it again, for the next steps we print.
+
+    `cocoon-hibernation` (or `kubectl hibernation`, run as the kubectl plugin) when
+    that name on PATH is the script running now; else, in a clone, `uv run
+    cocoon-hibernation` (with `--project` when the shell is elsewhere); else the
+    interpreter's `-m` form, which always runs.
+    """
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(argv0)
+    if name in (PROG, PLUGIN):
+        found = shutil.which(name)
+        if found and os.path.realpath(found) == os.path.realpath(argv0):
+            return "kubectl hibernation" if name == PLUGIN else PROG
+    # A venv inside a project (a clone after `uv sync`): `uv run` finds both.
+    project = Path(sys.prefix).parent
+    if (project / "pyproject.toml").is_file() and shutil.which("uv"):
+        here = Path.cwd().resolve()
+        if here == project.resolve() or project.resolve() in here.parents:
+            return f"uv run {PROG}"
+        return f"uv run --project {project} {PROG}"
+    return f"{sys.executable} -m cocoon_hibernation"
+
+
+PROG: Final = "cocoon-hibernation"
+PLUGIN: Final = "kubectl-hibernation"
+
+
 def is_tty() -> bool:
     return sys.stdout.isatty()
 
@@ -101,6 +132,15 @@ def set_verbosity(verbose: int, quiet: bool) -> None:
     level = "ERROR" if quiet else ("WARNING", "INFO", "DEBUG")[min(verbose, 2)]
     # stdout carries the command's answer (a table, JSON); logs must not mix into it.
     log.configure(LogFormat.TEXT, stream=sys.stderr, level=level)
+    # -v shows each API call as kubectl -v=6 does: method, URL, status, time.
+    from shared.clients.kube import observe_requests  # noqa: PLC0415
+
+    observe_requests(_echo_request if verbose and not quiet else None)
+
+
+def _echo_request(method: str, url: str, status: int | None, seconds: float) -> None:
+    answer = str(status) if status is not None else "no answer"
+    click.echo(f"{method} {url} {answer} in {seconds * 1000:.0f} milliseconds", err=True)
 
 
 def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -249,6 +289,19 @@ def format_seconds(delta: timedelta) -> str:
     from shared.sweep.plan import format_duration  # noqa: PLC0415
 
     return format_duration(delta) if delta.total_seconds() >= 1 else "0s"
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """kubectl's plain table: upper-case headers, columns padded by spaces, no box.
+
+    What every table looks like when stdout is not a terminal (a pipe, a file): a
+    script can `awk` it, and no box-drawing characters land in a log.
+    """
+    cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return [
+        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
 
 
 def emit_structured(data: Any, output: str) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.clients.kube import KubeClient
+from shared.clients.kube_light import LightKube
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
 from shared.errors import CocoonError, ConfigError, PermanentError, RegistryAuthError
@@ -62,6 +63,13 @@ def cli_settings(
 
 def kube_client(settings: Settings) -> KubeClient:
     return KubeClient.from_settings(settings)
+
+
+def read_client(settings: Settings) -> KubeClient | LightKube:
+    """A client for reads only (`status`): the standard-library reader when the
+    kubeconfig allows it (no `kubernetes` import: a second or more of CPU saved),
+    else the official client."""
+    return LightKube.from_settings(settings) or kube_client(settings)
 
 
 def registry_client(settings: Settings) -> RegistryClient | None:
@@ -109,7 +117,9 @@ def registry_probe(settings: Settings) -> Callable[[str], Snapshot]:
     return probe
 
 
-def list_sets(client: KubeClient, settings: Settings, selector: str | None) -> list[CocoonSet]:
+def list_sets(
+    client: KubeClient | LightKube, settings: Settings, selector: str | None
+) -> list[CocoonSet]:
     """Every set in scope (Settings.scopes), selected by the API server (full selector syntax).
 
     A selector the server cannot parse (HTTP 400) is bad usage: exit 2, its message.
@@ -170,14 +180,18 @@ def wait_for_phase(
 ) -> str | None:
     """Re-read the phase every POLL_S until it is `want` or `wait` has passed; the last one read.
 
-    `phase` is the one already known (not re-read when it is `want`); each read is
-    reported through `step` as `<label>phase <phase>`.
+    `phase` is the one already known (not re-read when it is `want`); it and each
+    change after it are reported through `step` as `<label>phase <phase>`, once each,
+    as they happen (a wake of 20 s is then not 20 s of silence).
     """
     deadline = time.monotonic() + wait.total_seconds()
+    step(f"{label}phase {phase or '-'}")
     while phase != want and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        phase = phase_of(client, ref)
-        step(f"{label}phase {phase or '-'}")
+        now = phase_of(client, ref)
+        if now != phase:
+            step(f"{label}phase {now or '-'}")
+        phase = now
     return phase
 
 
@@ -202,9 +216,23 @@ def act_on_sets(
     A cluster error ends the command with one line (exit 1) before anything is printed;
     a row that is not ok makes the exit 1 once every set was tried (`emit_results`).
     """
+    import click  # noqa: PLC0415
+
     from cocoon_hibernation._common import emit_results, fail, progress  # noqa: PLC0415
 
     rows: list[Mapping[str, Any]] = []
+
+    def announce(spin: Callable[[str], None]) -> Callable[[str], None]:
+        start = time.monotonic()  # the time since this set was acted on
+
+        # Each phase change as a line when it happens: on stdout beside the table (as
+        # kubectl rollout status), on stderr when stdout must stay one JSON/YAML document.
+        def step(text: str) -> None:
+            spin(text)
+            click.echo(f"{time.monotonic() - start:6.1f}s  {text}", err=output != "table")
+
+        return step
+
     try:
         settings = cli_settings(kubeconfig, context, namespace)
         client = kube_client(settings)
@@ -212,8 +240,8 @@ def act_on_sets(
             client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
         )
         for ref in refs:
-            with progress(f"{doing} {ref}") as step:
-                rows.append(act(client, settings, ref, step))
+            with progress(f"{doing} {ref}") as spin:
+                rows.append(act(client, settings, ref, announce(spin)))
     except CocoonError as err:
         fail(str(err))
     emit_results(rows, output)

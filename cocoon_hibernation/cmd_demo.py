@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, fail, is_tty, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, is_tty, progress
 from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
@@ -138,9 +138,12 @@ def _run(
         click.echo(f"  kubectl --kubeconfig {kubeconfig} get cocoonsets -A")
         click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
         click.echo(f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ...")
-        click.echo("  cocoon-hibernation status")
-        click.echo("  cocoon-hibernation suspend demo/a --wait 30s")
-        click.echo("  cocoon-hibernation wake demo/a --wait 30s")
+        # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
+        cli = invocation()
+        click.echo(f"  {cli} status")
+        click.echo(f"  {cli} status -w    # a line per change; Ctrl-C ends it")
+        click.echo(f"  {cli} suspend demo/a --wait 30s")
+        click.echo(f"  {cli} wake demo/a --wait 30s")
         click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
         sys.stdout.flush()
         while True:

@@ -23,7 +23,9 @@ cannot be read. Nothing is changed anywhere.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -160,17 +162,98 @@ def deploy_from(values: Mapping[str, Any]) -> Deploy:
     )
 
 
-def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
-    """Checks that need only the tfvars file."""
+# The variables of the module (terraform/modules/cocoon-hibernation/variables.tf) and of
+# its documented root (terraform/examples/gke, which adds `environment` and sets
+# `source_dir` itself); held to both by tests/deploy/test_deploy_check.py. Used when the
+# var-file's directory declares none of its own (a tfvars kept apart from its root).
+MODULE_VARIABLES = (
+    "alert_function_errors",
+    "alert_notification_channels",
+    "alert_stuck_suspending_after",
+    "artifact_registry",
+    "attach_dead_letters",
+    "audit_methods",
+    "cocoon_operator",
+    "dead_letter_max_delivery_attempts",
+    "dead_letter_retention",
+    "enable_apis",
+    "environment",
+    "epoch_bucket",
+    "eventarc_agent_wait",
+    "gke_cluster",
+    "gke_data_write_audit_logs",
+    "ingest_ingress",
+    "ingest_invoker_members",
+    "ingest_push_service_accounts",
+    "kube_server_override",
+    "labels",
+    "log_metric_wait",
+    "max_instances",
+    "name_prefix",
+    "namespaces",
+    "pod_status_audit_methods",
+    "project_id",
+    "publish_lifecycle_events",
+    "rbac_namespaces",
+    "region",
+    "seat_order",
+    "seat_reclaim_grace",
+    "source_dir",
+    "sweep_max_suspends",
+    "sweep_schedule",
+    "sweep_time_zone",
+    "vpc_connector",
+    "wake_deadline",
+)
+REQUIRED_INPUTS = ("project_id", "region", "gke_cluster", "artifact_registry")
+_VARIABLE = re.compile(r'^variable\s+"([^"]+)"', re.MULTILINE)
+
+
+def declared_variables(var_file: Path) -> tuple[str, ...]:
+    """The variables the root module beside `var_file` declares (what the apply checks).
+
+    A tfvars file sits in its root module's directory (terraform/examples/gke); when
+    that directory holds no `variable` blocks, the module's own list stands in.
+    """
+    found: set[str] = set()
+    for tf in sorted(var_file.resolve().parent.glob("*.tf")):
+        try:
+            found.update(_VARIABLE.findall(tf.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return tuple(sorted(found)) or MODULE_VARIABLES
+
+
+def _shown(value: Any) -> str:
+    # As Terraform writes a literal (never Python's repr, never `None`).
+    if value is None:
+        return "not set"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def offline_findings(
+    values: Mapping[str, Any], declared: Sequence[str] = MODULE_VARIABLES
+) -> list[Finding]:
+    """Checks that need only the tfvars file, every one of them (none hides the others)."""
     out: list[Finding] = []
 
     def check(name: str, ok: bool, bad: str, good: str, level: Level = Level.FAIL) -> None:
         out.append(Finding(Level.OK if ok else level, name, good if ok else bad))
 
-    for required in ("project_id", "region", "gke_cluster", "artifact_registry"):
+    # A misspelt name (`cocoon_opertor`) would leave the default in force without a
+    # word from Terraform beyond a warning: refused here, with the nearest name.
+    for name in sorted(set(values) - set(declared)):
+        near = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        out.append(
+            Finding(
+                Level.FAIL,
+                f"input {name}",
+                f"not a variable of the module: the apply ignores it{hint}",
+            )
+        )
+    for required in REQUIRED_INPUTS:
         check(f"input {required}", required in values, "not set (required)", "set")
-    if not all(r in values for r in ("project_id", "region")):
-        return out
     d = deploy_from(values)
     # The module's own validations (cocoon_hibernation/tfrules.py, held to variables.tf).
     from cocoon_hibernation.tfrules import evaluate  # noqa: PLC0415 - only when checking
@@ -181,7 +264,7 @@ def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
             value if not isinstance(value, dict) else value.get(verdict.rule.check.split(".")[-1])
         )
         good = shown if isinstance(shown, str) else "ok"
-        check(verdict.rule.check, verdict.ok, f"{shown!r}: {verdict.detail}", good)
+        check(verdict.rule.check, verdict.ok, f"{_shown(shown)}: {verdict.detail}", good)
     if d.routes_status_writes and not d.manage_data_write_logs:
         out.append(
             Finding(
@@ -328,7 +411,11 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
         out.append(_unknown("snapshot repository", repo))
     elif (repo.data or {}).get("format") != "DOCKER":
         out.append(
-            Finding(Level.FAIL, "snapshot repository", f"format {(repo.data or {}).get('format')}")
+            Finding(
+                Level.FAIL,
+                "snapshot repository",
+                f"format {_shown((repo.data or {}).get('format'))}, not DOCKER",
+            )
         )
     else:
         out.append(Finding(Level.OK, "snapshot repository", "a Docker repository"))
@@ -427,8 +514,16 @@ def _render(findings: Sequence[Finding], output: str) -> None:
     if output not in ("table", "text"):
         emit_structured([asdict(f) for f in findings], output)
         return
+    if output == "text":
+        # One line per finding, greppable: `FAIL  region: "europe-west1-b": ...`.
+        for f in findings:
+            click.echo(f"{f.level.value:<4}  {f.check}: {f.message}")
+        return
+    # The table: aligned columns under a header, as kubectl prints its tables.
+    width = max([len("CHECK"), *(len(f.check) for f in findings)])
+    click.echo(f"{'LEVEL':<5}  {'CHECK':<{width}}  MESSAGE")
     for f in findings:
-        click.echo(f"{f.level.value:<4}  {f.check}: {f.message}")
+        click.echo(f"{f.level.value:<5}  {f.check:<{width}}  {f.message}")
 
 
 @click.command(name="deploy-check", epilog=EXIT_CODES_HELP)
@@ -444,11 +539,12 @@ def _render(findings: Sequence[Finding], output: str) -> None:
 @click.option(
     "-o",
     "--output",
-    # `text` is the name it had first; `table` the one every other command uses.
-    type=click.Choice(["table", "text", "json", "yaml"]),
-    default="table",
+    # `text` (one `level  check: message` line each, for grep) is the default;
+    # `table` aligns them in columns under a header.
+    type=click.Choice(["text", "table", "json", "yaml"]),
+    default="text",
     show_default=True,
-    help="Output format.",
+    help="Output format: text (a line per finding), table (aligned columns), json, yaml.",
 )
 @allow_unchecked_option
 @kube_options
@@ -471,8 +567,9 @@ def command(
         values = read_tfvars(var_file)
     except (TfvarsError, OSError, UnicodeDecodeError) as err:
         fail(str(err), code=EXIT_USAGE)
-    findings = offline_findings(values)
-    usable = not any(f.level is Level.FAIL and f.check.startswith("input ") for f in findings)
+    findings = offline_findings(values, declared_variables(var_file))
+    # The cloud checks need to know which project, region and repository to ask about.
+    usable = all(values.get(r) for r in REQUIRED_INPUTS)
     if usable and not offline:
         d = deploy_from(values)
         binary = shutil.which("gcloud")

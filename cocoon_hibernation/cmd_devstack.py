@@ -14,10 +14,10 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, fail, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, progress
 from devstack.extra import LocalExtraMissing, require_local_extra
 from devstack.processes import Interrupted, StackError, install_signal_handlers
-from devstack.simulator import NodeSpec
+from devstack.simulator import LOCAL_CPU_CLASS, NodeSpec
 from devstack.stack import Stack, StackConfig
 
 
@@ -100,7 +100,10 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
         fail(str(err))
     restore = install_signal_handlers()
     config = StackConfig(
-        nodes=[NodeSpec(f"node-{i + 1}", seats=seats) for i in range(nodes)],
+        # Pool `default` and the CPU class the shipped examples ask for (run unchanged).
+        nodes=[
+            NodeSpec(f"node-{i + 1}", seats=seats, cpu_class=LOCAL_CPU_CLASS) for i in range(nodes)
+        ],
         tick_seconds=tick,
         workdir=workdir,
         keep_workdir=workdir is not None,
@@ -120,7 +123,8 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             click.echo("try:")
             click.echo(f"  source {stack.workdir / 'env.sh'}")
             click.echo(f"  kubectl --kubeconfig {env['KUBECONFIG']} get cocoonsets -A")
-            click.echo(f"  cocoon-hibernation status --kubeconfig {env['KUBECONFIG']}")
+            # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
+            click.echo(f"  {invocation()} status --kubeconfig {env['KUBECONFIG']}")
             click.echo("Ctrl-C stops everything.")
             sys.stdout.flush()
             while True:

@@ -13,6 +13,18 @@ the wakes waiting for a seat, their place in the pool's line (and the seat they
 reclaimed), and the sets that may give their seat (`reclaimable-after`) with
 their idle time. `--seats` prints only that view.
 
+Each set also says why it waits, when it does: its main pod's Unschedulable message
+from kube-scheduler (the pod's PodScheduled condition), else, for a set in
+transition (Pending, Suspending, Waking, Failed), its latest Warning Event (an
+admission refusal, a wake with no free seat, the operator's SuspendTimedOut).
+
+`-w/--watch` is kubectl's: the table, then one line per set each time what it shows
+changes, until Ctrl-C: watches on the sets and their pods (the light reader), each
+event applied in order; the Warning Events are read only while a set is in
+transition (at most once a second), a snapshot is probed again only when its set
+changed. With the official client (a kubeconfig the reader does not cover), a poll
+every second.
+
 Exit 1 when a set is flagged, or when something could not be checked (a snapshot
 the registry did not answer for, a capacity the nodes could not be read for)
 unless `--allow-unchecked`.
@@ -20,8 +32,9 @@ unless `--allow-unchecked`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,8 +58,8 @@ from cocoon_hibernation._common import (
 from cocoon_hibernation._kube import (
     Snapshot,
     cli_settings,
-    kube_client,
     list_sets,
+    read_client,
     registry_probe,
 )
 from shared import constants as k
@@ -73,6 +86,7 @@ class StatusRow:
     main_pod: str | None
     node: str | None
     flag: str | None
+    why: str | None = None  # why it waits or is stuck, in the cluster's words
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -87,13 +101,71 @@ class StatusRow:
             "main_pod": self.main_pod,
             "node": self.node,
             "flag": self.flag,
+            "why": self.why,
         }
 
 
+def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | None:
+    """Pure: why the set is not where it is going, from what the cluster already says.
+
+    The scheduler's verdict on a Pending main pod first (it names the node selector,
+    the affinity, the seats); else, while the set is in transition (not where its
+    spec asks), its latest Warning Event. A settled set shows none: an old warning
+    there is history, not a reason.
+    """
+    if main is not None and (main.status.phase or "Pending") == "Pending":
+        message = main.unschedulable_message()
+        if message is not None:
+            return f"pod {main.name} unschedulable: {message or 'no message'}"
+    if _settled(cs):
+        return None
+    return warning
+
+
+def _settled(cs: CocoonSet) -> bool:
+    """Where its spec asks it to be: Running and not suspended, or Suspended and suspended.
+
+    A Running set asked to suspend is in transition too: a refused `spec.suspend`
+    write (an admission webhook) leaves it exactly there, and its Event says why.
+    """
+    if cs.phase is CocoonSetPhase.RUNNING:
+        return not cs.suspended
+    return cs.phase is CocoonSetPhase.SUSPENDED and cs.suspended
+
+
+def needs_events(cs: CocoonSet) -> bool:
+    return not _settled(cs)
+
+
+def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """Pure: per (namespace, set name), the newest Warning Event as `Reason: message`."""
+    best: dict[tuple[str, str], tuple[str, str]] = {}
+    for ev in events:
+        inv = ev.get("involvedObject") or {}
+        if inv.get("kind") != k.KIND or ev.get("type") != "Warning":
+            continue
+        key = (str(inv.get("namespace") or ""), str(inv.get("name") or ""))
+        meta = ev.get("metadata") or {}
+        when = str(
+            ev.get("lastTimestamp")
+            or ev.get("eventTime")
+            or ev.get("firstTimestamp")
+            or meta.get("creationTimestamp")
+            or ""
+        )
+        text = f"{ev.get('reason') or 'Warning'}: {' '.join(str(ev.get('message') or '').split())}"
+        if key not in best or when >= best[key][0]:
+            best[key] = (when, text)
+    return {key: text for key, (_, text) in best.items()}
+
+
 def status_row(
-    cs: CocoonSet, pods: Sequence[Pod], snapshot: Callable[[str], Snapshot]
+    cs: CocoonSet,
+    pods: Sequence[Pod],
+    snapshot: Callable[[str], Snapshot],
+    warning: str | None = None,
 ) -> StatusRow:
-    """Pure: the row for one set, given its pods and a snapshot probe."""
+    """Pure: the row for one set, given its pods, a snapshot probe and its latest warning."""
     # Only the pods the set controls are its pods (as the operator and the reconciler keep them).
     live = [p for p in pods if not p.terminating and p.controlled_by(cs.metadata.uid)]
     main = next((p for p in live if p.is_main), None)
@@ -123,6 +195,7 @@ def status_row(
         main_pod=main.name if main is not None else None,
         node=(main.spec.node_name or None) if main is not None else None,
         flag=flag,
+        why=why_waiting(cs, main, warning),
     )
 
 
@@ -132,34 +205,44 @@ def _snapshot_cell(r: StatusRow) -> str:
     return f"unknown ({r.snapshot_unknown})" if r.snapshot_unknown else "-"
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> None:
-    """kubectl's plain columns: padded, the last one free."""
-    rows = [list(header), *[list(x) for x in lines]]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+def _table(
+    header: Sequence[str], lines: Sequence[Sequence[str]], widths: list[int] | None = None
+) -> list[int]:
+    """kubectl's plain columns: padded, the last one free; returns the widths used.
+
+    `widths` given (a watch's later lines): the header is not printed again and the
+    columns keep the first table's widths, wider only where a cell needs it.
+    """
+    rows = [list(x) for x in lines]
+    if widths is None:
+        rows.insert(0, list(header))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     for r in rows:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(r[:-1])]
         click.echo("  ".join([*cells, r[-1]]).rstrip())
+    return widths
 
 
-def _render(rows: Sequence[StatusRow]) -> None:
-    header = ("SET", "POLICY", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "POD", "NODE", "FLAG")
-    _table(
-        header,
-        [
-            (
-                f"{r.namespace}/{r.name}",
-                r.policy,
-                r.phase or "-",
-                "yes" if r.suspend else "no",
-                r.hint or "-",
-                _snapshot_cell(r),
-                r.main_pod or "-",
-                r.node or "-",
-                r.flag or "-",
-            )
-            for r in rows
-        ],
+_HEADER = ("SET", "POLICY", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "POD", "NODE", "FLAG", "WHY")
+
+
+def _cells(r: StatusRow) -> tuple[str, ...]:
+    return (
+        f"{r.namespace}/{r.name}",
+        r.policy,
+        r.phase or "-",
+        "yes" if r.suspend else "no",
+        r.hint or "-",
+        _snapshot_cell(r),
+        r.main_pod or "-",
+        r.node or "-",
+        r.flag or "-",
+        r.why or "-",
     )
+
+
+def _render(rows: Sequence[StatusRow], widths: list[int] | None = None) -> list[int]:
+    return _table(_HEADER, [_cells(r) for r in rows], widths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +353,85 @@ def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
     return {p.pool: found.get(p.pool, Capacity(0, 0)) for p in pools}
 
 
+@dataclass
+class _Reader:
+    """One read of everything status shows; kept between the polls of a watch."""
+
+    client: Any
+    settings: Any
+    selector: str | None
+    probe: Callable[[str], Snapshot] | None = None
+    # (namespace, name) -> (resourceVersion, Snapshot): re-probed when the set changed.
+    snapshots: dict[tuple[str, str], tuple[str, Snapshot]] | None = None
+    warnings: dict[tuple[str, str], str] = field(default_factory=dict)
+    warned_at: float = -1e9
+
+    def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
+        every = list_sets(self.client, self.settings, self.selector)
+        # Every cocoon pod (the label's existence selector): seats in use.
+        pods = [
+            p
+            for scope in self.settings.scopes
+            for pg in self.client.list_pods_matching(scope, k.LABEL_SET_NAME)
+            for p in pg
+        ]
+        return every, pods
+
+    def rows(self, every: Sequence[CocoonSet], pods: Sequence[Pod]) -> list[StatusRow]:
+        if self.probe is None:
+            self.probe = registry_probe(self.settings)
+            self.snapshots = {}
+        by_set: dict[tuple[str, str], list[Pod]] = {}
+        for pod in pods:
+            key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
+            by_set.setdefault(key, []).append(pod)
+        warnings: dict[tuple[str, str], str] = {}
+        fresh = time.monotonic() - self.warned_at < WARNINGS_TTL_S
+        if fresh and any(needs_events(cs) for cs in every):
+            warnings = self.warnings  # a watch's burst of changes: one LIST a second
+        elif any(needs_events(cs) for cs in every):
+            # One LIST per scope, and only while a set is in transition.
+            try:
+                events = [
+                    e
+                    for scope in self.settings.scopes
+                    for e in self.client.list_events(
+                        scope, f"involvedObject.kind={k.KIND},type=Warning"
+                    )
+                ]
+            except CocoonError as err:
+                from shared import log  # noqa: PLC0415
+
+                log.info("events not read", error=str(err))
+                events = []
+            warnings = latest_warnings(events)
+            self.warnings, self.warned_at = warnings, time.monotonic()
+        return [
+            status_row(
+                cs,
+                by_set.get((cs.namespace, cs.name), []),
+                self._snapshot(cs),
+                warnings.get((cs.namespace, cs.name)),
+            )
+            for cs in every
+        ]
+
+    def _snapshot(self, cs: CocoonSet) -> Callable[[str], Snapshot]:
+        assert self.probe is not None and self.snapshots is not None
+        probe, cache = self.probe, self.snapshots
+        key, version = (cs.namespace, cs.name), cs.metadata.resource_version or ""
+
+        def cached(vm: str) -> Snapshot:
+            hit = cache.get(key)
+            if hit is not None and hit[0] == version and hit[1].present is not None:
+                return hit[1]
+            found = probe(vm)
+            cache[key] = (version, found)
+            return found
+
+        return cached
+
+
 @click.command(name="status", epilog=EXIT_CODES_HELP)
 @kube_options
 @namespace_option
@@ -277,6 +439,12 @@ def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default).")
 @output_option
 @click.option("--seats", "seats_only", is_flag=True, help="Only the seat view per node pool.")
+@click.option(
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="After the table, print a set's line again each time it changes (until Ctrl-C).",
+)
 @allow_unchecked_option
 def command(
     *,
@@ -287,40 +455,30 @@ def command(
     all_namespaces: bool,
     output: str,
     seats_only: bool,
+    watch: bool,
     allow_unchecked: bool,
 ) -> None:
     """Every CocoonSet (policy, phase, hint node, snapshot, pod and node, stale-operator
-    flag), then per node pool the seats used of its capacity, the waiting wakes and
-    the reclaimable sets."""
+    flag, why it waits), then per node pool the seats used of its capacity, the waiting
+    wakes and the reclaimable sets."""
     if all_namespaces and namespace:
         fail("-A and -n together", code=EXIT_USAGE)
+    if watch and seats_only:
+        fail("--watch shows the sets; --seats cannot be watched", code=EXIT_USAGE)
     now = utcnow()
     try:
         settings = cli_settings(kubeconfig, context, namespace)
         with progress("reading CocoonSets"):
-            client = kube_client(settings)
-            every = list_sets(client, settings, selector)
-            # Every cocoon pod (the label's existence selector): seats in use.
-            pods = [
-                p
-                for scope in settings.scopes
-                for pg in client.list_pods_matching(scope, k.LABEL_SET_NAME)
-                for p in pg
-            ]
+            reader = _Reader(read_client(settings), settings, selector)
+            every, pods = reader.sets_and_pods()
             pools = seat_view(every, pods, now=now)
-            caps = _capacities(client, pools)
-            rows: list[StatusRow] = []
-            if not seats_only:
-                probe = registry_probe(settings)
-                by_set: dict[tuple[str, str], list[Pod]] = {}
-                for pod in pods:
-                    key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
-                    by_set.setdefault(key, []).append(pod)
-                rows = [
-                    status_row(cs, by_set.get((cs.namespace, cs.name), []), probe) for cs in every
-                ]
+            caps = _capacities(reader.client, pools)
+            rows = [] if seats_only else reader.rows(every, pods)
     except CocoonError as err:
         fail(str(err))
+    if watch:
+        _watch(reader, rows, output, namespace)
+        return
     if output != "table":
         seat_data = [_pool_dict(p, caps[p.pool], now) for p in pools]
         if seats_only:
@@ -337,6 +495,181 @@ def command(
         click.echo("")
         _render_seats(pools, caps)
     _exit(rows, caps, allow_unchecked)
+
+
+# How often a watch reads the sets again when the client cannot watch (the official
+# client's fallback), and how long the Warning Events read for WHY are reused.
+WATCH_INTERVAL_S = 1.0
+WARNINGS_TTL_S = 1.0
+
+Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
+
+
+def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str | None) -> None:
+    """kubectl get -w: the table, then a line for each set whose line changed, until Ctrl-C.
+
+    In JSON or YAML, one compact JSON object per line per change (the first read
+    included), as `kubectl get -w -o json` streams objects. A set that disappears
+    gets one line saying so. A read that fails is said on stderr and retried.
+    Changes come from watches on the sets and their pods (each event applied in
+    order, so a phase held for a moment is still shown); a client that cannot watch
+    is polled every WATCH_INTERVAL_S instead.
+    """
+    import json  # noqa: PLC0415
+
+    def emit(changed: Sequence[StatusRow], widths: list[int] | None) -> list[int] | None:
+        if output != "table":
+            for r in changed:
+                click.echo(json.dumps(r.as_dict(), ensure_ascii=False))
+            return widths
+        return _render(changed, widths) if changed else widths
+
+    shown = {(r.namespace, r.name): r for r in rows}
+    if not rows and output == "table":
+        click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
+    widths = emit(rows, None)
+    failing = ""
+    updates = _streamed(reader) if hasattr(reader.client, "watch") else _polled(reader)
+    try:
+        for update in updates:
+            if isinstance(update, str):
+                if update != failing:
+                    click.echo(f"{ERROR_PREFIX}{update} (retrying)", err=True)
+                failing = update
+                continue
+            failing = ""
+            changed = [r for r in update if shown.get((r.namespace, r.name)) != r]
+            gone = sorted(set(shown) - {(r.namespace, r.name) for r in update})
+            widths = emit(changed, widths)
+            for ns, name in gone:
+                click.echo(
+                    json.dumps({"namespace": ns, "name": name, "deleted": True})
+                    if output != "table"
+                    else f"{ns}/{name}  deleted"
+                )
+            shown = {(r.namespace, r.name): r for r in update}
+    except KeyboardInterrupt:
+        return  # Ctrl-C ends a watch; it is not an error (kubectl exits 0 too)
+
+
+def _polled(reader: _Reader) -> Iterator[Update]:
+    while True:
+        time.sleep(WATCH_INTERVAL_S)
+        try:
+            every, pods = reader.sets_and_pods()
+            yield reader.rows(every, pods)
+        except CocoonError as err:
+            yield str(err)
+
+
+def _streamed(reader: _Reader) -> Iterator[Update]:
+    """The rows after each change the API server reports (watches on sets and pods).
+
+    One thread per watch feeds a queue; this generator applies each event to the
+    sets and pods it keeps and yields the rows. An expired watch (410) or a broken
+    stream is answered with a fresh list and a new watch from it.
+    """
+    import queue  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from shared.clients.kube import parse  # noqa: PLC0415
+
+    client = reader.client
+    selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
+    feed: queue.Queue[tuple[Any, ...]] = queue.Queue()
+    sets: dict[tuple[str, str], CocoonSet] = {}
+    pods: dict[str, Pod] = {}
+
+    def load(resource: str, scope: str | None, items: list[dict[str, Any]]) -> None:
+        if resource == "cocoonsets":
+            for key in [key for key in sets if scope is None or key[0] == scope]:
+                del sets[key]
+            for item in items:
+                apply(resource, "ADDED", item)
+        else:
+            for uid in [
+                u for u, p in pods.items() if scope is None or p.metadata.namespace == scope
+            ]:
+                del pods[uid]
+            for item in items:
+                apply(resource, "ADDED", item)
+
+    def apply(resource: str, kind: str, obj: dict[str, Any]) -> None:
+        try:
+            if resource == "cocoonsets":
+                cs = parse(CocoonSet, obj)
+                key = (cs.namespace, cs.name)
+                if kind == "DELETED":
+                    sets.pop(key, None)
+                else:
+                    sets[key] = cs
+            else:
+                pod = parse(Pod, obj)
+                uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.name}"
+                if kind == "DELETED":
+                    pods.pop(uid, None)
+                else:
+                    pods[uid] = pod
+        except CocoonError:
+            return  # an unreadable object is left out, as a LIST leaves it out
+
+    def follow(resource: str, scope: str | None, version: str) -> None:
+        while True:
+            try:
+                for event in client.watch(resource, scope, selectors[resource], version):
+                    obj = event.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    if event.get("type") == "ERROR":
+                        raise _Expired
+                    version = str(meta.get("resourceVersion") or version)
+                    if event.get("type") != "BOOKMARK":
+                        feed.put(("event", resource, event.get("type"), obj))
+                continue  # the server's timeout ended the stream: watch on from `version`
+            except _Expired:
+                pass
+            except CocoonError as err:
+                feed.put(("error", str(err)))
+                time.sleep(WATCH_INTERVAL_S)
+            try:
+                items, version = client.list_raw(resource, scope, selectors[resource])
+                feed.put(("resync", resource, scope, items))
+            except CocoonError as err:
+                feed.put(("error", str(err)))
+                time.sleep(WATCH_INTERVAL_S)
+
+    try:
+        for resource in ("cocoonsets", "pods"):
+            for scope in reader.settings.scopes:
+                items, version = client.list_raw(resource, scope, selectors[resource])
+                load(resource, scope, items)
+                threading.Thread(
+                    target=follow, args=(resource, scope, version), daemon=True
+                ).start()
+    except CocoonError as err:
+        yield str(err)
+        yield from _polled(reader)
+        return
+    yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+    while True:
+        try:
+            item = feed.get(timeout=0.5)  # a timeout, so Ctrl-C is not held up
+        except queue.Empty:
+            continue
+        if item[0] == "error":
+            yield str(item[1])
+            continue
+        if item[0] == "resync":
+            load(str(item[1]), item[2], list(item[3]))
+        else:
+            apply(str(item[1]), str(item[2]), dict(item[3]))
+        try:
+            yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+        except CocoonError as err:
+            yield str(err)
+
+
+class _Expired(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:

@@ -22,50 +22,60 @@ from cocoon_hibernation._common import (
     EXIT_FINDING,
     emit_structured,
     fail,
+    is_tty,
     kube_options,
     namespace_option,
     output_option,
+    plain_table,
 )
 from shared.errors import CocoonError, ConfigError, CrdNotInstalled
 from shared.ports import KubeApi
 from shared.sweep.report import Result, SweepIncomplete, SweepSummary
 
 _STYLE = {
-    Result.DONE: "green",
-    Result.WOULD: "cyan",
-    Result.CONFLICT: "yellow",
-    Result.GONE: "yellow",
-    Result.ERROR: "red",
+    Result.WOULD.value: "cyan",
+    Result.CONFLICT.value: "yellow",
+    Result.GONE.value: "yellow",
+    Result.ERROR.value: "red",
+    "waiting": "yellow",
+    "refused": "red",
 }
 
 
 def render(summary: SweepSummary) -> None:
-    """The actions as a table, then one line of totals (stdout)."""
-    from rich.console import Console  # noqa: PLC0415  (rich loads only when printing)
-    from rich.table import Table  # noqa: PLC0415
+    """The actions as a table, then one line of totals (stdout).
 
-    console = Console()
+    A rich table on a terminal; kubectl's plain columns into a pipe or a file.
+    """
     title = "sweep (dry run: nothing written)" if summary.dry_run else "sweep"
-    table = Table(title=title)
-    for col in ("action", "cocoonset", "result", "detail"):
-        table.add_column(col)
-    for a in summary.actions:
-        table.add_row(
-            a.kind.value,
-            str(a.ref),
-            f"[{_STYLE[a.result]}]{a.result.value}[/]",
-            a.detail,
-        )
-    if summary.actions:
-        console.print(table)
-    else:
-        console.print(f"{title}: nothing to do")
     counts = ", ".join(f"{key}={n}" for key, n in summary.counts().items()) or "no actions"
-    console.print(
+    totals = (
         f"{summary.sets} set(s) in {summary.set_pages} page(s), "
         f"{summary.pod_lists} pod list(s); {counts}; "
         f"{summary.deferred} idle set(s) deferred by the cap; {summary.errors} error(s)"
     )
+    rows = [(a.kind.value, str(a.ref), a.shown_result, a.detail) for a in summary.actions]
+    if not is_tty():
+        if rows:
+            for line in plain_table(("ACTION", "COCOONSET", "RESULT", "DETAIL"), rows):
+                click.echo(line)
+        # The title goes into the totals line: no header line a script must skip.
+        click.echo(f"{title}: {totals}" if rows else f"{title}: nothing to do; {totals}")
+        return
+    from rich.console import Console  # noqa: PLC0415  (rich loads only when printing)
+    from rich.table import Table  # noqa: PLC0415
+
+    console = Console()
+    table = Table(title=title)
+    for col in ("action", "cocoonset", "result", "detail"):
+        table.add_column(col)
+    for kind, ref, result, detail in rows:
+        table.add_row(kind, ref, f"[{_STYLE.get(result, 'green')}]{result}[/]", detail)
+    if rows:
+        console.print(table)
+    else:
+        console.print(f"{title}: nothing to do")
+    console.print(totals)
 
 
 def summary_dict(summary: SweepSummary) -> dict[str, Any]:
@@ -79,7 +89,7 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
             {
                 "action": a.kind.value,
                 "set": str(a.ref) if a.ref is not None else None,
-                "result": a.result.value,
+                "result": a.shown_result,
                 "detail": a.detail,
             }
             for a in summary.actions

@@ -83,6 +83,11 @@ class LazyGroup(click.Group):
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as err:
+            # No arguments at all is a request for help, as kubectl answers it: the help
+            # on stdout, exit 0 (a sub-group's bare name too: `devstack`).
+            click.echo(err.ctx.get_help() if err.ctx is not None else "", color=None)
+            sys.exit(0)
         except click.UsageError as err:
             hint = f" (see {err.ctx.command_path} --help)" if err.ctx is not None else ""
             click.echo(f"{ERROR_PREFIX}{err.format_message()}{hint}", err=True)
@@ -113,3 +118,31 @@ def main() -> None:
     suspended: its VM is snapshotted to the registry, its pods deleted, and a
     wake recreates it from the snapshot.
     """
+
+
+def kubectl_plugin() -> None:
+    """`kubectl hibernation …`: kubectl runs the `kubectl-hibernation` executable on PATH
+    with the rest of the command line; its help and errors then name it as typed."""
+    main(prog_name="kubectl hibernation")
+
+
+def kubectl_complete() -> None:
+    """`kubectl_complete-hibernation`: what kubectl (1.26+) runs for `kubectl hibernation <TAB>`.
+
+    kubectl passes the words typed after the plugin's name, the last one the word being
+    completed, and reads cobra's answer: one candidate a line (`value<TAB>help`), then
+    `:<directive>`: 4 (no file names) after commands, options and choices, 0 (let the
+    shell complete file names) where click offers nothing or would complete a path.
+    """
+    from click.shell_completion import ShellComplete  # noqa: PLC0415 - only when completing
+
+    args = sys.argv[1:]
+    incomplete = args[-1] if args else ""
+    complete = ShellComplete(main, {}, "kubectl hibernation", "_KUBECTL_HIBERNATION_COMPLETE")
+    items = complete.get_completions(args[:-1], incomplete)
+    if not items or any(item.type in ("file", "dir") for item in items):
+        click.echo(":0")
+        return
+    for item in items:
+        click.echo(f"{item.value}\t{item.help}" if item.help else item.value)
+    click.echo(":4")

@@ -139,6 +139,11 @@ class SimEvent:
     detail: str = ""
 
 
+# The CPU class the local stack's nodes carry (cocoonstack.io/snapshot-cpu-class), so
+# that a set asking for it, as examples/valid/release-set.yaml does, schedules there.
+LOCAL_CPU_CLASS = "intel-sapphire-rapids"
+
+
 @dataclass
 class NodeSpec:
     name: str

@@ -45,7 +45,7 @@ from devstack.extra import require_local_extra
 from devstack.kubehttp import ConflictError, KubeHTTP
 from devstack.processes import ManagedProcess, StackError, free_port, stop_all
 from devstack.registry import DistributionServer, RegistryBinaryMissing, RegistryStartError
-from devstack.simulator import NodeSpec, SimEvent, Simulator
+from devstack.simulator import LOCAL_CPU_CLASS, NodeSpec, SimEvent, Simulator
 from devstack.upstream import Upstream
 from devstack.vkorder import DEFAULT_REPORT_GAP_S
 from functions.serve import default_source
@@ -88,7 +88,11 @@ class _CountedRegistry(DistributionServer):
 
 
 def default_nodes() -> list[NodeSpec]:
-    return [NodeSpec("node-1", seats=1), NodeSpec("node-2", seats=1)]
+    # Pool `default` and the class the shipped examples ask for: they run unchanged here.
+    return [
+        NodeSpec("node-1", seats=1, cpu_class=LOCAL_CPU_CLASS),
+        NodeSpec("node-2", seats=1, cpu_class=LOCAL_CPU_CLASS),
+    ]
 
 
 @dataclass

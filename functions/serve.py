@@ -2,7 +2,10 @@
 
 Routes (docs/design.md#targets): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
 (binary or structured), ``POST /registry`` and ``/kubernetes/audit`` are the
-``ingest`` webhooks, ``GET /healthz`` answers ``ok``, ``GET /metrics`` serves the
+``ingest`` webhooks, ``GET /healthz`` answers ``ok`` (liveness: the process serves),
+``GET /readyz`` answers ``ok`` only while the configuration can work (readiness: a
+registry base, the ingest token, Kubernetes credentials) and else 503 with the reasons,
+one per line, ``GET /metrics`` serves the
 operator's slot-release counters in Prometheus text format. Anything else is 404.
 
 Each route is the very app functions-framework builds for that target from
@@ -23,7 +26,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,7 @@ CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
 MAX_BODY = 1 << 20  # 1 MiB, as ingest: a CloudEvent here is a few hundred bytes
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -174,6 +178,44 @@ def _guarded(target: str, app: WSGIApp) -> WSGIApp:
     return guard
 
 
+def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
+    """Why the configuration cannot work, one sentence each; empty when it can.
+
+    What every event would otherwise fail on, one request at a time: a variable with
+    a bad value, no registry base (nothing can be verified: no release, no wake),
+    no ingest token (ingest refuses every webhook), no Kubernetes credentials (no
+    kubeconfig and not in a cluster). Nothing here sends a request: a cluster or
+    registry that is briefly down is the retry path's business, not a reason to take
+    the process out of its Service.
+    """
+    from shared.clients.kube import KubeClient  # noqa: PLC0415 - builds no connection
+    from shared.config import Settings  # noqa: PLC0415
+
+    try:
+        settings = Settings.from_env(env)
+    except ConfigError as err:
+        return [str(err)]
+    problems: list[str] = []
+    if settings.registry_base is None:
+        problems.append(
+            "COCOON_REGISTRY_BASE is not set: no snapshot can be verified, so no seat is "
+            "released and no wake restores"
+        )
+    if not settings.ingest_token:
+        problems.append(
+            "COCOON_INGEST_TOKEN is not set: ingest refuses the registry's notifications"
+        )
+    for target, accepted in CLOUDEVENT_DOORS.items():
+        if not doors.configured(accepted, settings):
+            needed = " or ".join(doors.VARIABLES[d] for d in accepted)
+            problems.append(f"{needed} is not set: /{target} refuses every request")
+    try:
+        KubeClient.from_settings(settings)
+    except ConfigError as err:
+        problems.append(f"no Kubernetes credentials: {err}")
+    return problems
+
+
 def create_app(source: Path | None = None) -> Any:
     """A Flask app (so functions-framework's server runs it) routing to the four targets."""
     src = str(source or default_source())
@@ -190,6 +232,13 @@ def create_app(source: Path | None = None) -> Any:
     def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
         if path == HEALTH_PATH:
+            return _plain("200 OK", b"ok", start_response)
+        if path == READY_PATH:
+            problems = readiness_problems()
+            if problems:
+                return _plain(
+                    "503 Service Unavailable", "\n".join(problems).encode(), start_response
+                )
             return _plain("200 OK", b"ok", start_response)
         if path == METRICS_PATH:
             return metrics_app(environ, start_response)

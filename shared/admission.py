@@ -11,8 +11,8 @@ cocoon-webhook (github.com/cocoonstack/cocoon-webhook) registers itself as
   such a pod, so the wake's identity must be listed.
 - `ValidatingWebhookConfiguration/cocoon-webhook-validate`, webhook
   `cocoonsets.validate.cocoonstack.io` (CocoonSet CREATE and UPDATE): business
-  rules the CRD cannot express (admission/cocoonset_validator.go,
-  docs/validation.md). Only an UPDATE that leaves `spec` unchanged skips them,
+  rules the CRD cannot express (admission/cocoonset_validator.go; the version
+  read is :data:`RULES_SOURCE`). Only an UPDATE that leaves `spec` unchanged skips them,
   so every `spec.suspend` write of the functions on a set that breaks a rule
   is refused.
 
@@ -20,7 +20,7 @@ The API server renders a webhook's refusal as `admission webhook "<name>"
 denied the request: <message>` (code 400 when the webhook sets none, as
 cocoon-webhook does; reason Forbidden). `parse_denial` reads it back.
 
-Imported by the functions: standard library only.
+Imported by the functions: the standard library and `shared.names` only.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from shared import names
 
 MUTATING_CONFIGURATION = "cocoon-webhook-mutate"
 VALIDATING_CONFIGURATION = "cocoon-webhook-validate"
@@ -126,7 +128,16 @@ def parse_creators(value: str) -> list[str]:
     return [part.strip() for part in value.split(",")]
 
 
-# --- the CocoonSet rules (docs/validation.md of cocoon-webhook) ---------------------------
+# --- the CocoonSet rules -------------------------------------------------------------------
+# Read from cocoon-webhook admission/cocoonset_validator.go, search-index file version
+# 68440069989 (the newest: it calls cocoon-common's meta.HibernateImportSuffix and
+# meta.ToolboxPodName, and has dropped the cross-namespace VM-name collision check that
+# version 68361562407 still makes, which hashed VM names made needless), and
+# cocoon-common ociutil.IsRelativeRef (search-index file version 56917928396).
+# The order and wording of the messages are the webhook's.
+RULES_SOURCE = (
+    "cocoon-webhook admission/cocoonset_validator.go, search-index file version 68440069989"
+)
 
 _MODES = ("clone", "run")
 _TOOLBOX_MODES = ("run", "clone", "static")
@@ -161,12 +172,23 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
         if _normal(old_spec if isinstance(old_spec, Mapping) else {}) == _normal(spec):
             return []
     errs: list[str] = []
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    # The API server fills the namespace in before admission; a manifest without one
+    # lands in `default` (as kubectl applies it).
+    namespace = _s(meta.get("namespace")) or "default"
+    set_name = _s(meta.get("name"))
     agent = spec.get("agent")
     agent = agent if isinstance(agent, Mapping) else {}
     image = _s(agent.get("image"))
+    replicas = agent.get("replicas")
+    slots = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0
+    # The highest slot's VM name is the longest the set derives (slot = replicas).
+    errs += _vm_name_length(
+        "spec.agent", names.vm_name(namespace, set_name, max(0, slots)), _s(agent.get("os"))
+    )
     if not image:
         errs.append("spec.agent.image is required")
-    replicas = agent.get("replicas")
     if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
         errs.append(f"spec.agent.replicas must be >= 0, got {replicas}")
     mode = _s(agent.get("mode"))
@@ -210,6 +232,9 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
                 errs.append(f"{path}.staticVMID is required when mode=static")
             errs += _conn_type(path, _s(tb.get("connType")))
             continue
+        errs += _vm_name_length(
+            path, names.toolbox_vm_name(namespace, set_name, name), _s(tb.get("os"))
+        )
         tb_image = _s(tb.get("image"))
         if not tb_image:
             errs.append(f"{path}.image is required when mode is run or clone")
@@ -241,8 +266,7 @@ def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
     errs: list[str] = []
     os_ = _s(opts.get("os"))
     if os_ and os_ not in _OS:
-        # The message omits macos, which the enum accepts (cocoon-common apis/v1/enums.go).
-        errs.append(f"{path}.os must be linux, windows, or android, got {_q(os_)}")
+        errs.append(f"{path}.os must be linux, windows, android, or macos, got {_q(os_)}")
     errs += _conn_type(path, _s(opts.get("connType")))
     backend = _s(opts.get("backend"))
     if backend and backend not in _BACKENDS:
@@ -256,6 +280,23 @@ def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
                 f"(got {_q(image)})"
             )
     return errs
+
+
+def _vm_name_length(path: str, vm: str, os_: str) -> list[str]:
+    # VM names are ASCII (DNS labels), so Go's byte length is the character count.
+    if (os_ or "linux") == "macos":
+        if len(vm) <= names.VM_NAME_MAX:
+            return []
+        return [
+            f"{path} derives VM name {_q(vm)} ({len(vm)} characters); "
+            f"maximum is {names.VM_NAME_MAX}"
+        ]
+    if len(vm) <= names.MANAGED_VM_NAME_MAX:
+        return []
+    return [
+        f"{path} derives VM name {_q(vm)} ({len(vm)} characters); maximum is "
+        f"{names.MANAGED_VM_NAME_MAX} to reserve the hibernate import suffix"
+    ]
 
 
 def _conn_type(path: str, conn: str) -> list[str]:

@@ -8,6 +8,8 @@ passes it can still be refused, or silently mean something else:
 - unknown fields: the API server prunes them without an error, so a
   `hibernatPolicy: release` typo yields a valid *retain* set (kubectl prints a
   warning at most). Reported as the server's strict field validation words it;
+- keys under `cocoonset.cocoonstack.io/` that nobody reads (a typo such as
+  `idel-timeout`), with the nearest known key;
 - this project's own annotations whose values do not parse: the sweep ignores
   them (a Warning Event at run time), so the set is never idle-suspended, put to
   sleep or offered for reclaim. Checked with the parsers the functions use.
@@ -15,6 +17,7 @@ passes it can still be refused, or silently mean something else:
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -23,7 +26,7 @@ from shared import admission
 from shared import constants as k
 from shared.crd import cocoonset_schema
 from shared.durations import parse_duration, parse_rfc3339
-from shared.seats import keys
+from shared.seats import keys, line_decide
 from shared.seats.activity import cpu_nanocores
 from shared.seats.schedule import parse_schedule
 from shared.validation import Violation
@@ -38,6 +41,33 @@ ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     k.ANN_LAST_ACTIVITY: (parse_rfc3339, "an RFC 3339 time"),
     k.ANN_IDLE_EXEMPT_UNTIL: (parse_rfc3339, "an RFC 3339 time"),
 }
+PROJECT_PREFIX = f"{k.GROUP}/"
+# Keys under `cocoonset.cocoonstack.io/` that cocoon-operator writes today (the newest
+# cocoonset/slotrelease.go and suspend.go in the search index): not ours, but not typos.
+_UPSTREAM_KEYS = frozenset(
+    {
+        f"{PROJECT_PREFIX}hibernated-image",
+        f"{PROJECT_PREFIX}suspending-since",
+        f"{PROJECT_PREFIX}hibernate-reclaim",
+    }
+)
+
+
+def _module_keys(*modules: object) -> frozenset[str]:
+    return frozenset(
+        value
+        for module in modules
+        for name, value in vars(module).items()
+        if name.startswith(("ANN_", "LABEL_", "GATE"))
+        and isinstance(value, str)
+        and value.startswith(PROJECT_PREFIX)
+    )
+
+
+# Every `cocoonset.cocoonstack.io/*` key anyone reads or writes: shared/constants.py (the
+# set's and the pods' keys), the seat economy's, and the operator's. A key under the
+# prefix that is none of these is a typo the functions would silently ignore.
+KNOWN_ANNOTATION_KEYS: frozenset[str] = _module_keys(k, keys, line_decide) | _UPSTREAM_KEYS
 _TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 # ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
 # every annotation, idle-timeout included, without a word from the server.
@@ -118,6 +148,13 @@ def annotation_violations(obj: Mapping[str, Any]) -> list[Violation]:
     if not isinstance(annotations, Mapping):
         return []
     out: list[Violation] = []
+    for key in annotations:
+        if (
+            isinstance(key, str)
+            and key.startswith(PROJECT_PREFIX)
+            and key not in KNOWN_ANNOTATION_KEYS
+        ):
+            out.append(Violation(f"metadata.annotations[{key}]", _unknown_key(key)))
     for key, (parse, want) in ANNOTATION_PARSERS.items():
         raw = annotations.get(key)
         if raw is None:
@@ -131,6 +168,19 @@ def annotation_violations(obj: Mapping[str, Any]) -> list[Violation]:
         except ValueError as e:
             out.append(Violation(path, f"Invalid value: {json.dumps(raw)}: {e}"))
     return out
+
+
+def _unknown_key(key: str) -> str:
+    # Compared without the shared prefix (it would make every key look close). The
+    # user-facing opt-ins are tried first, so a typo of `idle-timeout` is not answered
+    # with a record the functions write.
+    suffix = key.removeprefix(PROJECT_PREFIX)
+    near: list[str] = []
+    for pool in (ANNOTATION_PARSERS, KNOWN_ANNOTATION_KEYS):
+        suffixes = sorted(name.removeprefix(PROJECT_PREFIX) for name in pool)
+        near = near or difflib.get_close_matches(suffix, suffixes, n=1, cutoff=0.75)
+    hint = f" (did you mean {json.dumps(PROJECT_PREFIX + near[0])}?)" if near else ""
+    return f"unknown annotation key {json.dumps(key)}: the functions ignore it{hint}"
 
 
 def cluster_violations(obj: Mapping[str, Any]) -> list[Violation]:

@@ -359,7 +359,10 @@ class EmbeddedApp:
         strategic-merge metadata, as it does against a real server without schemas."""
         if segs == ["v2"]:
             # An empty protobuf message is a valid (empty) OpenAPI v2 document.
-            return Reply(200, b"", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+            # The content type without "@" (kube-openapi's current name): kubectl parses it
+            # with Go's mime package, which refuses the "@" of the deprecated one, and then
+            # fails client-side validation of a `kind: List` manifest.
+            return Reply(200, b"", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
         if segs == ["v3"]:
             paths = {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=0"}}
             for g, vs in self.registry.groups():

@@ -128,36 +128,42 @@ def translate(err: BaseException, what: str) -> CocoonError:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - lazy: cold start
 
     if isinstance(err, ApiException):
-        code = int(err.status or 0)
-        reason, message = _status_message(err.body if isinstance(err.body, str) else None)
-        text = f"{what}: HTTP {code} {reason or err.reason or ''} {message}".strip()
-        if 400 <= code < 500 and code not in (404, 409, 429):
-            denied = _webhook_denial(text, message)
-            if denied is not None:
-                return denied
-        if code == 404:
-            body = err.body if isinstance(err.body, str) else None
-            if _ON_COCOONSETS.match(what) and _type_not_served(body):
-                return CrdNotInstalled(
-                    f"CocoonSet CRD not installed: the cluster does not serve "
-                    f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
-                    "`cocoon-hibernation crd | kubectl apply -f -` or cocoon-operator's chart"
-                )
-            return NotFound(text)
-        if code == 409:
-            return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
-        if code == 422:
-            return Invalid(text)
-        if code == 403:
-            return _forbidden(text, message)
-        if code == 401:
-            return ConfigError(f"{text} (check the function's Kubernetes credentials)")
-        if code == 504 and "Too large resource version" in message:
-            return ResourceVersionTooLarge(text)
-        if code in (0, 410, 429) or code >= 500:
-            return TransientError(text)
-        return PermanentError(text)
+        body = err.body if isinstance(err.body, str) else None
+        return translate_status(int(err.status or 0), str(err.reason or ""), body, what)
     return TransientError(f"{what}: {type(err).__name__}: {err}")
+
+
+def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
+    """An API server's error answer (HTTP `code`, its reason `phrase`, the Status `body`)
+    as one of the project's typed errors; shared by the official client's wrapper and
+    the light reader (shared.clients.kube_light)."""
+    reason, message = _status_message(body)
+    text = f"{what}: HTTP {code} {reason or phrase or ''} {message}".strip()
+    if 400 <= code < 500 and code not in (404, 409, 429):
+        denied = _webhook_denial(text, message)
+        if denied is not None:
+            return denied
+    if code == 404:
+        if _ON_COCOONSETS.match(what) and _type_not_served(body):
+            return CrdNotInstalled(
+                f"CocoonSet CRD not installed: the cluster does not serve "
+                f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
+                "`cocoon-hibernation crd | kubectl apply -f -` or cocoon-operator's chart"
+            )
+        return NotFound(text)
+    if code == 409:
+        return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
+    if code == 422:
+        return Invalid(text)
+    if code == 403:
+        return _forbidden(text, message)
+    if code == 401:
+        return ConfigError(f"{text} (check the function's Kubernetes credentials)")
+    if code == 504 and "Too large resource version" in message:
+        return ResourceVersionTooLarge(text)
+    if code in (0, 410, 429) or code >= 500:
+        return TransientError(text)
+    return PermanentError(text)
 
 
 # The authorizer's wording (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters):
@@ -224,6 +230,8 @@ def _merged_kubeconfig(paths: str) -> Any:
     """
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
+    for one in paths.split(os.pathsep):
+        _check_kubeconfig_file(one)
     merger = kube_config.KubeConfigMerger(paths)  # type: ignore[no-untyped-call]  # untyped upstream
     if merger.config is None:
         raise ConfigException(f"no kubeconfig file found in {paths}")
@@ -233,6 +241,42 @@ def _merged_kubeconfig(paths: str) -> Any:
             merger.config.value["current-context"] = current
             break
     return merger.config
+
+
+def _check_kubeconfig_file(path: str) -> None:
+    """A file that is not a kubeconfig at all, as one line (ConfigError).
+
+    The library's merger lets a YAML parser error or a non-mapping document escape
+    as a traceback or as "'str' object does not support item assignment".
+    Missing files are left to the merger, which skips them as kubectl does.
+    """
+    import yaml  # noqa: PLC0415 - lazy: cold start
+
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except FileNotFoundError:
+        return
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(
+            f"cannot load kubeconfig {path}: invalid YAML: {where}{e.problem or e.context}"
+        ) from None
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot load kubeconfig {path}: {' '.join(str(e).split())}") from None
+    if doc is not None and not isinstance(doc, dict):
+        kind = (
+            "a list"
+            if isinstance(doc, list)
+            else "a string"
+            if isinstance(doc, str)
+            else f"a {type(doc).__name__}"
+        )
+        raise ConfigError(
+            f"cannot load kubeconfig {path}: not a kubeconfig ({kind}; expected a mapping "
+            "with clusters, users and contexts)"
+        )
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -288,6 +332,44 @@ def _api_client(conf: Any) -> ApiClient:
     return client.ApiClient(no_library_retries(conf))
 
 
+# (method, url, HTTP status or None when no answer came, seconds) for every request
+# sent; None = nobody listens. Set by the CLI's -v (kubectl's -v=6 shows the same).
+RequestObserver = Callable[[str, str, "int | None", float], None]
+_request_observer: RequestObserver | None = None
+
+
+def observe_requests(observer: RequestObserver | None) -> None:
+    """Call `observer` after every API request of every KubeClient (None: stop)."""
+    global _request_observer  # noqa: PLW0603 - one switch per process, like the log level
+    _request_observer = observer
+
+
+def _observed(rest_client: Any) -> None:
+    """Wrap `rest_client.request` so each request reaches the observer, when one is set."""
+    send = rest_client.request
+    if getattr(send, "_cocoon_observed", False):
+        return
+
+    def request(method: str, url: str, *args: Any, **kw: Any) -> Any:
+        observer = _request_observer
+        if observer is None:
+            return send(method, url, *args, **kw)
+        start = time.monotonic()
+        status: int | None = None
+        try:
+            resp = send(method, url, *args, **kw)
+            status = getattr(resp, "status", None)
+            return resp
+        except Exception as e:
+            status = getattr(e, "status", None)
+            raise
+        finally:
+            observer(method, url, status, time.monotonic() - start)
+
+    request._cocoon_observed = True  # type: ignore[attr-defined]  # a marker on the wrapper
+    rest_client.request = request
+
+
 def _ensure_no_library_retries(api_client: ApiClient) -> None:
     """An ApiClient built elsewhere (tests, callers) gets a pool without retries."""
     from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
@@ -306,6 +388,7 @@ class KubeClient:
         from kubernetes import client  # noqa: PLC0415 - lazy: cold start
 
         _ensure_no_library_retries(api_client)
+        _observed(api_client.rest_client)
         self._api = api_client
         self._custom: CustomObjectsApi = client.CustomObjectsApi(api_client)
         self._core: CoreV1Api = client.CoreV1Api(api_client)
@@ -882,14 +965,21 @@ class KubeClient:
         body = self._read("LIST nodes", self._core.list_node, **kw)
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
-    def list_events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
-        """Raw core/v1 Event items of a namespace matching a field selector (one LIST)."""
-        body = self._read(
-            f"LIST events in {namespace}",
-            self._core.list_namespaced_event,
-            namespace,
-            field_selector=field_selector,
-        )
+    def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
+        if namespace is None:
+            body = self._read(
+                "LIST events",
+                self._core.list_event_for_all_namespaces,
+                field_selector=field_selector,
+            )
+        else:
+            body = self._read(
+                f"LIST events in {namespace}",
+                self._core.list_namespaced_event,
+                namespace,
+                field_selector=field_selector,
+            )
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     # --- events -----------------------------------------------------------------

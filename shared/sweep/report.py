@@ -47,6 +47,14 @@ class SweepAction:
     ref: SetRef
     result: Result
     detail: str
+    # For a reconcile the sweep ran: how it ended (`done`, `waiting`, `refused`, ...,
+    # the reconcile's OutcomeResult), which `result` (the sweep's own act: ran it) hides.
+    outcome: str = ""
+
+    @property
+    def shown_result(self) -> str:
+        """What a person or a script is told: the reconcile's outcome when there is one."""
+        return self.outcome or self.result.value
 
 
 @dataclass(slots=True)
@@ -145,8 +153,10 @@ class SweepReport:
                 error_type=type(err).__name__,
             )
 
-    def act(self, kind: ActionKind, ref: SetRef, result: Result, detail: str) -> None:
-        self.summary.actions.append(SweepAction(kind, ref, result, detail))
+    def act(
+        self, kind: ActionKind, ref: SetRef, result: Result, detail: str, *, outcome: str = ""
+    ) -> None:
+        self.summary.actions.append(SweepAction(kind, ref, result, detail, outcome))
         verb = {
             Result.DONE: "sweep: done",
             Result.WOULD: "sweep: would",

@@ -231,7 +231,13 @@ class Sweeper:
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
             self.report.unexpected(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
-        self.report.act(ActionKind.RECONCILE, ref, Result.DONE, f"{why}: {_describe(outcome)}")
+        self.report.act(
+            ActionKind.RECONCILE,
+            ref,
+            Result.DONE,
+            f"{why}: {_describe(outcome)}",
+            outcome=_outcome_word(outcome),
+        )
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
         ref = SetRef(cs.namespace, cs.name)
@@ -362,8 +368,26 @@ class Sweeper:
 
 
 def _describe(outcome: object) -> str:
-    """A short text for whatever the reconcile returned (its outcome's repr is enough)."""
-    return log.clip(str(outcome) if outcome is not None else "ok")
+    """A short text for whatever the reconcile returned: the reason it gave, never a repr.
+
+    The reconcile's Outcome (shared.reconcile, a layer above) is read by its fields
+    `reason` and `steps`; anything else by its str().
+    """
+    if outcome is None:
+        return "ok"
+    reason = getattr(outcome, "reason", None)
+    if not isinstance(reason, str):
+        return log.clip(str(outcome))
+    steps = getattr(outcome, "steps", ())
+    done = f" ({', '.join(str(s) for s in steps)})" if steps else ""
+    return log.clip(f"{reason}{done}")
+
+
+def _outcome_word(outcome: object) -> str:
+    """The reconcile's result word (`done`, `waiting`, ...); empty when it gave none."""
+    result = getattr(outcome, "result", None)
+    value = getattr(result, "value", result)
+    return value if isinstance(value, str) else ""
 
 
 def sweep(

@@ -107,6 +107,12 @@ def test_apis_and_defaults_are_the_module_ones() -> None:
     assert set(dc.FUNCTIONS) == names(module.locals["functions"])
 
 
+def test_the_variables_are_the_modules_and_the_examples() -> None:
+    module, example = set(load_dir(MODULE_DIR).variables), set(load_dir(EXAMPLE_DIR).variables)
+    assert set(dc.MODULE_VARIABLES) == module | example
+    assert set(dc.declared_variables(TFVARS_EXAMPLE)) == set(load_dir(EXAMPLE_DIR).variables)
+
+
 def test_rbac_role_names_are_the_manifests() -> None:
     docs = list(yaml.safe_load_all((REPO_ROOT / "infra/k8s/rbac.yaml").read_text("utf-8")))
     roles = {d["metadata"]["name"] for d in docs if d and d["kind"] == "ClusterRole"}
@@ -146,6 +152,51 @@ def test_a_missing_required_input_fails() -> None:
     values = _values()
     del values["artifact_registry"]
     assert _levels(dc.offline_findings(values))["input artifact_registry"] == "FAIL"
+
+
+def test_a_misspelt_variable_is_refused_with_the_nearest_name(tmp_path: Path) -> None:
+    # `cocoon_opertor = "absent"` passed before: the default "present" stayed in force.
+    path = tmp_path / "t.tfvars.json"
+    path.write_text(json.dumps({**_values(), "cocoon_opertor": "absent"}), "utf-8")
+    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    assert result.exit_code == 1
+    assert (
+        "FAIL  input cocoon_opertor: not a variable of the module: the apply ignores it; "
+        "did you mean cocoon_operator?"
+    ) in result.stdout.splitlines()
+    assert result.stderr == "error: 1 check(s) failed\n"
+
+
+def test_every_finding_is_reported_at_once_and_none_is_never_shown(tmp_path: Path) -> None:
+    # A missing required input used to end the checks: the bad region, the typo and the
+    # half-filled registry below must all be reported by the same run.
+    values = _values(region="europe-west1-b", sweep_schedul="*/5 * * * *")
+    del values["project_id"]
+    values["artifact_registry"] = {"location": "europe-west1"}
+    path = tmp_path / "t.tfvars.json"
+    path.write_text(json.dumps(values), "utf-8")
+    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    assert result.exit_code == 1
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert [line.split(":")[0] for line in failed] == [
+        "FAIL  input sweep_schedul",
+        "FAIL  input project_id",
+        "FAIL  region",
+        "FAIL  artifact_registry.repository_id",
+    ]
+    assert "None" not in result.stdout
+    assert "FAIL  artifact_registry.repository_id: not set:" in result.stdout
+    assert result.stderr == "error: 4 check(s) failed\n"
+
+
+def test_the_table_is_not_the_text(tmp_path: Path) -> None:
+    args = ["deploy-check", "--var-file", str(TFVARS_EXAMPLE), "--offline"]
+    text = CliRunner().invoke(cli, args).stdout.splitlines()
+    table = CliRunner().invoke(cli, [*args, "-o", "table"]).stdout.splitlines()
+    assert text[0] == "ok    input project_id: set"
+    assert table[0].split() == ["LEVEL", "CHECK", "MESSAGE"]
+    assert table[1].split() == ["ok", "input", "project_id", "set"]
+    assert len(table) == len(text) + 1
 
 
 def test_a_bad_wake_deadline_fails() -> None:
@@ -268,7 +319,7 @@ def test_command_fails_on_a_bad_region(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
     assert result.exit_code == 1
     assert (
-        "FAIL  region: 'europe-west1-b': region must be a Google Cloud region such as "
+        'FAIL  region: "europe-west1-b": region must be a Google Cloud region such as '
         "europe-west1." in result.output
     )
 
@@ -331,4 +382,4 @@ def test_command_rejects_what_the_module_rejects(
     path.write_text(json.dumps({**read_tfvars(TFVARS_EXAMPLE), variable: value}), "utf-8")
     result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
     assert result.exit_code == 1, result.output
-    assert f"FAIL  {variable}: {value!r}: {message}" in result.output
+    assert f"FAIL  {variable}: {json.dumps(value)}: {message}" in result.output

@@ -178,9 +178,11 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "create_namespaced_event": ("", "events", "create"),
 }
 # Calls only the command line makes (`status` reads a pool's capacity from its nodes,
-# `wake --wait` reads the set's Events), with the operator's own credentials: the
+# `wake --wait` and `status` read the sets' Events), with the operator's own credentials: the
 # functions never make them, so their roles must not grant them.
-CLI_ONLY_CALLS: frozenset[str] = frozenset({"list_node", "list_namespaced_event"})
+CLI_ONLY_CALLS: frozenset[str] = frozenset(
+    {"list_node", "list_namespaced_event", "list_event_for_all_namespaces"}
+)
 # Rights a call needs beyond its own verb. The restored main pod's controller
 # ownerReference sets blockOwnerDeletion, and OwnerReferencesPermissionEnforcement
 # (on in GKE) then requires `update` on the owner's finalizers subresource

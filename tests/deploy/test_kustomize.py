@@ -176,6 +176,16 @@ def test_a_variant_renders_nothing_placeholder_like(tmp_path: Path, components: 
     assert not PLACEHOLDER_LIKE.findall(rendered), PLACEHOLDER_LIKE.findall(rendered)
 
 
+def test_both_variants_at_once_are_refused(tmp_path: Path) -> None:
+    # Listing both components rendered a Knative Service and a Deployment side by side.
+    done = _kustomize(_copy(tmp_path, FILLED, ["knative", "deployment"]))
+    assert done.returncode != 0
+    assert "already registered id" in done.stderr
+    assert "cocoon-hibernation-variant" in done.stderr
+    one = _render(_copy(tmp_path / "one", FILLED, ["deployment"]))
+    assert not [d for d in one if d["metadata"]["name"] == "cocoon-hibernation-variant"]
+
+
 # --- the plain Deployment -----------------------------------------------------------------
 
 
@@ -207,8 +217,8 @@ def test_the_deployment_is_probed_hardened_and_disruption_bounded(
     (deploy,) = _of(deployment, "Deployment")
     pod = deploy["spec"]["template"]
     (container,) = pod["spec"]["containers"]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"]
     assert not sc["allowPrivilegeEscalation"] and sc["capabilities"]["drop"] == ["ALL"]
@@ -242,8 +252,8 @@ def test_the_sources_feed_the_variant_that_is_deployed(
 
 def test_the_knative_service_is_probed_and_scraped(filled: list[dict[str, Any]]) -> None:
     container = _serve(filled)
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     (service,) = _of(filled, "Service", "serving.knative.dev/v1")
     annotations = service["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"

@@ -265,7 +265,9 @@ def test_the_readme_marks_a_one_machine_quick_start() -> None:
     assert marked, f"no ```bash block follows {MARK} in README.md"
     assert all(lang == "bash" for lang, m, _ in fenced_blocks(_readme()) if m)
     lines = [ln for body in marked for ln in shell_lines(body)]
-    assert "uv sync --frozen" in lines
+    # --all-extras, as `make` syncs: a bare `uv sync` would uninstall the local extra that
+    # `make demo` installed, and the next `demo --keep` would fail.
+    assert "uv sync --frozen --all-extras" in lines
     # make demo / make test are covered elsewhere (see the module docstring).
     assert not any(ln.startswith("make ") for ln in lines)
 

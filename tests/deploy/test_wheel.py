@@ -162,6 +162,11 @@ def test_the_wheel_installs_only_the_projects_own_top_level_packages(installed: 
     # No `cli`, `infra` or `main`: names other distributions (python-hcl2 8.x) also use.
     assert tops == TOP_LEVEL
     assert b"cocoon-hibernation = cocoon_hibernation.main:main" in entry_points
+    # The same command as a kubectl plugin (`kubectl hibernation …`).
+    assert b"kubectl-hibernation = cocoon_hibernation.main:kubectl_plugin" in entry_points
+    assert (
+        b"kubectl_complete-hibernation = cocoon_hibernation.main:kubectl_complete" in entry_points
+    )
 
 
 def test_installed_code_is_imported_from_the_venv_not_the_clone(installed: Installed) -> None:

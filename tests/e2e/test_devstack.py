@@ -255,6 +255,14 @@ def test_devstack_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
                 timeout=30,
             )
             assert out.stdout.split() == ["node/node-1", "node/node-2"], out.stderr
+        # The printed next step runs as printed (it said `cocoon-hibernation status`,
+        # which is not on PATH in a clone: there it must say `uv run …`).
+        status = next(line.strip() for line in seen if " status --kubeconfig " in line)
+        ran = subprocess.run(
+            ["sh", "-c", status], check=False, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, (status, ran.stderr)
+        assert ran.stdout.startswith("no CocoonSets"), ran.stdout
         tree = tree_of([proc.pid])
         assert len(tree) >= 7  # devstack itself, kube, four targets, the registry (+ workers)
         proc.send_signal(signal.SIGTERM)

@@ -9,6 +9,7 @@ the API server's (creation timestamps are the server's real now).
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -549,3 +550,32 @@ def test_the_cli_exits_1_with_the_table_when_work_was_left_undone(world: World) 
     assert result.exit_code == 1
     assert f"{NS}/stuck" in result.stdout and "error" in result.stdout
     assert phase(world, "fine") == "Suspended"
+
+
+def test_the_cli_json_and_pipe_output_carry_the_outcome_word_not_a_repr(world: World) -> None:
+    # `sweep -o json` said `done` with `"detail": "waking: Outcome(ref=SetRef(..." for a
+    # wake that was still waiting; into a pipe it drew rich box tables.
+    from click.testing import CliRunner
+
+    from cocoon_hibernation.main import main
+
+    cs = world.create_set(set_manifest(phase="Suspending"))
+    world.create_pod(pod(state="hibernating", generation=cs["metadata"]["generation"]), owner=cs)
+
+    result = CliRunner().invoke(main, ["sweep", "-o", "json"], env=world.env)
+
+    assert result.exit_code == 0, result.output
+    (action,) = [a for a in json.loads(result.stdout)["actions"] if a["action"] == "reconcile"]
+    assert action["set"] == f"{NS}/{SET}"
+    assert action["result"] == "waiting"
+    assert action["detail"] == (
+        f"release-pending: pod {SET}-0 is hibernating, not hibernated (RequestHibernation, Wait)"
+    )
+    assert "Outcome(" not in action["detail"] and "<" not in action["detail"]
+
+    piped = CliRunner().invoke(main, ["sweep"], env=world.env)
+    assert piped.exit_code == 0, piped.output
+    lines = piped.stdout.splitlines()
+    assert lines[0].split() == ["ACTION", "COCOONSET", "RESULT", "DETAIL"]
+    assert lines[1].split()[:3] == ["reconcile", f"{NS}/{SET}", "waiting"]
+    assert not any(ch in piped.stdout for ch in "┏━│└")

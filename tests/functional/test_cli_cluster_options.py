@@ -150,7 +150,7 @@ def test_kubeconfig_list_merged_as_kubectl_does_with_context(
     result = CliRunner().invoke(
         status, ["-o", "json", "--context", "dead"], env=_env(tmp_path, KUBECONFIG=listed)
     )
-    assert result.exit_code == 1 and "port=9" in result.output
+    assert result.exit_code == 1 and "127.0.0.1:9" in result.output
 
     only_first = CliRunner().invoke(
         status,
@@ -167,6 +167,62 @@ def test_an_unknown_context_is_one_line(kubeconfig: Path, tmp_path: Path) -> Non
     assert result.exit_code == 1
     assert result.output.strip().startswith("error: context 'nope' is not in kubeconfig")
     assert result.output.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        pytest.param(
+            "apiVersion: v1\nclusters: [\n",
+            "invalid YAML: line 3, column 1: expected the node content, but found '<stream end>'",
+            id="malformed",
+        ),
+        pytest.param(
+            '"just a string"\n',
+            "not a kubeconfig (a string; expected a mapping with clusters, users and contexts)",
+            id="bare-string",
+        ),
+        pytest.param(
+            "- a\n- b\n",
+            "not a kubeconfig (a list; expected a mapping with clusters, users and contexts)",
+            id="list",
+        ),
+    ],
+)
+@pytest.mark.parametrize("how", ["--kubeconfig", "KUBECONFIG"])
+def test_a_kubeconfig_that_is_no_kubeconfig_is_one_line(
+    tmp_path: Path, content: str, says: str, how: str
+) -> None:
+    # Was a yaml.parser.ParserError traceback, or "'str' object does not support item
+    # assignment".
+    bad = tmp_path / "config"
+    bad.write_text(content, encoding="utf-8")
+    args, env = (["--kubeconfig", str(bad)], _env(tmp_path))
+    if how == "KUBECONFIG":
+        args, env = [], _env(tmp_path, KUBECONFIG=str(bad))
+    for command in (status, sweep):
+        result = CliRunner().invoke(command, args, env=env)
+        assert result.exit_code == 1, result.output
+        assert result.output == f"error: cannot load kubeconfig {bad}: {says}\n"
+
+
+def test_v_shows_each_api_call_on_stderr(one_set: None, kubeconfig: Path, tmp_path: Path) -> None:
+    # `-v` printed nothing more; kubectl -v=6 shows each request: method, URL, status, time.
+    from shared.clients.kube import observe_requests
+
+    env = _env(tmp_path, KUBECONFIG=str(kubeconfig))
+    try:
+        quiet = CliRunner().invoke(cli, ["status", "-o", "json"], env=env)
+        loud = CliRunner().invoke(cli, ["-v", "status", "-o", "json"], env=env)
+    finally:
+        observe_requests(None)
+    assert quiet.exit_code == loud.exit_code == 0, loud.output
+    assert "GET " not in quiet.stderr
+    assert json.loads(loud.stdout) == json.loads(quiet.stdout)  # stdout stays the answer
+    calls = [line for line in loud.stderr.splitlines() if line.startswith("GET ")]
+    sets = f"/apis/{k.GROUP}/{k.VERSION}/cocoonsets"
+    assert any(sets in line and " 200 in " in line for line in calls), loud.stderr
+    assert all(line.endswith(" milliseconds") for line in calls)
 
 
 # --- a cluster without the CRD ---------------------------------------------------------
@@ -256,6 +312,19 @@ def test_usage_errors_have_the_one_prefix(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert err.startswith("error: No such option") and "--no-such-option" in err
     assert err.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("args", [[], ["devstack"]], ids=["bare", "group"])
+def test_no_arguments_is_help_on_stdout_and_exit_0(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    # It printed the help as an error (stderr, exit 2); kubectl prints it and exits 0.
+    with pytest.raises(SystemExit) as info:
+        cli.main(args, prog_name="cocoon-hibernation")
+    assert info.value.code == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"Usage: cocoon-hibernation {' '.join(args)}".rstrip() + " [OPTIONS]")
+    assert "Commands:" in out and err == ""
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

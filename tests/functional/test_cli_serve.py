@@ -189,3 +189,51 @@ def test_an_event_source_presents_its_token_as_the_cocoonauth_extension(
     assert client.post("/release", headers=wrong, data=body).status_code == 401
     out = capsys.readouterr()
     assert ENV["COCOON_AUDIT_TOKEN"] not in out.out + out.err
+
+
+def _kubeconfig(tmp_path: Any) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_readyz_is_ok_when_the_configuration_can_work(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    for key, value in {**ENV, "KUBECONFIG": _kubeconfig(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    process.reset()
+    client = create_app().test_client()
+    ready = client.get("/readyz")
+    assert (ready.status_code, ready.data) == (200, b"ok")
+    process.reset()
+
+
+def test_readyz_fails_with_each_reason_while_healthz_stays_live(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # It answered /healthz 200 with no registry, no token and no credentials: a
+    # Service sent it traffic that every request then failed.
+    for key in ("COCOON_REGISTRY_BASE", "COCOON_INGEST_TOKEN", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("KUBECONFIG", "")
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
+    process.reset()
+    client = create_app().test_client()
+    assert client.get("/healthz").status_code == 200  # liveness: the process serves
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    lines = ready.data.decode().splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "COCOON_REGISTRY_BASE is not set",
+        "COCOON_INGEST_TOKEN is not set",
+        "no Kubernetes credentials",
+    ]
+    assert "not running in a cluster" in lines[2]
+    process.reset()

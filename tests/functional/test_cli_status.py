@@ -26,6 +26,7 @@ from shared import constants as k
 from shared import log
 from shared.clients.registry import reset_clients
 from shared.config import LogFormat
+from shared.names import vm_name
 from shared.seats.keys import ANN_RECLAIMABLE_AFTER, ANN_SEAT_WAIT
 
 NS = "team"
@@ -81,12 +82,12 @@ def world(kube: Any, kubeconfig: Path, registry: DistributionServer) -> dict[str
     running = _set(api, "running", phase="Running")
     _pod(api, running, node="node-1")
     _set(api, "released", suspend=True, phase="Suspended", hint="node-2")
-    push_image(registry.url, f"{PREFIX}/vk-{NS}-released-0", k.TAG_HIBERNATE)
+    push_image(registry.url, f"{PREFIX}/{vm_name(NS, 'released', 0)}", k.TAG_HIBERNATE)
     stale = _set(api, "stale", suspend=True, phase="Suspended", hint="node-1")
     _pod(api, stale, node="node-1")  # no restore marker: the old operator's pod
     waking = _set(api, "waking", phase="Waking", hint="node-1")
     _pod(api, waking, node="node-2", restore=True)
-    push_image(registry.url, f"{PREFIX}/vk-{NS}-waking-0", k.TAG_HIBERNATE)
+    push_image(registry.url, f"{PREFIX}/{vm_name(NS, 'waking', 0)}", k.TAG_HIBERNATE)
     _set(api, "kept", policy="retain", phase="Running")
     return {
         "KUBECONFIG": str(kubeconfig),
@@ -127,6 +128,7 @@ def test_status_reports_phase_hint_snapshot_and_the_stale_operator_flag(
         "main_pod": "running-0",
         "node": "node-1",
         "flag": None,
+        "why": None,
     }
     assert (rows["released"]["phase"], rows["released"]["hint"], rows["released"]["snapshot"]) == (
         "Suspended",
@@ -151,6 +153,7 @@ def test_status_reports_phase_hint_snapshot_and_the_stale_operator_flag(
         "main_pod": None,
         "node": None,
         "flag": None,
+        "why": None,
     }
 
 
@@ -183,6 +186,7 @@ def test_status_table_for_people(world: dict[str, str]) -> None:
         "POD",
         "NODE",
         "FLAG",
+        "WHY",
     ]
     released = next(line for line in lines if line.startswith(f"{NS}/released "))
     assert released.split()[:6] == [
@@ -291,3 +295,174 @@ def test_the_seat_view_per_pool(world: dict[str, str], kube: Any) -> None:
     assert "pool default: 3 seat(s) used of 4 (2 node(s))" in table.stdout
     assert f"{NS}/waking  waiting 3m" in table.stdout
     assert f"{NS}/running  idle " in table.stdout and "reclaimable after 1h" in table.stdout
+
+
+def _event(api: KubeHTTP, set_name: str, reason: str, message: str, when: str) -> None:
+    api.post(
+        f"/api/v1/namespaces/{NS}/events",
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{set_name}.{reason.lower()}.{when[-3:-1]}", "namespace": NS},
+            "involvedObject": {
+                "kind": k.KIND,
+                "apiVersion": k.API_VERSION,
+                "namespace": NS,
+                "name": set_name,
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "lastTimestamp": when,
+        },
+    )
+
+
+def test_status_says_why_a_pod_waits_and_why_a_set_is_stuck(
+    world: dict[str, str], kube: Any
+) -> None:
+    # Pending with no reason, when only `kubectl get pod -o yaml` said why (issue: the
+    # example set on the local stack).
+    api = KubeHTTP(kube.url)
+    pending = _set(api, "pending", phase="Pending")
+    body = main_pod_body(pending)
+    api.post(pod_path(NS), body)
+    unschedulable = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    api.merge_patch(
+        pod_path(NS, body["metadata"]["name"]) + "/status",
+        {
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": unschedulable,
+                    }
+                ],
+            }
+        },
+    )
+    # A set stuck in Suspending: its newest Warning Event (an admission refusal) is why.
+    _set(api, "stuck", suspend=True, phase="Suspending")
+    _event(api, "stuck", "WriteRefused", "older refusal", "2026-01-01T00:00:01Z")
+    _event(
+        api,
+        "stuck",
+        "WriteRefused",
+        'admission webhook "cocoonsets.validate.cocoonstack.io" denied the request',
+        "2026-01-01T00:00:09Z",
+    )
+    # A settled set's old warning is history, not a reason.
+    _event(api, "running", "WakeNoCapacity", "long ago", "2026-01-01T00:00:05Z")
+    # Running but asked to suspend: the refused write is why it does not move.
+    _set(api, "refused", suspend=True, phase="Running")
+    _event(
+        api, "refused", "WriteRefused", "denied: spec.agent derives VM name", "2026-01-01T00:00:07Z"
+    )
+
+    rows = _rows(world)
+    assert rows["pending"]["why"] == f"pod pending-0 unschedulable: {unschedulable}"
+    assert rows["stuck"]["why"] == (
+        'WriteRefused: admission webhook "cocoonsets.validate.cocoonstack.io" denied the request'
+    )
+    assert rows["running"]["why"] is None
+    assert rows["refused"]["why"] == "WriteRefused: denied: spec.agent derives VM name"
+    table = CliRunner().invoke(command, [], env=world).stdout
+    line = next(x for x in table.splitlines() if x.startswith(f"{NS}/pending "))
+    assert line.endswith(f"pod pending-0 unschedulable: {unschedulable}")
+
+
+def test_watch_follows_each_change_as_the_api_server_reports_it(
+    world: dict[str, str], kube: Any
+) -> None:
+    # A real process and a real Ctrl-C: the table, then a line per change (every phase
+    # of the set, however briefly held: they come from a watch, not a poll).
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    api = KubeHTTP(kube.url)
+    api.delete(set_path(NS, "stale"))
+    env = {k_: v for k_, v in os.environ.items() if not k_.startswith("COCOON_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cocoon_hibernation", "status", "-w"],
+        env={**env, **world},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+    reader.start()
+    deadline = time.monotonic() + 60
+    while len(lines) < 5 and time.monotonic() < deadline:  # header + 4 sets
+        time.sleep(0.05)
+    for phase in ("Suspending", "Suspended", "Waking", "Running"):  # no pause between them
+        api.merge_patch(set_path(NS, "running") + "/status", {"status": {"phase": phase}})
+    api.delete(set_path(NS, "kept"))
+    while len(lines) < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    reader.join(timeout=10)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert lines[0].split()[:3] == ["SET", "POLICY", "PHASE"]
+    changes = [line.split()[:3] for line in lines[5:9]]
+    assert changes == [
+        [f"{NS}/running", "release", phase]
+        for phase in ("Suspending", "Suspended", "Waking", "Running")
+    ]
+    assert lines[9:] == [f"{NS}/kept  deleted\n"]
+
+
+def test_watch_without_a_watching_client_polls_until_ctrl_c(
+    world: dict[str, str], kube: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cocoon_hibernation import _kube, cmd_status
+
+    # The official client (a kubeconfig the light reader does not cover) cannot watch:
+    # the same output, from a read every second.
+    monkeypatch.setattr(cmd_status, "read_client", _kube.kube_client)
+
+    api = KubeHTTP(kube.url)
+    KubeHTTP(kube.url).delete(set_path(NS, "stale"))
+    changes = [
+        lambda: api.merge_patch(
+            set_path(NS, "running") + "/status", {"status": {"phase": "Suspending"}}
+        ),
+        lambda: None,  # a poll where nothing changed prints nothing
+        lambda: api.delete(set_path(NS, "kept")),
+    ]
+
+    def tick(_seconds: float) -> None:
+        if not changes:
+            raise KeyboardInterrupt  # the user's Ctrl-C
+        changes.pop(0)()
+
+    monkeypatch.setattr(cmd_status.time, "sleep", tick)
+    result = CliRunner().invoke(command, ["-w"], env=world)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["SET", "POLICY", "PHASE"]
+    first = [line.split()[0] for line in lines[1:5]]
+    assert first == [f"{NS}/kept", f"{NS}/released", f"{NS}/running", f"{NS}/waking"]
+    assert [line.split()[:3] for line in lines[5:6]] == [[f"{NS}/running", "release", "Suspending"]]
+    assert lines[6:] == [f"{NS}/kept  deleted"]
+
+    # -o json: one object per line, the first read and then each change.
+    changes[:] = [
+        lambda: api.merge_patch(
+            set_path(NS, "running") + "/status", {"status": {"phase": "Suspended"}}
+        )
+    ]
+    streamed = CliRunner().invoke(command, ["-w", "-o", "json"], env=world)
+    assert streamed.exit_code == 0, streamed.output
+    objects = [json.loads(line) for line in streamed.stdout.splitlines()]
+    assert [o["name"] for o in objects] == ["released", "running", "waking", "running"]
+    assert objects[-1]["phase"] == "Suspended"

@@ -102,7 +102,7 @@ def test_valid_examples_pass(runner: CliRunner) -> None:
     result = runner.invoke(main, ["validate", *VALID_EXAMPLES])
     assert result.exit_code == 0
     assert result.stdout == ""
-    assert result.stderr == "checked 2 CocoonSets in 2 files (1 other document skipped)\n"
+    assert result.stderr == "checked 2 CocoonSets in 2 files (2 other documents skipped)\n"
 
 
 @pytest.mark.parametrize("name", sorted(INVALID_EXAMPLES))
@@ -185,7 +185,7 @@ def test_unreadable_input_is_one_line_and_exit_2(
     # The readable file is still checked; the broken one is a single line.
     assert result.stderr.splitlines() == [
         f"error: {tmp_path}/{error}",
-        "checked 1 CocoonSet in 1 file",
+        "checked 1 CocoonSet in 1 file (1 other document skipped)",
     ]
 
 
@@ -251,7 +251,7 @@ def test_the_console_script_over_all_examples() -> None:
     ]
     assert proc.stdout.splitlines() == expected
     n = len(VALID_EXAMPLES) + len(INVALID_EXAMPLES)
-    assert proc.stderr == f"checked {n} CocoonSets in {n} files (1 other document skipped)\n"
+    assert proc.stderr == f"checked {n} CocoonSets in {n} files (2 other documents skipped)\n"
 
     valid = subprocess.run(
         [_console_script(), "validate", *VALID_EXAMPLES],
@@ -261,3 +261,113 @@ def test_the_console_script_over_all_examples() -> None:
         check=False,
     )
     assert (valid.returncode, valid.stdout) == (0, "")
+
+
+# A check that checked nothing must not pass: each input below exits 1 with one line
+# saying why (stdout the finding, or stderr the error when there is no finding).
+SET = "metadata: {name: a, namespace: n}\nspec: {agent: {image: agent}}\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "stdout", "stderr"),
+    [
+        pytest.param(
+            "", "", "error: no CocoonSet in the input: checked 0 CocoonSets in 1 file", id="empty"
+        ),
+        pytest.param(
+            "---\n---\n",
+            "",
+            "error: no CocoonSet in the input: checked 0 CocoonSets in 1 file",
+            id="only-separators",
+        ),
+        pytest.param(
+            "[1, 2, 3]\n",
+            "F: document 1: not a Kubernetes object (a list)",
+            "checked 0 CocoonSets in 1 file",
+            id="list",
+        ),
+        pytest.param(
+            "hello\n",
+            'F: document 1: not a Kubernetes object (a string, "hello")',
+            "checked 0 CocoonSets in 1 file",
+            id="bare-string",
+        ),
+        pytest.param(
+            "apiVersion: cocoonset.cocoonstack.io/v1\nkind: Cocoonset\n" + SET,
+            'F: n/a: kind: Unsupported value: "Cocoonset": supported values: "CocoonSet"',
+            "checked 1 CocoonSet in 1 file",
+            id="kind-case",
+        ),
+        pytest.param(
+            "apiVersion: cocoonstack.io/v1\nkind: CocoonSet\n" + SET,
+            'F: n/a: apiVersion: Unsupported value: "cocoonstack.io/v1": '
+            'supported values: "cocoonset.cocoonstack.io/v1"',
+            "checked 1 CocoonSet in 1 file",
+            id="wrong-api-version",
+        ),
+        pytest.param(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+            "",
+            "error: no CocoonSet in the input: checked 0 CocoonSets in 1 file "
+            "(1 other document skipped)",
+            id="no-cocoonset",
+        ),
+        pytest.param(
+            "apiVersion: cocoonset.cocoonstack.io/v1\nkind: CocoonSet\n"
+            "metadata:\n  name: a\n  namespace: n\n  annotations:\n"
+            "    cocoonset.cocoonstack.io/idel-timeout: 30m\n"
+            "spec: {agent: {image: agent}}\n",
+            "F: n/a: metadata.annotations[cocoonset.cocoonstack.io/idel-timeout]: unknown "
+            'annotation key "cocoonset.cocoonstack.io/idel-timeout": the functions ignore it '
+            '(did you mean "cocoonset.cocoonstack.io/idle-timeout"?)',
+            "checked 1 CocoonSet in 1 file",
+            id="misspelt-annotation-key",
+        ),
+    ],
+)
+def test_what_checked_nothing_fails_with_one_line(
+    runner: CliRunner, tmp_path: Path, content: str, stdout: str, stderr: str
+) -> None:
+    with runner.isolated_filesystem(temp_dir=tmp_path):
+        (Path.cwd() / "F").write_text(content)
+        result = runner.invoke(main, ["validate", "F"])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == ([stdout] if stdout else [])
+    assert result.stderr.splitlines() == [stderr]
+
+
+def test_annotation_keys_the_project_and_the_operator_use_pass(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "set.yaml"
+    path.write_text(
+        "apiVersion: cocoonset.cocoonstack.io/v1\nkind: CocoonSet\n"
+        "metadata:\n  name: a\n  namespace: n\n  annotations:\n"
+        "    cocoonset.cocoonstack.io/idle-timeout: 30m\n"
+        "    cocoonset.cocoonstack.io/reclaimable-after: 1h\n"
+        "    cocoonset.cocoonstack.io/hibernated-on-node: node-1\n"
+        "    cocoonset.cocoonstack.io/hibernated-image: agent\n"
+        "    example.com/anything: goes\n"
+        "spec: {agent: {image: agent}}\n"
+    )
+    result = runner.invoke(main, ["validate", str(path)])
+    assert (result.exit_code, result.stdout) == (0, "")
+
+
+def test_json_output_carries_counts_and_each_violation(runner: CliRunner) -> None:
+    bad = "examples/invalid/bad-enum.yaml"
+    result = runner.invoke(main, ["validate", "-o", "json", *VALID_EXAMPLES, bad])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["valid"], report["files"], report["cocoonsets"], report["skipped"]) == (
+        False,
+        3,
+        3,
+        2,
+    )
+    assert [v["file"] for v in report["violations"]] == [bad, bad]
+    assert report["violations"][0]["object"] == "default/bad-enum"
+    assert report["violations"][0]["message"].startswith("spec.hibernatePolicy: Unsupported value")
+    ok = runner.invoke(main, ["validate", "-o", "json", *VALID_EXAMPLES])
+    assert ok.exit_code == 0
+    assert json.loads(ok.stdout)["valid"] is True

@@ -7,6 +7,7 @@ as the wake target does for a wake-request CloudEvent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from shared import constants as k
 from shared import log
 from shared.clients.registry import reset_clients
 from shared.config import LogFormat
+from shared.names import vm_name
 
 NS = "team"
 PREFIX = "snapshots"
@@ -70,7 +72,7 @@ def test_wake_unsuspends_then_recreates_the_main_pod_with_restore_intent(
 ) -> None:
     api = KubeHTTP(kube.url)
     _released(api, "agent")
-    push_image(registry.url, f"{PREFIX}/vk-{NS}-agent-0", k.TAG_HIBERNATE)
+    push_image(registry.url, f"{PREFIX}/{vm_name(NS, 'agent', 0)}", k.TAG_HIBERNATE)
 
     result = CliRunner().invoke(wake, [f"{NS}/agent"], env=env)
 
@@ -168,7 +170,7 @@ def test_wake_wait_in_a_full_pool_names_the_missing_seat(
 ) -> None:
     api = KubeHTTP(kube.url)
     _released(api, "agent")
-    push_image(registry.url, f"{PREFIX}/vk-{NS}-agent-0", k.TAG_HIBERNATE)
+    push_image(registry.url, f"{PREFIX}/{vm_name(NS, 'agent', 0)}", k.TAG_HIBERNATE)
     cs = api.get(set_path(NS, "agent"))
     # What the wake function records when the scheduler answers for the restore pod
     # (no scheduler runs here: the pod stays Pending, the set Waking).
@@ -256,3 +258,32 @@ def test_wake_of_a_running_set_asked_to_suspend_just_unsuspends(
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"{NS}/up: spec.suspend=false; still Running"
     assert api.get(set_path(NS, "up"))["spec"]["suspend"] is False
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_suspend_wait_tells_each_phase_change_as_it_happens(
+    kube: Any, env: dict[str, str], output: str
+) -> None:
+    # `--wait` printed one line at the end, after a silence as long as the wait.
+    import threading
+    import time
+
+    api = KubeHTTP(kube.url)
+    _running(api, "s")
+
+    def operator() -> None:  # plays the functions: Suspending, then Suspended
+        for phase in ("Suspending", "Suspended"):
+            time.sleep(0.6)
+            api.merge_patch(set_path(NS, "s") + "/status", {"status": {"phase": phase}})
+
+    player = threading.Thread(target=operator)
+    player.start()
+    result = CliRunner().invoke(suspend, [f"{NS}/s", "--wait", "10s", "-o", output], env=env)
+    player.join()
+    assert result.exit_code == 0, result.output
+    progress_stream = result.stdout if output == "table" else result.stderr
+    told = [line.split(None, 1)[1] for line in progress_stream.splitlines() if "phase " in line]
+    told = [t for t in told if t.startswith(f"{NS}/s: phase")]
+    assert told == [f"{NS}/s: phase {p}" for p in ("Running", "Suspending", "Suspended")]
+    if output == "json":
+        assert json.loads(result.stdout)[0]["phase"] == "Suspended"  # stdout: the answer only

@@ -1,9 +1,10 @@
 """cocoon-webhook's rules as this project applies them: `validate`, and the refusals'
 classification.
 
-The expected messages are cocoon-webhook's own (admission/cocoonset_validator.go and
-admission/pod_mutator.go at a281f3e), written out here as text so a drift of ours
-from them fails.
+The expected messages are cocoon-webhook's own (admission/pod_mutator.go at a281f3e;
+the CocoonSet rules from admission/cocoonset_validator.go, the version named by
+`shared.admission.RULES_SOURCE`), written out here as text so a drift of ours from
+them fails.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from cocoon_hibernation.cmd_validate import check_files
 from shared import admission as adm
 from shared import constants as k
+from shared import names
 from shared.clients.kube import translate
 from shared.errors import AdmissionDenied, PermanentError, WebhookDenied
 from shared.seats import keys
@@ -46,7 +48,7 @@ WEBHOOK_RULES = [
     ({"agent": {"image": IMG, "mode": "fork"}}, 'spec.agent.mode must be clone or run, got "fork"'),
     (
         {"agent": {"image": IMG, "os": "plan9"}},
-        'spec.agent.os must be linux, windows, or android, got "plan9"',
+        'spec.agent.os must be linux, windows, android, or macos, got "plan9"',
     ),
     (
         {"agent": {"image": IMG, "connType": "telnet"}},
@@ -410,3 +412,62 @@ def test_a_reclaim_victim_the_webhook_refuses_is_told_once_and_skipped() -> None
     (text,) = kube.names.values()
     assert text.startswith("seat reclaim suspend refused by the admission webhook")
     assert adm.COCOONSET_WEBHOOK in text
+
+
+def _named(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    obj = _set(spec)
+    obj["metadata"]["name"] = name
+    return obj
+
+
+def test_the_derived_vm_name_may_be_46_characters_and_no_more(tmp_path: Path) -> None:
+    # vk-ns-<set>-0-<6 hex>: a 31-character set name makes 46 characters.
+    fits = "a" * 31
+    assert len(names.vm_name("ns", fits, 0)) == names.MANAGED_VM_NAME_MAX == 46
+    assert adm.cocoonset_errors(_named(fits, {"agent": {"image": IMG}})) == []
+
+    long_name = "a" * 32
+    vm = names.vm_name("ns", long_name, 0)
+    code, found = _validate(tmp_path, _named(long_name, {"agent": {"image": IMG}}))
+    assert code == 1
+    assert found == [
+        f'cocoon-webhook: spec.agent derives VM name "{vm}" (47 characters); '
+        "maximum is 46 to reserve the hibernate import suffix"
+    ]
+
+
+def test_the_vm_name_is_that_of_the_highest_slot() -> None:
+    # replicas=10 derives slot 10's name (two digits), one character longer than slot 0's.
+    spec = {"agent": {"image": IMG, "replicas": 10}}
+    vm = names.vm_name("ns", "a" * 31, 10)
+    assert adm.cocoonset_errors(_named("a" * 31, spec)) == [
+        f'spec.agent derives VM name "{vm}" (47 characters); '
+        "maximum is 46 to reserve the hibernate import suffix"
+    ]
+
+
+def test_a_macos_agent_may_derive_up_to_63_characters() -> None:
+    spec = {"agent": {"image": IMG, "os": "macos"}}
+    assert adm.cocoonset_errors(_named("a" * 48, spec)) == []
+    vm = names.vm_name("ns", "a" * 49, 0)
+    assert adm.cocoonset_errors(_named("a" * 49, spec)) == [
+        f'spec.agent derives VM name "{vm}" (64 characters); maximum is 63'
+    ]
+
+
+def test_a_toolbox_vm_name_is_held_to_the_limit_unless_static() -> None:
+    # vk-ns-<set>-<toolbox>-<6 hex>: 14 + 20 + 12 = 46 fits, a 13-character toolbox does not.
+    set_name = "s" * 20
+    ok = {"agent": {"image": IMG}, "toolboxes": [{"name": "b" * 12, "image": IMG}]}
+    assert adm.cocoonset_errors(_named(set_name, ok)) == []
+    long_tb = {"agent": {"image": IMG}, "toolboxes": [{"name": "b" * 13, "image": IMG}]}
+    vm = names.toolbox_vm_name("ns", set_name, "b" * 13)
+    assert adm.cocoonset_errors(_named(set_name, long_tb)) == [
+        f'spec.toolboxes[0] derives VM name "{vm}" (47 characters); '
+        "maximum is 46 to reserve the hibernate import suffix"
+    ]
+    static = {"name": "b" * 13, "mode": "static", "staticIP": "10.0.0.9", "staticVMID": "v1"}
+    assert (
+        adm.cocoonset_errors(_named(set_name, {"agent": {"image": IMG}, "toolboxes": [static]}))
+        == []
+    )

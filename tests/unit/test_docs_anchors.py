@@ -40,8 +40,9 @@ SKIP_DIRS = frozenset(
 # `docs/<file>.md#<anchor>`, optionally after `./` or `../` (a relative Markdown link).
 # The character before `docs/` must not continue a longer path (`mydocs/`, `x/docs/`).
 CITATION = re.compile(r"(?<![\w/.-])(?:\.{1,2}/)*docs/([\w.-]+\.md)#([\w-]+)")
-# Inside docs/*.md: `](#anchor)` and `](other.md#anchor)` links.
-DOC_LINK = re.compile(r"\]\((?:\./)?([\w.-]+\.md)?#([\w-]+)\)")
+# Inside any Markdown file: `](#anchor)`, `](other.md#anchor)` and relative paths such as
+# `](../infra/k8s/README.md#anchor)` (one such anchor was broken unnoticed).
+DOC_LINK = re.compile(r"\]\((?:\./)?([\w./-]*\.md)?#([\w-]+)\)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 EXPLICIT_ID = re.compile(r"""<[a-zA-Z][^>]*?\b(?:id|name)\s*=\s*["']([^"']+)["']""")
@@ -111,7 +112,7 @@ def _files(root: Path) -> Iterator[Path]:
 def citations(root: Path) -> Iterator[Citation]:
     for path in _files(root):
         rel = path.relative_to(root)
-        in_docs = (rel.parts[0] == "docs" and path.suffix == ".md") or rel.as_posix() == "README.md"
+        in_docs = path.suffix == ".md"
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -123,7 +124,7 @@ def citations(root: Path) -> Iterator[Citation]:
             if in_docs:
                 for m in DOC_LINK.finditer(line):
                     target = rel.parent / m.group(1) if m.group(1) else rel
-                    yield Citation(where, target.as_posix(), m.group(2))
+                    yield Citation(where, os.path.normpath(target.as_posix()), m.group(2))
 
 
 def broken(root: Path) -> list[str]:

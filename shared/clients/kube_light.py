@@ -1,0 +1,440 @@
+"""A read-only Kubernetes client on the standard library, for `status` and its watch.
+
+Why it exists: importing the official `kubernetes` package (its generated models,
+its config loader and google-auth behind it) costs seconds of CPU, most of a
+`status` run. `status` needs four LISTs. This reads the same kubeconfig the same
+way (KUBECONFIG merged as kubectl merges it, `--context`, relative paths from
+the file that names them) and sends those LISTs over `http.client`, with the
+errors translated by the same `translate_status` the official wrapper uses.
+
+It covers the common kubeconfigs: a bearer token (`token`, `tokenFile`), client
+certificates (files or `-data`), basic auth, an `exec` credential plugin (what
+`gcloud container clusters get-credentials` writes), a CA (file or `-data`),
+`insecure-skip-tls-verify` and `tls-server-name`. Anything else (a legacy
+`auth-provider`, a proxy, in-cluster, COCOON_KUBE_AUTH=google, a kubeconfig
+that does not name what it needs) makes :meth:`LightKube.from_settings` answer
+None, and the caller uses the official client, whose errors name the problem.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import constants as k
+from shared.clients import kube as full
+from shared.config import KubeAuth, Settings
+from shared.errors import TransientError, UnreadableObject
+from shared.models import CocoonSet, Pod
+
+_EXEC_TIMEOUT_S = 60
+
+
+class _Unsupported(Exception):
+    """This kubeconfig needs the official client."""
+
+
+@dataclass
+class _Target:
+    server: urllib.parse.SplitResult
+    headers: dict[str, str] = field(default_factory=dict)
+    context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+
+
+def _load(paths: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The merged kubeconfig (kubectl's rules: first definition wins) and, per
+    cluster/user name, the directory of the file that defined it."""
+    import yaml  # noqa: PLC0415 - light, but only when a status runs
+
+    merged: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}}
+    where: dict[str, str] = {}
+    current = ""
+    found = False
+    for path in paths:
+        full._check_kubeconfig_file(path)  # one-line errors for what is no kubeconfig
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as f:
+                doc = yaml.safe_load(f) or {}
+        except FileNotFoundError:
+            continue  # kubectl skips a missing file of the list
+        found = True
+        base = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+        for kind, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            for entry in doc.get(kind) or []:
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    raise _Unsupported
+                if entry["name"] not in merged[kind]:
+                    merged[kind][entry["name"]] = entry.get(inner) or {}
+                    where[f"{kind}/{entry['name']}"] = base
+        current = current or str(doc.get("current-context") or "")
+    if not found:
+        raise _Unsupported
+    merged["current-context"] = current
+    return merged, where
+
+
+def _file(base: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(base, path)
+
+
+def _temp(data: str) -> str:
+    # ssl wants files for a client certificate and key: written 0600, removed after loading.
+    fd, path = tempfile.mkstemp(prefix="cocoon-kube-", suffix=".pem")
+    with os.fdopen(fd, "wb") as f:
+        f.write(base64.b64decode(data))
+    return path
+
+
+def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Run the kubeconfig's `exec` plugin once; its ExecCredential's status."""
+    command = spec.get("command")
+    if not isinstance(command, str) or spec.get("interactiveMode") == "Always":
+        raise _Unsupported
+    env = dict(os.environ)
+    for item in spec.get("env") or []:
+        env[str(item.get("name"))] = str(item.get("value"))
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(
+        {
+            "apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1",
+            "kind": "ExecCredential",
+            "spec": {"interactive": False},
+        }
+    )
+    try:
+        proc = subprocess.run(
+            [command, *[str(a) for a in spec.get("args") or []]],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_EXEC_TIMEOUT_S,
+            check=False,
+        )
+        status = json.loads(proc.stdout).get("status") if proc.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        status = None
+    if not isinstance(status, dict):
+        raise _Unsupported  # the official client runs it again and says what failed
+    return status
+
+
+def _target(settings: Settings) -> _Target:
+    paths = (settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep)
+    config, where = _load(paths)
+    name = settings.kube_context or config["current-context"]
+    ctx = config["contexts"].get(name)
+    if not isinstance(ctx, dict):
+        raise _Unsupported
+    cluster = config["clusters"].get(ctx.get("cluster"))
+    user = config["users"].get(ctx.get("user"), {})
+    if not isinstance(cluster, dict) or not isinstance(user, dict):
+        raise _Unsupported
+    if cluster.get("proxy-url") or user.get("auth-provider"):
+        raise _Unsupported
+    server = urllib.parse.urlsplit(str(cluster.get("server") or ""))
+    if server.scheme not in ("http", "https") or not server.hostname:
+        raise _Unsupported
+    cbase = where.get(f"clusters/{ctx.get('cluster')}", ".")
+    ubase = where.get(f"users/{ctx.get('user')}", ".")
+    target = _Target(server)
+
+    if user.get("exec"):
+        cred = _exec_credential(user["exec"])
+        user = {
+            "token": cred.get("token"),
+            "client-certificate-data": base64.b64encode(
+                str(cred.get("clientCertificateData") or "").encode()
+            ).decode()
+            if cred.get("clientCertificateData")
+            else None,
+            "client-key-data": base64.b64encode(
+                str(cred.get("clientKeyData") or "").encode()
+            ).decode()
+            if cred.get("clientKeyData")
+            else None,
+        }
+    token = user.get("token")
+    if not token and user.get("tokenFile"):
+        with open(_file(ubase, str(user["tokenFile"])), encoding="utf-8") as f:
+            token = f.read().strip()
+    if token:
+        target.headers["Authorization"] = f"Bearer {token}"
+    elif user.get("username") is not None:
+        pair = f"{user.get('username')}:{user.get('password') or ''}".encode()
+        target.headers["Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+
+    if server.scheme == "https":
+        ca_data = cluster.get("certificate-authority-data")
+        ca_file = cluster.get("certificate-authority")
+        context = ssl.create_default_context(
+            cafile=_file(cbase, str(ca_file)) if ca_file and not ca_data else None,
+            cadata=base64.b64decode(ca_data).decode() if ca_data else None,
+        )
+        if cluster.get("insecure-skip-tls-verify"):
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        cert, key = user.get("client-certificate-data"), user.get("client-key-data")
+        cert_file, key_file = user.get("client-certificate"), user.get("client-key")
+        if cert or cert_file:
+            cert_path = _temp(cert) if cert else _file(ubase, str(cert_file))
+            key_path = _temp(key) if key else (_file(ubase, str(key_file)) if key_file else None)
+            made = [p for p, data in ((cert_path, cert), (key_path, key)) if data and p]
+            try:
+                context.load_cert_chain(cert_path, key_path)
+            finally:
+                for p in made:
+                    os.unlink(p)
+        target.context = context
+        target.server_hostname = cluster.get("tls-server-name") or None
+    return target
+
+
+class LightKube:
+    """The reads `status` makes (the names and types of KubeClient's), and nothing else."""
+
+    def __init__(self, target: _Target, *, timeout: tuple[float, float] = full.DEFAULT_TIMEOUT):
+        self._t = target
+        self._timeout = timeout
+        self.requests = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LightKube | None:
+        """A reader for this configuration, or None when the official client is needed."""
+        if settings.kube_auth is KubeAuth.GOOGLE:
+            return None
+        if not settings.kubeconfig and not os.path.exists(full.default_kubeconfig()):
+            return None  # in-cluster (or nothing): the official client says which
+        try:
+            return cls(_target(settings))
+        except (_Unsupported, OSError, ValueError, ssl.SSLError, KeyError, TypeError):
+            return None
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def _get(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One GET, retried like KubeClient's reads on a transient failure."""
+        for attempt in range(full.READ_ATTEMPTS):
+            try:
+                return self._get_once(what, path, params)
+            except TransientError:
+                if attempt + 1 >= full.READ_ATTEMPTS:
+                    raise
+                time.sleep(full.READ_BACKOFF_S[min(attempt, len(full.READ_BACKOFF_S) - 1)])
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(
+        self, path: str, params: Mapping[str, Any]
+    ) -> tuple[http.client.HTTPConnection, str, str]:
+        """A connection to the server, the request path with its query, and the full URL."""
+        t = self._t
+        query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
+        url_path = (t.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
+        url = f"{t.server.scheme}://{t.server.netloc}{url_path}"
+        connect = self._timeout[0]
+        conn: http.client.HTTPConnection
+        if t.server.scheme == "https":
+            conn = http.client.HTTPSConnection(
+                t.server.hostname or "",
+                t.server.port,
+                timeout=connect,
+                context=t.context,
+            )
+            if t.server_hostname:
+                # SNI and the certificate check against tls-server-name, not the address.
+                conn._server_hostname = t.server_hostname  # type: ignore[attr-defined]
+        else:
+            conn = http.client.HTTPConnection(
+                t.server.hostname or "", t.server.port, timeout=connect
+            )
+        return conn, url_path, url
+
+    def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        t = self._t
+        read = self._timeout[1]
+        conn, url_path, url = self._connection(path, params)
+        self.requests += 1
+        start = time.monotonic()
+        status: int | None = None
+        try:
+            try:
+                conn.request("GET", url_path, headers={"Accept": "application/json", **t.headers})
+                if conn.sock is not None:
+                    conn.sock.settimeout(read)
+                resp = conn.getresponse()
+                status, phrase, body = resp.status, resp.reason, resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+                raise TransientError(
+                    f"{what}: cannot reach the API server at {t.server.scheme}://"
+                    f"{t.server.netloc}: {reason}"
+                ) from e
+            finally:
+                conn.close()
+        finally:
+            observer = full._request_observer
+            if observer is not None:
+                observer("GET", url, status, time.monotonic() - start)
+        if status is None or status >= 400:
+            text = body.decode("utf-8", "replace")
+            raise full.translate_status(status or 0, phrase, text, what)
+        try:
+            data = json.loads(body) if body else {}
+        except ValueError as e:
+            raise TransientError(f"{what}: the API server answered non-JSON") from e
+        return data if isinstance(data, dict) else {}
+
+    def _pages(
+        self, what: str, path: str, params: Mapping[str, Any]
+    ) -> Iterator[list[dict[str, Any]]]:
+        token: str | None = None
+        while True:
+            body = self._get(what, path, {**params, "continue": token})
+            yield [i for i in body.get("items") or [] if isinstance(i, dict)]
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    # --- the reads ----------------------------------------------------------------
+
+    def list_sets(
+        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
+    ) -> Iterator[list[CocoonSet]]:
+        base = f"/apis/{k.GROUP}/{k.VERSION}"
+        path = (
+            f"{base}/{k.PLURAL}"
+            if namespace is None
+            else (f"{base}/namespaces/{namespace}/{k.PLURAL}")
+        )
+        what = "LIST cocoonsets" + (f" in {namespace}" if namespace else "")
+        params = {"limit": limit, "labelSelector": label_selector}
+        for items in self._pages(what, path, params):
+            out: list[CocoonSet] = []
+            for item in items:
+                try:
+                    out.append(full.parse(CocoonSet, item))
+                except UnreadableObject as e:
+                    from shared import log  # noqa: PLC0415
+
+                    log.warning("unreadable cocoonset skipped", error=str(e))
+            yield out
+
+    def list_pods_matching(
+        self, namespace: str | None, label_selector: str, *, limit: int = 500
+    ) -> Iterator[list[Pod]]:
+        path = "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
+        what = f"LIST pods {label_selector}" + (f" in {namespace}" if namespace else "")
+        for items in self._pages(what, path, {"limit": limit, "labelSelector": label_selector}):
+            yield [full.parse(Pod, item) for item in items]
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        body = self._get("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+    def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        path = "/api/v1/events" if namespace is None else f"/api/v1/namespaces/{namespace}/events"
+        what = "LIST events" + (f" in {namespace}" if namespace else "")
+        body = self._get(what, path, {"fieldSelector": field_selector})
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+    # --- watching (status -w) ------------------------------------------------------
+
+    @staticmethod
+    def resource_path(resource: str, namespace: str | None) -> str:
+        """`cocoonsets` or `pods`, in one namespace or all."""
+        if resource == "pods":
+            return "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
+        base = f"/apis/{k.GROUP}/{k.VERSION}"
+        return (
+            f"{base}/{k.PLURAL}"
+            if namespace is None
+            else f"{base}/namespaces/{namespace}/{k.PLURAL}"
+        )
+
+    def list_raw(
+        self, resource: str, namespace: str | None, label_selector: str | None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every item (raw) and the list's resourceVersion, to start a watch from."""
+        path = self.resource_path(resource, namespace)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        version = ""
+        while True:
+            body = self._get(
+                f"LIST {resource}",
+                path,
+                {"limit": 500, "labelSelector": label_selector, "continue": token},
+            )
+            items += [i for i in body.get("items") or [] if isinstance(i, dict)]
+            meta = body.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None,
+        label_selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int = 290,
+    ) -> Iterator[dict[str, Any]]:
+        """The watch events (`{"type", "object"}`) after `resource_version`, as they come.
+
+        Ends when the server closes the stream (its timeout); a 410 arrives as an
+        ERROR event, which the caller answers with a fresh list.
+        """
+        path = self.resource_path(resource, namespace)
+        params = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_s,
+            "labelSelector": label_selector,
+        }
+        conn, url_path, url = self._connection(path, params)
+        what = f"WATCH {resource}"
+        try:
+            try:
+                conn.request(
+                    "GET", url_path, headers={"Accept": "application/json", **self._t.headers}
+                )
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout_s + 30)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                raise TransientError(f"{what}: cannot reach the API server: {e}") from e
+            observer = full._request_observer
+            if observer is not None:
+                observer("GET", url, resp.status, 0.0)
+            if resp.status >= 400:
+                raise full.translate_status(
+                    resp.status, resp.reason, resp.read().decode("utf-8", "replace"), what
+                )
+            while True:
+                try:
+                    line = resp.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    raise TransientError(f"{what}: the stream broke: {e}") from e
+                if not line:
+                    return
+                if line.strip():
+                    try:
+                        event = json.loads(line)
+                    except ValueError as e:
+                        raise TransientError(f"{what}: the API server sent non-JSON") from e
+                    if isinstance(event, dict):
+                        yield event
+        finally:
+            conn.close()
