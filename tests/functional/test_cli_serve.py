@@ -220,7 +220,8 @@ def test_readyz_fails_with_each_reason_while_healthz_stays_live(
 ) -> None:
     # It answered /healthz 200 with no registry, no token and no credentials: a
     # Service sent it traffic that every request then failed.
-    for key in ("COCOON_REGISTRY_BASE", "COCOON_INGEST_TOKEN", "KUBERNETES_SERVICE_HOST"):
+    doors = ("COCOON_AUDIT_TOKEN", "COCOON_WAKE_TOKEN", "COCOON_WAKE_TOKENS", "COCOON_SWEEP_TOKEN")
+    for key in ("COCOON_REGISTRY_BASE", "COCOON_INGEST_TOKEN", "KUBERNETES_SERVICE_HOST", *doors):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("KUBECONFIG", "")
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
@@ -233,7 +234,11 @@ def test_readyz_fails_with_each_reason_while_healthz_stays_live(
     assert [line.split(":")[0] for line in lines] == [
         "COCOON_REGISTRY_BASE is not set",
         "COCOON_INGEST_TOKEN is not set",
+        # Each CloudEvent route without a credential for its door refuses everything.
+        "COCOON_INGEST_TOKEN or COCOON_AUDIT_TOKEN is not set",
+        "COCOON_WAKE_TOKEN or COCOON_WAKE_TOKENS or COCOON_AUDIT_TOKEN is not set",
+        "COCOON_SWEEP_TOKEN is not set",
         "no Kubernetes credentials",
     ]
-    assert "not running in a cluster" in lines[2]
+    assert "not running in a cluster" in lines[-1]
     process.reset()
