@@ -67,7 +67,7 @@ from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.models import CocoonSet, Pod
-from shared.names import vm_name
+from shared.names import recorded_vm_names
 from shared.seats.report import PoolSeats, seat_view
 
 FLAG_STALE_OPERATOR = "main pod exists while Suspended without the restore marker"
@@ -179,7 +179,8 @@ def status_row(
         flag = FLAG_STALE_OPERATOR
     # A retain set keeps its VM: no snapshot to look for (unless a release left a hint).
     probed = (
-        snapshot(vm_name(cs.namespace, cs.name, 0))
+        # Under the name the release recorded (either naming generation), as the wake probes.
+        snapshot(recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)[0])
         if cs.is_release or cs.hint
         else Snapshot(None, "")
     )

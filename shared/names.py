@@ -175,6 +175,16 @@ def vm_names(namespace: str, set_name: str, slot: int) -> tuple[str, str]:
     return vm_name(namespace, set_name, slot), legacy_vm_name(namespace, set_name, slot)
 
 
+def recorded_vm_names(
+    namespace: str, set_name: str, slot: int, recorded: frozenset[str]
+) -> tuple[str, ...]:
+    """The names a VM's snapshot may be under, today's first: of its only two names, those
+    the set recorded (its release stash); with no record, today's. Whatever a pod's
+    annotation says never enters: it must not steer a probe or a delete elsewhere."""
+    names = vm_names(namespace, set_name, slot)
+    return tuple(n for n in names if n in recorded) or names[:1]
+
+
 def toolbox_pod_name(set_name: str, toolbox: str) -> str:
     return f"{set_name}-{toolbox}"
 

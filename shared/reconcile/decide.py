@@ -35,7 +35,7 @@ from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
-from shared.names import vm_name_for_pod, vm_names
+from shared.names import recorded_vm_names, vm_name_for_pod, vm_names
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.owed import release_owed, round_to_stamp, wake_owed
 from shared.reconcile.steps import (
@@ -404,9 +404,7 @@ def main_vm_names(cs: CocoonSet) -> tuple[str, ...]:
     a pod's annotation never steers a probe or a delete to another set's snapshot).
     With no record (suspended before first boot), today's name.
     """
-    names = vm_names(cs.namespace, cs.name, 0)
-    recorded = cs.recorded_vm_names
-    return tuple(n for n in names if n in recorded) or names[:1]
+    return recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)
 
 
 def restored_vm(cs: CocoonSet, main: Pod) -> str:

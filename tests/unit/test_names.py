@@ -18,6 +18,7 @@ from shared.names import (
     check_repository,
     legacy_vm_name,
     parse_vm_name,
+    recorded_vm_names,
     toolbox_vm_name,
     vm_name,
     vm_name_for_pod,
@@ -127,3 +128,12 @@ def test_setref_parse() -> None:
     assert SetRef.parse("ns/name") == SetRef("ns", "name")
     with pytest.raises(InvalidName):
         SetRef.parse("noslash")
+
+
+def test_a_snapshot_is_looked_for_under_the_name_the_set_recorded() -> None:
+    hashed, legacy = vm_name("ns", "set", 0), legacy_vm_name("ns", "set", 0)
+    assert recorded_vm_names("ns", "set", 0, frozenset()) == (hashed,)
+    assert recorded_vm_names("ns", "set", 0, frozenset({legacy})) == (legacy,)
+    assert recorded_vm_names("ns", "set", 0, frozenset({legacy, hashed})) == (hashed, legacy)
+    # Another set's name in the record never becomes a name to probe or drop.
+    assert recorded_vm_names("ns", "set", 0, frozenset({"vk-other-x-0"})) == (hashed,)
