@@ -378,6 +378,12 @@ def test_registry_faults_retry_and_never_guess(
         for r in stack.world.api_requests()
         if r["method"] in ("POST", "DELETE") and r["status"] < 300
     ]
+    # Who asked is recorded with the unsuspend, before the registry is asked: a record
+    # of the request, not an effect of the probe.
+    asked = stack.events(k.REASON_WAKE_REQUESTED)
+    if phase == "wake-start":
+        assert len(asked) == 1
+        mutated = [m for m in mutated if not m[1].endswith("/events")]
     # Fail closed: no delete over an unverified snapshot, no fresh create, and the
     # wake does not complete (no WakeCompleted) while the tag is not dropped.
     assert mutated == [], mutated
@@ -453,8 +459,9 @@ def test_the_clean_runs_write_what_the_readme_says(stack: Stack) -> None:
         ["PATCH set/status", "POST events"],  # Suspended | SeatReleased (named by the round)
         ["PATCH set"],  # release-reported
     ]
-    assert rounds(short(clean_mutations(stack, "wake-start")), [1, 1, 2]) == [
-        ["PATCH set"],  # spec.suspend=false
+    assert rounds(short(clean_mutations(stack, "wake-start")), [1, 1, 1, 2]) == [
+        ["PATCH set"],  # spec.suspend=false + who asked
+        ["POST events"],  # WakeRequested (named by that write)
         ["PATCH set/status"],  # Waking
         ["PATCH set", "POST pods"],  # wake-started | the restore-intent main
     ]

@@ -42,6 +42,7 @@ from tests.e2e.test_real_cluster import (  # the real-cluster fixtures, reused b
 from tests.e2e.test_release_e2e import hibernated_main, metric_lines, pushed_event, suspended_set
 from tests.e2e.test_wake_e2e import changed_event, report_live, wake_event
 from tests.fixtures.cocoon_objects import NS, SET, VM0
+from tests.fixtures.ingest import serve_doors, signed
 from tests.fixtures.reconcile_world import World
 
 pytestmark = pytest.mark.e2e
@@ -51,6 +52,8 @@ __all__ = ["as_target", "real", "rworld"]  # fixtures, found by pytest through t
 
 def _post(client: Any, path: str, event: CloudEvent) -> int:
     headers, body = to_binary(event)
+    if path != "/":  # serve's routes want their door's credential; a per-target function
+        headers = signed(headers, event["type"])  # is behind the platform's
     return int(client.post(path, headers=headers, data=body).status_code)
 
 
@@ -70,7 +73,10 @@ def _value(samples: dict[Any, float], name: str, **labels: str) -> float:
     )
 
 
-def test_metrics_show_the_release_the_wake_and_the_sweep(world: World, function_app: Any) -> None:
+def test_metrics_show_the_release_the_wake_and_the_sweep(
+    world: World, function_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_doors(monkeypatch)
     install()
     client = create_app(REPO_ROOT / "main.py").test_client()
     before = _samples(client)

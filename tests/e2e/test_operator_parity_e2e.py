@@ -26,6 +26,7 @@ from tests.e2e.test_release_e2e import (
 )
 from tests.e2e.test_wake_e2e import changed_event, released_set, report_live, wake_event
 from tests.fixtures.cocoon_objects import NS, SET, VM0, pod_manifest
+from tests.fixtures.ingest import serve_doors, signed
 from tests.fixtures.reconcile_world import REPO_ROOT, World
 
 pytestmark = pytest.mark.e2e
@@ -193,7 +194,7 @@ def test_the_status_beside_suspended_is_the_operators(world: World, function_app
 
 def _post_to(client: Any, path: str, event: Any) -> Any:
     headers, body = to_binary(event)
-    return client.post(path, headers=headers, data=body)
+    return client.post(path, headers=signed(headers, event["type"]), data=body)
 
 
 def _scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -208,11 +209,12 @@ def _scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def test_serve_exposes_the_operator_counters_after_a_release_and_a_wake(
-    world: World, function_app: Any
+    world: World, function_app: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defect 7: `GET /metrics` on `serve`, in Prometheus text format, under the
     operator's names and labels (counters are per process: compare before/after)."""
     function_app("release")  # sets the environment for `world`
+    serve_doors(monkeypatch)
     client = create_app(REPO_ROOT / "main.py").test_client()
     ours = (("cocoonset", SET), ("namespace", NS))
     deleted = ("cocoon_operator_slot_release_pods_deleted_total", ours)
