@@ -11,8 +11,10 @@ Triggers are kept in arrival order until the next one would pass the budget;
 the rest are *deferred*, never silently dropped: the caller answers how many
 and why (a batch's sender retries the whole batch, which would repeat the kept
 work and never get further, so the answer is a 2xx naming the deferred count),
-and the scheduled sweep converges every set a deferred hint was about. The
-first trigger is always kept, so a single event always makes progress.
+and the scheduled sweep converges every set a deferred push or set change was
+about. A wake request is not a hint the sweep can rebuild, but it arrives one per
+request (a CloudEvent, a Pub/Sub push), and the first trigger is always kept, so
+a single event always makes progress.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from shared.triggers import SnapshotPushed, Trigger
 
 # Sets one request may make the functions look at. A release of a real set costs
 # a handful of requests, a candidate that does not exist one GET: 100 sets keep
-# one request under about 300 API requests (tests/functional/test_hostile_input.py).
+# one request under about 300 API requests (tests/e2e/test_hostile_input.py).
 MAX_SETS_PER_REQUEST = 100
 
 
