@@ -42,7 +42,7 @@ from shared import constants as k
 from shared.names import vm_name
 
 ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789abcdef0123456789"  # a door wants 32 characters or more
 NS = "agents"
 SET = "a"
 TARGETS = ("release", "wake", "sweep", "ingest")

@@ -178,7 +178,6 @@ MODULE_VARIABLES = (
     "dead_letter_retention",
     "enable_apis",
     "environment",
-    "epoch_bucket",
     "eventarc_agent_wait",
     "gke_cluster",
     "gke_data_write_audit_logs",
@@ -204,6 +203,7 @@ MODULE_VARIABLES = (
     "sweep_time_zone",
     "vpc_connector",
     "wake_deadline",
+    "wake_publishers",
 )
 REQUIRED_INPUTS = ("project_id", "region", "gke_cluster", "artifact_registry")
 _VARIABLE = re.compile(r'^variable\s+"([^"]+)"', re.MULTILINE)
