@@ -415,8 +415,12 @@ class Stack:
     def check_alive(self) -> None:
         for proc in self.processes:
             if not proc.alive():
+                # The exit code (negative: the signal) says who ended it: a crash writes
+                # its traceback to the log, a signal from outside writes nothing there.
+                code = proc.proc.returncode if proc.proc is not None else None
                 raise StackError(
-                    f"{proc.name} exited unexpectedly; log {proc.log_path}:\n{proc.log_tail()}"
+                    f"{proc.name} exited unexpectedly (exit code {code}); "
+                    f"log {proc.log_path}:\n{proc.log_tail()}"
                 )
 
     def _spawn(

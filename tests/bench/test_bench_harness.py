@@ -29,6 +29,8 @@ EXPECTED = {
     "reclaim",
     "order",
     "operator",
+    "firstevent",
+    "workload",
 }
 
 
