@@ -30,7 +30,6 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,8 @@ from cocoon_hibernation._common import (
     fail,
     kube_options,
 )
+from cocoon_hibernation.deploy_check_admission import admission_findings
+from cocoon_hibernation.findings import Finding, Level
 
 # The module's defaults and formats (terraform/modules/cocoon-hibernation).
 # tests/deploy/test_deploy_check.py holds these to the module's own text.
@@ -79,22 +80,6 @@ DEFAULT_POD_STATUS_METHODS = (
 )
 READER_ROLE = "cocoon-hibernation"
 WRITER_ROLE = "cocoon-hibernation-writer"
-
-
-class Level(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    # Could not be checked (no gcloud, no credentials, no cluster): a failure of the
-    # command unless --allow-unchecked, never a pass.
-    UNCHECKED = "skip"
-    FAIL = "FAIL"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    level: Level
-    check: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,7 +487,6 @@ def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None
 
 def _admission(d: Deploy, client: Any) -> list[Finding]:
     """cocoon-webhook's POD_CREATORS, proven by a dry run (deploy_check_admission)."""
-    from cocoon_hibernation.deploy_check_admission import admission_findings  # noqa: PLC0415
 
     return admission_findings(client, users=d.runtime_users(), namespaces=d.namespaces)
 

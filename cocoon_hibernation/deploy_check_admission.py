@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from cocoon_hibernation.cmd_deploy_check import Finding, Level
+from cocoon_hibernation.findings import Finding, Level
 from shared import admission as adm
 
 
