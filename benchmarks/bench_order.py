@@ -32,7 +32,7 @@ from devstack.sim_scheduler import NEWEST_FIRST
 from devstack.simulator import NodeSpec
 from devstack.stack import Stack, StackConfig
 from shared import constants as k
-from shared.seats.line_decide import GATE
+from shared.constants import GATE_SEAT_ORDER as GATE
 
 NS = "bench"
 NAMES = ["a", "b", "c", "d"]

@@ -30,7 +30,7 @@ from devstack.kubehttp import KubeHTTP, pod_path, set_path
 from devstack.simulator import NodeSpec
 from devstack.stack import Stack, StackConfig
 from shared import constants as k
-from shared.seats.keys import ANN_RECLAIMABLE_AFTER
+from shared.constants import ANN_RECLAIMABLE_AFTER
 
 NS = "bench"
 TICK = 1.0

@@ -64,8 +64,8 @@ from devstack.sim_vkcocoon import COLD, FRESH, WARM
 from devstack.simulator import NodeSpec, SimEvent
 from devstack.stack import Stack, StackConfig
 from shared import constants as k
+from shared.constants import ANN_IDLE_CPU_BELOW, ANN_RECLAIMABLE_AFTER, REASON_SEAT_RECLAIMED
 from shared.names import main_pod_name
-from shared.seats.keys import ANN_IDLE_CPU_BELOW, ANN_RECLAIMABLE_AFTER, REASON_SEAT_RECLAIMED
 
 NS = "agents"
 CONFIGS = ("retain", "release", "economy")

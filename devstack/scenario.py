@@ -33,8 +33,8 @@ from devstack.observe import Observer, PhaseWatch, View
 from devstack.simulator import SimEvent
 from devstack.stack import TARGETS, Stack
 from shared import constants as k
+from shared.constants import ANN_RECLAIMABLE_AFTER, REASON_SEAT_RECLAIMED
 from shared.names import vm_name
-from shared.seats.keys import ANN_RECLAIMABLE_AFTER, REASON_SEAT_RECLAIMED
 
 NAMESPACE = "demo"
 RECLAIMABLE_AFTER = "1s"

@@ -28,8 +28,8 @@ from functions import report_wait
 from functions.process import kube_client, registry_client
 from shared import log, seat_freed
 from shared.config import Settings
+from shared.constants import METRIC_RETRIES
 from shared.errors import ConfigError, PermanentError, TransientError
-from shared.metric_names import METRIC_RETRIES
 from shared.reconcile import Outcome, OutcomeResult, SnapshotRegistry, reconcile_set, request_wake
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 

@@ -26,8 +26,8 @@ from shared import log
 from shared.adapters import ACCEPT_RELEASE, ACCEPT_SWEEP, ACCEPT_WAKE, parse_cloudevent
 from shared.adapters.budget import MAX_SETS_PER_REQUEST, within_budget
 from shared.adapters.result import DropReason
+from shared.constants import METRIC_DROPPED
 from shared.errors import PermanentError
-from shared.metric_names import METRIC_DROPPED
 
 
 def _caller() -> doors.Caller:

@@ -45,9 +45,9 @@ from shared.adapters import (
 from shared.adapters.budget import MAX_SETS_PER_REQUEST, within_budget
 from shared.adapters.result import DropReason
 from shared.config import Settings
+from shared.constants import METRIC_DROPPED
 from shared.errors import ConfigError, InvalidName, PermanentError, TransientError
 from shared.log import clip
-from shared.metric_names import METRIC_DROPPED
 from shared.triggers import Trigger, describe
 
 MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits with room

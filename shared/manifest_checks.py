@@ -26,7 +26,6 @@ from shared import admission
 from shared import constants as k
 from shared.crd import cocoonset_schema
 from shared.durations import parse_duration, parse_rfc3339
-from shared.seats import keys, line_decide
 from shared.seats.activity import cpu_nanocores
 from shared.seats.schedule import parse_schedule
 from shared.validation import Violation
@@ -34,10 +33,10 @@ from shared.validation import Violation
 # The project's annotations a user writes, and how the functions read them.
 ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     k.ANN_IDLE_TIMEOUT: (parse_duration, "a duration such as 30m or 2h"),
-    keys.ANN_RECLAIMABLE_AFTER: (parse_duration, "a duration such as 30m or 2h"),
-    keys.ANN_SLEEP_SCHEDULE: (parse_schedule, "a schedule"),
-    keys.ANN_WAKE_SCHEDULE: (parse_schedule, "a schedule"),
-    keys.ANN_IDLE_CPU_BELOW: (cpu_nanocores, "a CPU quantity such as 50m"),
+    k.ANN_RECLAIMABLE_AFTER: (parse_duration, "a duration such as 30m or 2h"),
+    k.ANN_SLEEP_SCHEDULE: (parse_schedule, "a schedule"),
+    k.ANN_WAKE_SCHEDULE: (parse_schedule, "a schedule"),
+    k.ANN_IDLE_CPU_BELOW: (cpu_nanocores, "a CPU quantity such as 50m"),
     k.ANN_LAST_ACTIVITY: (parse_rfc3339, "an RFC 3339 time"),
     k.ANN_IDLE_EXEMPT_UNTIL: (parse_rfc3339, "an RFC 3339 time"),
 }
@@ -67,7 +66,7 @@ def _module_keys(*modules: object) -> frozenset[str]:
 # Every `cocoonset.cocoonstack.io/*` key anyone reads or writes: shared/constants.py (the
 # set's and the pods' keys), the seat economy's, and the operator's. A key under the
 # prefix that is none of these is a typo the functions would silently ignore.
-KNOWN_ANNOTATION_KEYS: frozenset[str] = _module_keys(k, keys, line_decide) | _UPSTREAM_KEYS
+KNOWN_ANNOTATION_KEYS: frozenset[str] = _module_keys(k) | _UPSTREAM_KEYS
 _TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 # ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
 # every annotation, idle-timeout included, without a word from the server.

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from shared import constants as k
 from shared import log
+from shared.constants import METRIC_ADMISSION_REFUSED
 from shared.errors import AdmissionDenied, WebhookDenied
-from shared.metric_names import METRIC_ADMISSION_REFUSED
 from shared.models import CocoonSet
 from shared.ports import KubeApi
 

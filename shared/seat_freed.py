@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from shared import log
-from shared.metric_names import METRIC_SEAT_FREED
+from shared.constants import METRIC_SEAT_FREED
 from shared.names import SetRef, main_pod_name
 
 ReportSource = Literal["push", "audit"]

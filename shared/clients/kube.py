@@ -51,6 +51,7 @@ from shared import log
 from shared.admission import parse_denial
 from shared.clients.cache import ProcessCache
 from shared.config import KubeAuth, Settings
+from shared.constants import METRIC_EVENTS
 from shared.errors import (
     AccessDenied,
     AdmissionDenied,
@@ -66,7 +67,6 @@ from shared.errors import (
     UnreadableObject,
     WebhookDenied,
 )
-from shared.metric_names import METRIC_EVENTS
 from shared.models import CocoonSet, Pod
 
 if TYPE_CHECKING:

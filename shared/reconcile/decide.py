@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from shared import constants as k
+from shared.constants import GATE_SEAT_ORDER as SEAT_GATE
+from shared.constants import LABEL_SEAT_LINE
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
@@ -67,8 +69,6 @@ from shared.reconcile.steps import (
     Wait,
     WaitInLine,
 )
-from shared.seats.line_decide import GATE as SEAT_GATE
-from shared.seats.line_decide import LABEL_SEAT_LINE
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 

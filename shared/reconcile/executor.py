@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from shared import constants as k
 from shared import lifecycle, log, seat_freed
 from shared.config import Settings
+from shared.constants import ANN_SEAT_WAIT, METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
+from shared.constants import GATE_SEAT_ORDER as SEAT_GATE
 from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
@@ -58,7 +60,6 @@ from shared.errors import (
     TransientError,
 )
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
-from shared.metric_names import METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import LEGACY_OWNERS_MAX, SetRef, legacy_owners
 from shared.ports import KubeApi, SnapshotRegistry
@@ -107,8 +108,6 @@ from shared.reconcile.steps import (
 )
 from shared.reconcile.together import beside, together
 from shared.refusal import report_refusal
-from shared.seats.keys import ANN_SEAT_WAIT
-from shared.seats.line_decide import GATE as SEAT_GATE
 from shared.seats.reclaim_decide import SeatWait
 from shared.seats.wake import WakeSeats, leave_gate
 

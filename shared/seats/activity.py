@@ -26,7 +26,6 @@ from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
-from shared.seats import keys
 
 # Kubernetes quantity suffixes that matter for CPU (binary suffixes are legal but absurd).
 _SUFFIX = {
@@ -76,7 +75,7 @@ def refresh_every(cs: CocoonSet) -> timedelta:
     """A tenth of the shortest timeout the set uses (what bounds the activity writes)."""
     ann = cs.metadata.annotations
     timeouts: list[timedelta] = []
-    for key in (k.ANN_IDLE_TIMEOUT, keys.ANN_RECLAIMABLE_AFTER):
+    for key in (k.ANN_IDLE_TIMEOUT, k.ANN_RECLAIMABLE_AFTER):
         raw = ann.get(key)
         if raw is None:
             continue
@@ -89,7 +88,7 @@ def refresh_every(cs: CocoonSet) -> timedelta:
 
 def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> ActivityEval:
     """`usage`: the main pod's CPU in nanocores from PodMetrics, None when it has none."""
-    raw = cs.metadata.annotations.get(keys.ANN_IDLE_CPU_BELOW)
+    raw = cs.metadata.annotations.get(k.ANN_IDLE_CPU_BELOW)
     if raw is None:
         return ActivityEval(Activity.NOT_OPTED_IN)
     try:

@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared import constants as k
 from shared import log
 from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
 from shared.models import Pod
 from shared.ports import LineReader
 from shared.seats.line_decide import (
-    GATE,
-    LABEL_SEAT_LINE,
     KeepGated,
     Waiter,
     advance,
@@ -53,7 +52,7 @@ def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
         # (docs/design.md#fair-order-among-waiting-wakes). A quorum read of etcd cost every
         # wake ~100 ms on a real kube-apiserver.
         for page in kube.list_pods_matching(
-            scope, f"{LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND, from_cache=True
+            scope, f"{k.LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND, from_cache=True
         ):
             out.extend(w for p in page if (w := waiter_of(p)) is not None)
     return out
@@ -135,7 +134,7 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
 def drop_gate(kube: LineReader, pod: Pod, *, now: datetime) -> bool:
     """Remove our gate from one pod outside any line decision (the order is off, or the
     pod lost its line label): a pod we gated is never left for nobody to release."""
-    if GATE not in pod.scheduling_gates:
+    if k.GATE_SEAT_ORDER not in pod.scheduling_gates:
         return False
     patch = gate_removal(pod.metadata.uid or "", pod.scheduling_gates, now=now)
     try:

@@ -38,17 +38,6 @@ from shared.durations import parse_rfc3339
 from shared.models import Pod
 from shared.quantity import QuantityError, parse_quantity
 
-# The gate this project puts on a restore pod; only this project removes it.
-GATE: Final = "cocoonset.cocoonstack.io/seat-order"
-# On every restore pod the wake creates: the pool whose line it joins (a label, so
-# one LIST with the unbound-pods field selector reads a line).
-LABEL_SEAT_LINE: Final = "cocoonset.cocoonstack.io/seat-line"
-# Its place in the line: when its wake was requested (RFC 3339).
-ANN_QUEUED_AT: Final = "cocoonset.cocoonstack.io/seat-queued-at"
-# When this project removed the gate (RFC 3339): a pod not judged by the scheduler
-# STALE_PENDING after that is not held to be in line any more.
-ANN_UNGATED_AT: Final = "cocoonset.cocoonstack.io/seat-ungated-at"
-
 # A pod the scheduler has not judged (no PodScheduled=False verdict) this long after
 # it became schedulable is taken to be out of the scheduler's hands (another
 # scheduler, a broken one): waiting behind it could be forever.
@@ -134,17 +123,17 @@ def _time(raw: str | None) -> datetime | None:
 
 def waiter_of(pod: Pod) -> Waiter | None:
     """The pod as a member of its pool's line, or None (bound, leaving, not in a line)."""
-    pool = pod.labels.get(LABEL_SEAT_LINE)
+    pool = pod.labels.get(k.LABEL_SEAT_LINE)
     if not pool or pod.spec.node_name or pod.terminating:
         return None
     spec: Mapping[str, Any] = pod.spec.model_dump(by_alias=True)
     created = _time(pod.metadata.creation_timestamp)
-    since = _time(pod.annotations.get(ANN_QUEUED_AT)) or created
+    since = _time(pod.annotations.get(k.ANN_QUEUED_AT)) or created
     if since is None:
         return None
     gates = pod.scheduling_gates
     selector = spec.get("nodeSelector") or {}
-    if GATE in gates:
+    if k.GATE_SEAT_ORDER in gates:
         state = State.GATED
     elif pod.unschedulable_message() is not None:
         state = State.BLOCKED
@@ -161,7 +150,7 @@ def waiter_of(pod: Pod) -> Waiter | None:
         requests=_requests(spec),
         state=state,
         gates=gates,
-        schedulable_since=_time(pod.annotations.get(ANN_UNGATED_AT)) or created,
+        schedulable_since=_time(pod.annotations.get(k.ANN_UNGATED_AT)) or created,
     )
 
 
@@ -256,9 +245,9 @@ def gate_removal(uid: str, gates: Sequence[str], *, now: datetime) -> dict[str, 
     patch would add it back, which the API server refuses (422): the next
     reconcile re-reads. Removing the same gate twice is harmless.
     """
-    rest = [{"name": g} for g in gates if g != GATE]
+    rest = [{"name": g} for g in gates if g != k.GATE_SEAT_ORDER]
     return {
-        "metadata": {"uid": uid, "annotations": {ANN_UNGATED_AT: micro(now)}},
+        "metadata": {"uid": uid, "annotations": {k.ANN_UNGATED_AT: micro(now)}},
         "spec": {"schedulingGates": rest or None},
     }
 
@@ -282,18 +271,14 @@ def join_line(
 ) -> dict[str, Any]:
     """The restore pod's manifest with its place in the line (and the gate, if due)."""
     meta = body["metadata"]
-    meta["labels"] = {**meta.get("labels", {}), LABEL_SEAT_LINE: pool}
-    meta["annotations"] = {**meta.get("annotations", {}), ANN_QUEUED_AT: micro(queued_at)}
+    meta["labels"] = {**meta.get("labels", {}), k.LABEL_SEAT_LINE: pool}
+    meta["annotations"] = {**meta.get("annotations", {}), k.ANN_QUEUED_AT: micro(queued_at)}
     if gate:
-        body["spec"]["schedulingGates"] = [{"name": GATE}]
+        body["spec"]["schedulingGates"] = [{"name": k.GATE_SEAT_ORDER}]
     return body
 
 
 __all__ = [
-    "ANN_QUEUED_AT",
-    "ANN_UNGATED_AT",
-    "GATE",
-    "LABEL_SEAT_LINE",
     "KeepGated",
     "State",
     "Ungate",

@@ -33,12 +33,10 @@ from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import AdmissionDenied, CocoonError, Conflict, NotFound
 from shared.lifecycle import LifecyclePublisher
-from shared.metric_names import METRIC_RECLAIM_GRACE, METRIC_SEAT_RECLAIMS
 from shared.models import CocoonSet
 from shared.names import SetRef
 from shared.ports import KubeApi, SetLister
 from shared.refusal import report_refusal
-from shared.seats import keys
 from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
 from shared.seats.reclaim_decide import (
     NOT_READ,
@@ -88,8 +86,8 @@ class _CandidateCache:
                 sets.extend(
                     cs
                     for cs in page
-                    if keys.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
-                    or keys.ANN_SEAT_WAIT in cs.metadata.annotations
+                    if k.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
+                    or k.ANN_SEAT_WAIT in cs.metadata.annotations
                 )
         with self._lock:
             self._entries[key] = (time.monotonic(), sets)
@@ -133,7 +131,7 @@ StartRelease = Callable[[SetRef], object]
 def _write_wait(kube: KubeApi, waker: CocoonSet, wait: SeatWait) -> CocoonSet:
     return kube.patch_set(
         SetRef(waker.namespace, waker.name),
-        {"metadata": {"annotations": {keys.ANN_SEAT_WAIT: wait.encode()}}},
+        {"metadata": {"annotations": {k.ANN_SEAT_WAIT: wait.encode()}}},
         resource_version=waker.metadata.resource_version,
     )
 
@@ -204,7 +202,7 @@ def reclaim_for(
         if victim is None:
             continue
         _report(kube, current, victim, cand, pod_uid, now=now, publisher=publisher)
-        log.observe(METRIC_RECLAIM_GRACE, (now - step.wait.since).total_seconds(), pool=cand.pool)
+        log.observe(k.METRIC_RECLAIM_GRACE, (now - step.wait.since).total_seconds(), pool=cand.pool)
         if start_release is not None:
             try:
                 start_release(cand.ref)
@@ -226,7 +224,7 @@ def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
     The sweep refreshes `last-activity` only every tenth of a timeout, so the stamp
     alone could be minutes stale; one PodMetrics LIST of this one pod settles it.
     """
-    if keys.ANN_IDLE_CPU_BELOW not in cand.cs.metadata.annotations:
+    if k.ANN_IDLE_CPU_BELOW not in cand.cs.metadata.annotations:
         return None
     selector = f"{k.LABEL_SET_NAME}={cand.cs.name},{k.LABEL_ROLE}={k.ROLE_MAIN}"
     try:
@@ -252,7 +250,7 @@ def _suspend_victim(
     kube: KubeApi, cand: Candidate, waker: CocoonSet, now: datetime
 ) -> CocoonSet | None:
     patch = {
-        "metadata": {"annotations": {keys.ANN_RECLAIMED_BY: set_key(waker)}},
+        "metadata": {"annotations": {k.ANN_RECLAIMED_BY: set_key(waker)}},
         "spec": {"suspend": True},
     }
     cs = cand.cs
@@ -304,11 +302,11 @@ def _report(
     for cs, message in messages:
         try:
             kube.emit_event(
-                cs, reason=keys.REASON_SEAT_RECLAIMED, message=message, key=f"reclaim/{pod_uid}"
+                cs, reason=k.REASON_SEAT_RECLAIMED, message=message, key=f"reclaim/{pod_uid}"
             )
         except CocoonError as err:
             log.warning("could not emit event", set=set_key(cs), error=str(err))
-    log.count(METRIC_SEAT_RECLAIMS, namespace=victim.namespace, pool=cand.pool)
+    log.count(k.METRIC_SEAT_RECLAIMS, namespace=victim.namespace, pool=cand.pool)
     lifecycle.emit(
         publisher,
         lifecycle.seat_reclaimed(

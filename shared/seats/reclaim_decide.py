@@ -39,7 +39,6 @@ from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.seats import keys
 from shared.sweep.plan import measured_last_activity
 
 # Seats one wake may take in all (the first, plus retries when the freed seat went
@@ -145,7 +144,7 @@ NOT_READ = NotRead()
 
 def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
     """The victim the waker's record names for this pod (the caller re-reads it)."""
-    wait = SeatWait.decode(waker.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid or wait.victim is None or "/" not in wait.victim:
         return None
     ns, name = wait.victim.split("/", 1)
@@ -154,7 +153,7 @@ def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
 
 def _claim_landed(victim: CocoonSet, waker: CocoonSet) -> bool:
     return victim.suspended and (
-        victim.metadata.annotations.get(keys.ANN_RECLAIMED_BY) == set_key(waker)
+        victim.metadata.annotations.get(k.ANN_RECLAIMED_BY) == set_key(waker)
     )
 
 
@@ -171,7 +170,7 @@ def decide_wait(
     `victim` is the recorded victim as re-read (None = it is gone); leave it
     out when the record names none (see :func:`recorded_victim`).
     """
-    wait = SeatWait.decode(waker.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid:
         return Stamp(SeatWait(pod=pod_uid, since=now))
     waited = now - wait.since
@@ -240,7 +239,7 @@ class Candidate:
 def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidate:
     """Why `cs` cannot give its seat to `waker` (a reason), or the candidate it is."""
     ann = cs.metadata.annotations
-    raw = ann.get(keys.ANN_RECLAIMABLE_AFTER)
+    raw = ann.get(k.ANN_RECLAIMABLE_AFTER)
     if raw is None:
         return "not reclaimable"
     if set_key(cs) == set_key(waker):
@@ -315,7 +314,7 @@ def waiting_since(cs: CocoonSet) -> SeatWait | None:
     """The wait record of a `Waking` set, or None (not waiting, or no record)."""
     if cs.phase is not CocoonSetPhase.WAKING or cs.suspended:
         return None
-    return SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    return SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
 
 
 def older_waiter_first(

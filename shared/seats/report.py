@@ -17,7 +17,6 @@ from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet, Pod
-from shared.seats import keys
 from shared.seats.line_decide import Waiter, position, waiter_of
 from shared.seats.reclaim_decide import SeatWait, set_key
 from shared.sweep.plan import measured_last_activity
@@ -55,7 +54,7 @@ def _pool_of(cs: CocoonSet) -> str:
 
 
 def _wait_start(cs: CocoonSet) -> datetime | None:
-    wait = SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+    wait = SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is not None:
         return wait.since
     raw = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
@@ -89,7 +88,7 @@ def seat_view(
         entry = pools.setdefault(_pool_of(cs), PoolSeats(_pool_of(cs)))
         if cs.phase is CocoonSetPhase.WAKING:
             started = _wait_start(cs)
-            wait = SeatWait.decode(cs.metadata.annotations.get(keys.ANN_SEAT_WAIT))
+            wait = SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
             me = in_line.get(set_key(cs))
             entry.waiting.append(
                 Waiting(
@@ -100,7 +99,7 @@ def seat_view(
                     position=position(me, in_line.values()) if me is not None else 0,
                 )
             )
-        raw = cs.metadata.annotations.get(keys.ANN_RECLAIMABLE_AFTER)
+        raw = cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER)
         if raw is None or not cs.is_release:
             continue
         try:

@@ -33,7 +33,6 @@ from shared import constants as k
 from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
-from shared.seats import keys
 
 
 class Tick(StrEnum):
@@ -129,7 +128,7 @@ def decide_schedule(
         return None
     # Both at the same minute: waking wins (a set is never put to sleep by a tie).
     at, tick = max(ticks, key=lambda t: (t[0], t[1] is Tick.WAKE))
-    applied = decode_applied(cs.metadata.annotations.get(keys.ANN_SCHEDULE_APPLIED))
+    applied = decode_applied(cs.metadata.annotations.get(k.ANN_SCHEDULE_APPLIED))
     if applied is not None and applied[1] >= at:
         return None
     if cs.metadata.deletion_timestamp is not None:

@@ -26,7 +26,6 @@ from shared.errors import CocoonError, Conflict, NotFound
 from shared.models import CocoonSet
 from shared.names import SetRef, main_pod_name
 from shared.ports import KubeApi
-from shared.seats import keys
 from shared.seats.activity import Activity, cpu_nanocores, evaluate_activity, main_pod_usage
 from shared.seats.schedule import (
     Deferred,
@@ -47,10 +46,10 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
     ann = cs.metadata.annotations
     problems: list[str] = []
     checks = (
-        (keys.ANN_RECLAIMABLE_AFTER, parse_duration),
-        (keys.ANN_SLEEP_SCHEDULE, parse_schedule),
-        (keys.ANN_WAKE_SCHEDULE, parse_schedule),
-        (keys.ANN_IDLE_CPU_BELOW, cpu_nanocores),
+        (k.ANN_RECLAIMABLE_AFTER, parse_duration),
+        (k.ANN_SLEEP_SCHEDULE, parse_schedule),
+        (k.ANN_WAKE_SCHEDULE, parse_schedule),
+        (k.ANN_IDLE_CPU_BELOW, cpu_nanocores),
     )
     for key, parse in checks:
         raw = ann.get(key)
@@ -61,7 +60,7 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
         except ValueError:
             problems.append(f"{key.rsplit('/', 1)[-1]}={log.clip(raw, _VALUE_MAX)}")
             continue
-        if key == keys.ANN_RECLAIMABLE_AFTER and not cs.is_release:
+        if key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
             # Valid, but it can never act: a retain set keeps its seat while suspended,
             # so taking it frees nothing. Its owner believes the seat is offered: say so.
             problems.append(
@@ -109,15 +108,15 @@ class SeatSweep:
     def _one(self, cs: CocoonSet) -> CocoonSet:
         ann = cs.metadata.annotations
         problems = config_problems(cs)
-        recorded = ann.get(keys.ANN_SEAT_CONFIG_ERROR)
+        recorded = ann.get(k.ANN_SEAT_CONFIG_ERROR)
         fingerprint = ";".join(problems)
         if problems and recorded != fingerprint:
             cs = self._record_config(cs, fingerprint) or cs
         elif not problems and recorded is not None:
             cs = self._record_config(cs, None) or cs
-        if keys.ANN_IDLE_CPU_BELOW in ann:
+        if k.ANN_IDLE_CPU_BELOW in ann:
             cs = self._activity(cs)
-        if keys.ANN_SLEEP_SCHEDULE in ann or keys.ANN_WAKE_SCHEDULE in ann:
+        if k.ANN_SLEEP_SCHEDULE in ann or k.ANN_WAKE_SCHEDULE in ann:
             cs = self._schedule(cs)
         return cs
 
@@ -136,7 +135,7 @@ class SeatSweep:
             return None
         updated = self._patch(
             cs,
-            {"metadata": {"annotations": {keys.ANN_SEAT_CONFIG_ERROR: fingerprint}}},
+            {"metadata": {"annotations": {k.ANN_SEAT_CONFIG_ERROR: fingerprint}}},
             kind,
             detail,
         )
@@ -215,8 +214,8 @@ class SeatSweep:
     # --- sleep windows ----------------------------------------------------------------
 
     def _schedule(self, cs: CocoonSet) -> CocoonSet:
-        sleep = _schedule(cs, keys.ANN_SLEEP_SCHEDULE)
-        wake = _schedule(cs, keys.ANN_WAKE_SCHEDULE)
+        sleep = _schedule(cs, k.ANN_SLEEP_SCHEDULE)
+        wake = _schedule(cs, k.ANN_WAKE_SCHEDULE)
         decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
         if decision is None:
             return cs
@@ -241,7 +240,7 @@ class SeatSweep:
             self.report.act(kind, ref, Result.WOULD, detail)
             return cs
         patch: dict[str, Any] = {
-            "metadata": {"annotations": {keys.ANN_SCHEDULE_APPLIED: decision.record}}
+            "metadata": {"annotations": {k.ANN_SCHEDULE_APPLIED: decision.record}}
         }
         if decision.action is not ScheduleAction.RECORD:
             patch["spec"] = {"suspend": decision.action is ScheduleAction.SUSPEND}
@@ -253,9 +252,9 @@ class SeatSweep:
 
     def _after_schedule(self, cs: CocoonSet, decision: ScheduleDecision) -> None:
         reason = (
-            keys.REASON_SCHEDULE_SUSPENDED
+            k.REASON_SCHEDULE_SUSPENDED
             if decision.action is ScheduleAction.SUSPEND
-            else keys.REASON_SCHEDULE_WOKEN
+            else k.REASON_SCHEDULE_WOKEN
         )
         verb = "suspended" if decision.action is ScheduleAction.SUSPEND else "woken"
         self.report.event(

@@ -33,7 +33,6 @@ from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import KubeApi
-from shared.seats.line_decide import LABEL_SEAT_LINE
 
 if TYPE_CHECKING:
     from shared.seats.line_act import Advanced
@@ -80,7 +79,7 @@ class WakeSeats:
         self, ref: SetRef, cs: CocoonSet, *, pod_name: str, pod_uid: str, since: str | None
     ) -> tuple[CocoonSet, Pod]:
         """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
-        from shared.seats.line_decide import ANN_QUEUED_AT, micro  # noqa: PLC0415 - wakes only
+        from shared.seats.line_decide import micro  # noqa: PLC0415 - wakes only
 
         started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
         if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
@@ -100,8 +99,8 @@ class WakeSeats:
             {
                 "metadata": {
                     "uid": pod_uid,
-                    "labels": {LABEL_SEAT_LINE: pool},
-                    "annotations": {ANN_QUEUED_AT: micro(place)},
+                    "labels": {k.LABEL_SEAT_LINE: pool},
+                    "annotations": {k.ANN_QUEUED_AT: micro(place)},
                 }
             },
         )
@@ -117,12 +116,14 @@ class WakeSeats:
         the next reconcile or sweep re-reads), unless `strict`: then the caller's
         error policy handles it (a transient error is redelivered).
         """
-        if not self.settings.seat_order or main is None or LABEL_SEAT_LINE not in main.labels:
+        if not self.settings.seat_order or main is None or k.LABEL_SEAT_LINE not in main.labels:
             return None
         from shared.seats.line_act import advance_line  # noqa: PLC0415 - wakes only
 
         try:
-            res = advance_line(self.kube, self.settings, main.labels[LABEL_SEAT_LINE], now=self.now)
+            res = advance_line(
+                self.kube, self.settings, main.labels[k.LABEL_SEAT_LINE], now=self.now
+            )
         except CocoonError as e:
             if strict:
                 raise

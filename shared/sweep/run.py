@@ -38,7 +38,6 @@ from shared import lifecycle, log
 from shared.config import Settings
 from shared.errors import CocoonError, Conflict, NotFound
 from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, resolve_publisher
-from shared.metric_names import METRIC_RELEASE_PENDING, METRIC_RETRIES, METRIC_SWEEP_DURATION
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import PAGE_SIZE, KubeApi
@@ -130,7 +129,7 @@ class Sweeper:
             return self._run()
         finally:
             log.observe(
-                METRIC_SWEEP_DURATION,
+                k.METRIC_SWEEP_DURATION,
                 time.monotonic() - started,
                 dry_run="true" if self.dry_run else "false",
             )
@@ -168,7 +167,7 @@ class Sweeper:
                     # Every run that still finds it counts: the stuck-Suspending alert
                     # fires when a set is counted in every window for long enough.
                     log.count(
-                        METRIC_RELEASE_PENDING,
+                        k.METRIC_RELEASE_PENDING,
                         namespace=plan.ref.namespace,
                         cocoonset=plan.ref.name,
                     )
@@ -261,7 +260,7 @@ class Sweeper:
                 if attempt == 2:
                     self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.CONFLICT, due.message)
                     return
-                log.count(METRIC_RETRIES, operation="wake-timeout-record")
+                log.count(k.METRIC_RETRIES, operation="wake-timeout-record")
                 try:
                     current = self.kube.get_set(ref)
                 except CocoonError as err:

@@ -21,7 +21,7 @@ import pytest
 
 from shared import constants as c
 from shared.config import KubeAuth, RegistryAuth, Settings
-from shared.metric_names import METRIC_SEAT_RECLAIMS
+from shared.constants import METRIC_SEAT_RECLAIMS
 from shared.refusal import METRIC_ADMISSION_REFUSED
 from tests.conftest import REPO_ROOT
 from tests.deploy._hcl import (

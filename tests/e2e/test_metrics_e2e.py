@@ -20,13 +20,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from functions.metrics import install
 from functions.serve import create_app
 from shared import constants as k
-from shared.metric_names import (
-    CATALOGUE,
+from shared.constants import (
     METRIC_ADMISSION_REFUSED,
     METRIC_EVENTS,
     METRIC_SWEEP_DURATION,
     METRIC_WAKE_DURATION,
 )
+from shared.metric_names import CATALOGUE
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_real_cluster import (  # the real-cluster fixtures, reused by name
     _changed,

@@ -338,7 +338,7 @@ def test_what_the_operator_completes_first_is_booked_once(cluster: Cluster) -> N
     the wake first; before, the functions never booked it (no `last-wake-completed`,
     so the idle sweep suspended the just-woken set again; no WakeCompleted), and a
     release the operator did earned no SeatReleased."""
-    from shared.seats.keys import ANN_SEAT_WAIT
+    from shared.constants import ANN_SEAT_WAIT
 
     cluster.op.registry_deletes_tags = True
     cluster.start({k.ANN_IDLE_TIMEOUT: "3s"})

@@ -27,7 +27,6 @@ from shared.config import OperatorMode
 from shared.errors import TransientError
 from shared.names import SetRef
 from shared.reconcile import reconcile_set, request_wake
-from shared.seats import keys
 from shared.seats.reclaim_act import forget_candidates
 from tests.e2e.test_operator_lag_e2e import Invariants
 from tests.fixtures.cocoon_objects import NS, set_manifest
@@ -111,7 +110,7 @@ def test_a_reclaim_beside_a_paused_operator_lands_warm(world: World, upstream: U
         drive("waker released", lambda: phase("waker") == "Suspended" and not pods("waker"))
         world.create_set(
             set_manifest(
-                "idle", suspend=None, phase=None, annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"}
+                "idle", suspend=None, phase=None, annotations={k.ANN_RECLAIMABLE_AFTER: "1h"}
             )
         )
         drive("idle holds the seat", lambda: phase("idle") == "Running")
@@ -148,7 +147,7 @@ def test_a_reclaim_beside_a_paused_operator_lands_warm(world: World, upstream: U
         assert pod.metadata.annotations[k.ANN_RESTORE] == k.TRUE
         assert pod.metadata.annotations[k.ANN_LIFECYCLE_MESSAGE].startswith("restored warm")
         idle = world.get_set(NS, "idle")
-        assert idle["metadata"]["annotations"].get(keys.ANN_RECLAIMED_BY) == f"{NS}/waker"
+        assert idle["metadata"]["annotations"].get(k.ANN_RECLAIMED_BY) == f"{NS}/waker"
         assert inv.violations == []
     finally:
         sim.api.close()

@@ -21,7 +21,6 @@ from functions.sweep import run_sweep
 from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.names import vm_name
-from shared.seats import keys
 from shared.seats.schedule import Tick, encode_applied
 from shared.sweep.report import ActionKind, SweepSummary
 from tests.fixtures.cocoon_objects import NS, set_manifest
@@ -29,7 +28,7 @@ from tests.fixtures.reconcile_world import World
 
 pytestmark = pytest.mark.e2e
 
-CPU = {keys.ANN_IDLE_CPU_BELOW: "50m", k.ANN_IDLE_TIMEOUT: "30m"}
+CPU = {k.ANN_IDLE_CPU_BELOW: "50m", k.ANN_IDLE_TIMEOUT: "30m"}
 
 
 @pytest.fixture
@@ -155,9 +154,9 @@ def test_a_sleep_window_suspends_and_releases_then_wakes_and_restores(
         sim,
         "nightly",
         **{
-            keys.ANN_SLEEP_SCHEDULE: "0 20 * * * UTC",
-            keys.ANN_WAKE_SCHEDULE: "0 8 * * * UTC",
-            keys.ANN_SCHEDULE_APPLIED: applied,
+            k.ANN_SLEEP_SCHEDULE: "0 20 * * * UTC",
+            k.ANN_WAKE_SCHEDULE: "0 8 * * * UTC",
+            k.ANN_SCHEDULE_APPLIED: applied,
         },
     )
     # The sweep missed 20:00 (it was down); its 20:07 run catches the tick up.
@@ -177,7 +176,7 @@ def test_a_sleep_window_suspends_and_releases_then_wakes_and_restores(
     )
     sweep(world, datetime(2026, 11, 29, 21, 0, tzinfo=UTC))  # the safety net finishes the release
     assert phase(world, "nightly") == "Suspended"
-    [ev] = [e for e in world.events(NS) if e.reason == keys.REASON_SCHEDULE_SUSPENDED]
+    [ev] = [e for e in world.events(NS) if e.reason == k.REASON_SCHEDULE_SUSPENDED]
     assert "sleep schedule" in ev.message
 
     until(sim, lambda: not world.pods(NS, "nightly"))  # vk-cocoon finalizes the delete
@@ -192,7 +191,7 @@ def test_a_sleep_window_suspends_and_releases_then_wakes_and_restores(
 
 
 def test_a_bad_schedule_gets_one_invalid_annotation_warning(world: World, sim: Simulator) -> None:
-    running(world, sim, "typo", **{keys.ANN_SLEEP_SCHEDULE: "0 25 * * * Europe/Paris"})
+    running(world, sim, "typo", **{k.ANN_SLEEP_SCHEDULE: "0 25 * * * Europe/Paris"})
     now = datetime.now(UTC)
     first = sweep(world, now)
     second = sweep(world, now + timedelta(minutes=5))
@@ -203,7 +202,7 @@ def test_a_bad_schedule_gets_one_invalid_annotation_warning(world: World, sim: S
     assert not world.get_set(NS, "typo")["spec"].get("suspend")
     # Fixed: the record is cleared, and a new typo would be warned about again.
     world.patch_set(
-        NS, "typo", {"metadata": {"annotations": {keys.ANN_SLEEP_SCHEDULE: "0 20 * * * UTC"}}}
+        NS, "typo", {"metadata": {"annotations": {k.ANN_SLEEP_SCHEDULE: "0 20 * * * UTC"}}}
     )
     third = sweep(world, now + timedelta(minutes=10))
     assert names(third, ActionKind.CONFIG_CLEARED) == ["typo"]
@@ -212,7 +211,7 @@ def test_a_bad_schedule_gets_one_invalid_annotation_warning(world: World, sim: S
 def test_a_bad_cpu_threshold_blocks_idle_suspend_and_is_warned_once(
     world: World, sim: Simulator
 ) -> None:
-    running(world, sim, "typo", **{**CPU, keys.ANN_IDLE_CPU_BELOW: "50 m"})
+    running(world, sim, "typo", **{**CPU, k.ANN_IDLE_CPU_BELOW: "50 m"})
     now = datetime.now(UTC) + timedelta(hours=3)
     first = sweep(world, now)
     second = sweep(world, now + timedelta(minutes=1))

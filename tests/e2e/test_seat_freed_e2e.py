@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from devstack.triggerrig import TriggerRig
-from shared.metric_names import METRIC_SEAT_FREED
+from shared.constants import METRIC_SEAT_FREED
 from tests.e2e.test_trigger_configs_e2e import log_messages, rig_for
 
 pytestmark = pytest.mark.e2e

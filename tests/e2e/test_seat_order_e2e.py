@@ -22,10 +22,11 @@ import pytest
 
 from devstack.sim_scheduler import NEWEST_FIRST
 from devstack.simulator import NodeSpec, Simulator
+from shared.constants import GATE_SEAT_ORDER as GATE
+from shared.constants import LABEL_SEAT_LINE
 from shared.models import Pod
 from shared.names import SetRef
 from shared.reconcile import reconcile_set, request_wake
-from shared.seats.line_decide import GATE, LABEL_SEAT_LINE
 from tests.e2e.test_seat_reclaim_e2e import phase
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World

@@ -24,7 +24,6 @@ from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.names import SetRef, vm_name
 from shared.reconcile import reconcile_set, request_wake
-from shared.seats import keys
 from shared.seats.reclaim_act import forget_candidates
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
@@ -137,7 +136,7 @@ def test_five_concurrent_wakes_each_take_one_idle_seat_and_land(
     for name in IDLE:
         world.create_set(
             set_manifest(
-                name, suspend=None, phase=None, annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"}
+                name, suspend=None, phase=None, annotations={k.ANN_RECLAIMABLE_AFTER: "1h"}
             )
         )
     drive(
@@ -181,9 +180,9 @@ def test_five_concurrent_wakes_each_take_one_idle_seat_and_land(
         cs = world.get_set(NS, name)
         assert cs["spec"]["suspend"] is True
         assert cs["metadata"]["generation"] == generations[name] + 1, "suspended more than once"
-        takers[name] = cs["metadata"]["annotations"][keys.ANN_RECLAIMED_BY]
+        takers[name] = cs["metadata"]["annotations"][k.ANN_RECLAIMED_BY]
     assert sorted(takers.values()) == sorted(f"{NS}/{w}" for w in WAKERS)
-    reclaimed = [e for e in world.events(NS) if e.reason == keys.REASON_SEAT_RECLAIMED]
+    reclaimed = [e for e in world.events(NS) if e.reason == k.REASON_SEAT_RECLAIMED]
     by_set: dict[str, list[str]] = {}
     for e in reclaimed:
         by_set.setdefault(e.involved_object.name, []).append(e.message)
@@ -209,7 +208,7 @@ def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
     for name in ("busy", "quiet", "pinned", "young", "other"):
         world.create_set(
             set_manifest(
-                name, suspend=None, phase=None, annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"}
+                name, suspend=None, phase=None, annotations={k.ANN_RECLAIMABLE_AFTER: "1h"}
             )
         )
     sim_names = ["busy", "quiet", "pinned", "young", "other"]
@@ -225,7 +224,7 @@ def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
             k.ANN_LAST_ACTIVITY: format_rfc3339(datetime.now(UTC) + SKEW - timedelta(hours=hours))
         }
         if name == "busy":
-            ann[keys.ANN_IDLE_CPU_BELOW] = "50m"
+            ann[k.ANN_IDLE_CPU_BELOW] = "50m"
         world.patch_set(NS, name, {"metadata": {"annotations": ann}})
     world.patch_set(NS, "pinned", {"spec": {"nodeName": "node-2"}})
     sim.cpu_load[vm_name(NS, "busy", 0)] = "400m"
@@ -254,7 +253,7 @@ def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
         publisher=None,
         now=t0,
     )
-    wait = world.get_set(NS, "waker")["metadata"]["annotations"][keys.ANN_SEAT_WAIT]
+    wait = world.get_set(NS, "waker")["metadata"]["annotations"][k.ANN_SEAT_WAIT]
     assert '"since"' in wait and '"victim"' not in wait
     out = reconcile_set(
         SetRef(NS, "waker"),
@@ -307,7 +306,7 @@ def test_one_list_serves_the_searches_of_many_waiting_wakes(world: World) -> Non
         wakers.append(
             world.create_set(
                 set_manifest(
-                    f"w{i}", suspend=False, phase="Waking", annotations={keys.ANN_SEAT_WAIT: wait}
+                    f"w{i}", suspend=False, phase="Waking", annotations={k.ANN_SEAT_WAIT: wait}
                 )
             )
         )
@@ -353,7 +352,7 @@ def test_the_longest_waiting_wake_gets_the_one_reclaimable_seat(
     # Five seats: one reclaimable idle set, four that are not reclaimable.
     fillers = ["idle", "busy-1", "busy-2", "busy-3", "busy-4"]
     for name in fillers:
-        ann = {keys.ANN_RECLAIMABLE_AFTER: "1h"} if name == "idle" else {}
+        ann = {k.ANN_RECLAIMABLE_AFTER: "1h"} if name == "idle" else {}
         world.create_set(set_manifest(name, suspend=None, phase=None, annotations=ann))
     for _ in range(80):
         sim.step()
@@ -396,4 +395,4 @@ def test_the_longest_waiting_wake_gets_the_one_reclaimable_seat(
     reconcile("older", later)
     idle = world.get_set(NS, "idle")
     assert idle["spec"]["suspend"] is True
-    assert idle["metadata"]["annotations"][keys.ANN_RECLAIMED_BY] == f"{NS}/older"
+    assert idle["metadata"]["annotations"][k.ANN_RECLAIMED_BY] == f"{NS}/older"

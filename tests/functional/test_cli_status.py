@@ -26,8 +26,8 @@ from shared import constants as k
 from shared import log
 from shared.clients.registry import reset_clients
 from shared.config import LogFormat
+from shared.constants import ANN_RECLAIMABLE_AFTER, ANN_SEAT_WAIT
 from shared.names import vm_name
-from shared.seats.keys import ANN_RECLAIMABLE_AFTER, ANN_SEAT_WAIT
 
 NS = "team"
 PREFIX = "snapshots"

@@ -23,7 +23,6 @@ from shared import constants as k
 from shared import names
 from shared.clients.kube import translate
 from shared.errors import AdmissionDenied, PermanentError, WebhookDenied
-from shared.seats import keys
 
 IMG = "ghcr.io/acme/agent:1"
 
@@ -194,10 +193,10 @@ def test_unknown_fields_are_flagged(tmp_path: Path, obj: dict[str, Any], field: 
 
 BAD_ANNOTATIONS = {
     k.ANN_IDLE_TIMEOUT: "30 minutes",
-    keys.ANN_SLEEP_SCHEDULE: "every night",
-    keys.ANN_WAKE_SCHEDULE: "0 8 * * 1-5",  # no time zone
-    keys.ANN_RECLAIMABLE_AFTER: "soon",
-    keys.ANN_IDLE_CPU_BELOW: "little",
+    k.ANN_SLEEP_SCHEDULE: "every night",
+    k.ANN_WAKE_SCHEDULE: "0 8 * * 1-5",  # no time zone
+    k.ANN_RECLAIMABLE_AFTER: "soon",
+    k.ANN_IDLE_CPU_BELOW: "little",
     k.ANN_LAST_ACTIVITY: "yesterday",
     k.ANN_IDLE_EXEMPT_UNTIL: "2026-13-01T00:00:00Z",
 }
@@ -213,10 +212,10 @@ def test_bad_annotation_values_are_flagged(tmp_path: Path, key: str, value: str)
 def test_good_annotation_values_pass(tmp_path: Path) -> None:
     good = {
         k.ANN_IDLE_TIMEOUT: "30m",
-        keys.ANN_SLEEP_SCHEDULE: "0 20 * * 1-5 UTC",
-        keys.ANN_WAKE_SCHEDULE: "0 8 * * 1-5 Europe/Berlin",
-        keys.ANN_RECLAIMABLE_AFTER: "2h",
-        keys.ANN_IDLE_CPU_BELOW: "50m",
+        k.ANN_SLEEP_SCHEDULE: "0 20 * * 1-5 UTC",
+        k.ANN_WAKE_SCHEDULE: "0 8 * * 1-5 Europe/Berlin",
+        k.ANN_RECLAIMABLE_AFTER: "2h",
+        k.ANN_IDLE_CPU_BELOW: "50m",
         k.ANN_LAST_ACTIVITY: "2026-01-01T00:00:00Z",
         k.ANN_IDLE_EXEMPT_UNTIL: "2026-02-01T00:00:00+01:00",
     }

@@ -10,7 +10,6 @@ import pytest
 from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.models import CocoonSet
-from shared.seats import keys
 from shared.seats.activity import (
     Activity,
     cpu_nanocores,
@@ -25,7 +24,7 @@ M = 10**6  # nanocores per millicore
 
 
 def opted(last_activity_ago: timedelta | None = None, **kw: Any) -> CocoonSet:
-    ann = {keys.ANN_IDLE_CPU_BELOW: "50m", k.ANN_IDLE_TIMEOUT: "30m", **kw.pop("annotations", {})}
+    ann = {k.ANN_IDLE_CPU_BELOW: "50m", k.ANN_IDLE_TIMEOUT: "30m", **kw.pop("annotations", {})}
     if last_activity_ago is not None:
         ann[k.ANN_LAST_ACTIVITY] = format_rfc3339(NOW - last_activity_ago)
     return make_set(
@@ -62,11 +61,9 @@ def test_writes_are_bounded_to_one_per_tenth_of_the_timeout(
 
 
 def test_the_shortest_timeout_bounds_the_refresh() -> None:
-    cs = opted(annotations={keys.ANN_RECLAIMABLE_AFTER: "10m"})
+    cs = opted(annotations={k.ANN_RECLAIMABLE_AFTER: "10m"})
     assert refresh_every(cs) == timedelta(minutes=1)
-    assert refresh_every(make_set(annotations={keys.ANN_IDLE_CPU_BELOW: "5m"})) == timedelta(
-        minutes=1
-    )
+    assert refresh_every(make_set(annotations={k.ANN_IDLE_CPU_BELOW: "5m"})) == timedelta(minutes=1)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +80,7 @@ def test_only_a_running_set_is_measured(kw: dict[str, Any]) -> None:
 
 def test_not_opted_in_and_bad_config() -> None:
     assert evaluate_activity(make_set(), 900 * M, now=NOW).state is Activity.NOT_OPTED_IN
-    bad = opted(annotations={keys.ANN_IDLE_CPU_BELOW: "fifty"})
+    bad = opted(annotations={k.ANN_IDLE_CPU_BELOW: "fifty"})
     assert evaluate_activity(bad, 900 * M, now=NOW).state is Activity.BAD_CONFIG
 
 

@@ -24,7 +24,8 @@ from shared import log, seat_freed
 from shared.adapters import parse_audit_eventlist
 from shared.adapters.audit_events import report_time
 from shared.config import LogFormat, Settings
-from shared.metric_names import BY_NAME, METRIC_SEAT_FREED
+from shared.constants import METRIC_SEAT_FREED
+from shared.metric_names import BY_NAME
 from shared.names import SetRef
 from shared.reconcile import Outcome
 from shared.triggers import SetChanged

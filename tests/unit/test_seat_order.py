@@ -13,16 +13,14 @@ from typing import Any
 import pytest
 
 from shared.config import Settings
+from shared.constants import ANN_QUEUED_AT, ANN_UNGATED_AT, LABEL_SEAT_LINE
+from shared.constants import GATE_SEAT_ORDER as GATE
 from shared.errors import ConfigError
 from shared.models import Pod
 from shared.reconcile.decide import Observed, decide
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.steps import ReportNoCapacity, Wait, WaitInLine
 from shared.seats.line_decide import (
-    ANN_QUEUED_AT,
-    ANN_UNGATED_AT,
-    GATE,
-    LABEL_SEAT_LINE,
     STALE_PENDING,
     KeepGated,
     State,

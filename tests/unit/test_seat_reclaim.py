@@ -13,7 +13,6 @@ from shared.config import Settings
 from shared.durations import format_rfc3339
 from shared.errors import ConfigError
 from shared.models import CocoonSet
-from shared.seats import keys
 from shared.seats.reclaim_decide import (
     Candidate,
     Hold,
@@ -41,7 +40,7 @@ def ago(**kw: float) -> str:
 def waker(wait: SeatWait | None = None, **kw: Any) -> CocoonSet:
     ann = dict(kw.pop("annotations", {}))
     if wait is not None:
-        ann[keys.ANN_SEAT_WAIT] = wait.encode()
+        ann[k.ANN_SEAT_WAIT] = wait.encode()
     return make_set(
         name=kw.pop("name", "waker"),
         suspend=False,
@@ -57,7 +56,7 @@ def victim(
 ) -> CocoonSet:
     ann = {k.ANN_LAST_ACTIVITY: ago(hours=idle_h), **kw.pop("annotations", {})}
     if after is not None:
-        ann[keys.ANN_RECLAIMABLE_AFTER] = after
+        ann[k.ANN_RECLAIMABLE_AFTER] = after
     return make_set(
         name=name,
         suspend=kw.pop("suspend", None),
@@ -82,7 +81,7 @@ def test_a_new_restore_pod_restarts_the_clock() -> None:
 
 
 def test_an_unreadable_record_is_rewritten_from_scratch() -> None:
-    cs = waker(annotations={keys.ANN_SEAT_WAIT: "{not json"})
+    cs = waker(annotations={k.ANN_SEAT_WAIT: "{not json"})
     assert decide_wait(cs, POD, now=NOW, grace=GRACE) == Stamp(SeatWait(POD, NOW))
 
 
@@ -106,7 +105,7 @@ def claimed(at_s: float = 5, freed_s: float | None = None) -> SeatWait:
 
 
 def suspended_by(name: str, phase: str = "Suspending", by: str = f"{NS}/waker") -> CocoonSet:
-    return victim(phase=phase, suspend=True, annotations={keys.ANN_RECLAIMED_BY: by})
+    return victim(phase=phase, suspend=True, annotations={k.ANN_RECLAIMED_BY: by})
 
 
 def test_a_reclaim_in_flight_holds_every_other_invocation_for_that_wake() -> None:
@@ -289,7 +288,7 @@ def waiting(name: str, since_s: float, spec: dict[str, Any] | None = None, **kw:
 
 def test_the_longest_waiting_wake_reclaims_first() -> None:
     me = waiting("young", 60)
-    wait = SeatWait.decode(me.metadata.annotations[keys.ANN_SEAT_WAIT])
+    wait = SeatWait.decode(me.metadata.annotations[k.ANN_SEAT_WAIT])
     assert wait is not None
     [cand] = choose_victim(me, [victim()], now=NOW)
     others = [me, waiting("old", 300), waiting("newer", 40)]
@@ -308,7 +307,7 @@ def test_the_longest_waiting_wake_reclaims_first() -> None:
 )
 def test_an_older_wake_blocks_only_when_it_would_take_that_seat(other: CocoonSet) -> None:
     me = waiting("me", 60)
-    wait = SeatWait.decode(me.metadata.annotations[keys.ANN_SEAT_WAIT])
+    wait = SeatWait.decode(me.metadata.annotations[k.ANN_SEAT_WAIT])
     assert wait is not None
     [cand] = choose_victim(me, [victim()], now=NOW)
     assert older_waiter_first(me, wait, cand, [me, other], now=NOW, grace=GRACE) is None
@@ -317,8 +316,8 @@ def test_an_older_wake_blocks_only_when_it_would_take_that_seat(other: CocoonSet
 def test_equal_waits_go_by_name() -> None:
     a, b = waiting("a", 100), waiting("b", 100)
     [cand] = choose_victim(a, [victim()], now=NOW)
-    wait_b = SeatWait.decode(b.metadata.annotations[keys.ANN_SEAT_WAIT])
-    wait_a = SeatWait.decode(a.metadata.annotations[keys.ANN_SEAT_WAIT])
+    wait_b = SeatWait.decode(b.metadata.annotations[k.ANN_SEAT_WAIT])
+    wait_a = SeatWait.decode(a.metadata.annotations[k.ANN_SEAT_WAIT])
     assert wait_a is not None and wait_b is not None
     assert older_waiter_first(b, wait_b, cand, [a, b], now=NOW, grace=GRACE) == f"{NS}/a"
     assert older_waiter_first(a, wait_a, cand, [a, b], now=NOW, grace=GRACE) is None

@@ -11,7 +11,6 @@ import pytest
 from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.models import CocoonSet
-from shared.seats import keys
 from shared.seats.schedule import (
     Deferred,
     ScheduleAction,
@@ -36,7 +35,7 @@ def paris(*args: int) -> datetime:
 def running(applied: str | None = None, **kw: Any) -> CocoonSet:
     ann = dict(kw.pop("annotations", {}))
     if applied is not None:
-        ann[keys.ANN_SCHEDULE_APPLIED] = applied
+        ann[k.ANN_SCHEDULE_APPLIED] = applied
     return make_set(
         suspend=kw.pop("suspend", None), phase=kw.pop("phase", "Running"), annotations=ann, **kw
     )
@@ -178,10 +177,10 @@ def test_bad_schedules_are_refused_with_the_reason(raw: str, why: str) -> None:
 def test_a_bad_schedule_is_one_config_problem_keyed_by_its_value() -> None:
     cs = make_set(
         annotations={
-            keys.ANN_SLEEP_SCHEDULE: "0 25 * * * UTC",
-            keys.ANN_WAKE_SCHEDULE: "0 8 * * * UTC",
-            keys.ANN_RECLAIMABLE_AFTER: "1h",
-            keys.ANN_IDLE_CPU_BELOW: "lots",
+            k.ANN_SLEEP_SCHEDULE: "0 25 * * * UTC",
+            k.ANN_WAKE_SCHEDULE: "0 8 * * * UTC",
+            k.ANN_RECLAIMABLE_AFTER: "1h",
+            k.ANN_IDLE_CPU_BELOW: "lots",
         }
     )
     assert config_problems(cs) == ("sleep-schedule=0 25 * * * UTC", "idle-cpu-below=lots")
@@ -189,7 +188,7 @@ def test_a_bad_schedule_is_one_config_problem_keyed_by_its_value() -> None:
 
 def test_reclaimable_after_on_a_retain_set_is_a_config_problem() -> None:
     # A retain set keeps its seat while suspended: the opt-in could never act.
-    retain = make_set(policy="retain", annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"})
+    retain = make_set(policy="retain", annotations={k.ANN_RECLAIMABLE_AFTER: "1h"})
     assert config_problems(retain) == ("reclaimable-after=1h (hibernatePolicy is not release)",)
-    release = make_set(annotations={keys.ANN_RECLAIMABLE_AFTER: "1h"})
+    release = make_set(annotations={k.ANN_RECLAIMABLE_AFTER: "1h"})
     assert config_problems(release) == ()
