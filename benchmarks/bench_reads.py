@@ -174,7 +174,7 @@ def run(*, quick: bool) -> dict[str, Any]:
 
 def _run_backend(backend: str, *, runs: int) -> dict[str, list[float]]:
     from shared.constants import LABEL_SEAT_LINE
-    from shared.seats.line_act import UNBOUND
+    from shared.seats.line.executor import UNBOUND
 
     with stack(backend) as st, quiet_logs():
         cs = st.create_set("read", suspend=True, phase="Suspended", annotations={})

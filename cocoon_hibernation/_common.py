@@ -286,7 +286,7 @@ class Duration(click.ParamType[timedelta, Any]):
 
 
 def format_seconds(delta: timedelta) -> str:
-    from shared.sweep.plan import format_duration  # noqa: PLC0415
+    from shared.sweep.decide import format_duration  # noqa: PLC0415
 
     return format_duration(delta) if delta.total_seconds() >= 1 else "0s"
 

@@ -19,8 +19,8 @@ from shared.names import SetRef
 from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile import Outcome, reconcile_set
 from shared.seats.sweep_hook import SeatSweep
+from shared.sweep.executor import sweep
 from shared.sweep.report import SweepIncomplete, SweepReport, SweepSummary
-from shared.sweep.run import sweep
 
 __all__ = ["SweepIncomplete", "SweepSummary", "run_sweep"]
 

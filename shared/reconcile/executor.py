@@ -108,7 +108,7 @@ from shared.reconcile.steps import (
 )
 from shared.reconcile.together import beside, together
 from shared.refusal import report_refusal
-from shared.seats.reclaim_decide import SeatWait
+from shared.seats.reclaim.decide import SeatWait
 from shared.seats.wake import WakeSeats, leave_gate
 
 MAX_STEPS = 24

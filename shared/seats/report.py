@@ -17,9 +17,9 @@ from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet, Pod
-from shared.seats.line_decide import Waiter, position, waiter_of
-from shared.seats.reclaim_decide import SeatWait, set_key
-from shared.sweep.plan import measured_last_activity
+from shared.seats.line.decide import Waiter, position, waiter_of
+from shared.seats.reclaim.decide import SeatWait, set_key
+from shared.sweep.decide import measured_last_activity
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class Waiting:
     set: str
     age_seconds: int
     victim: str  # the set whose seat it reclaimed, "" when none (yet)
-    # Its restore pod in the pool's line (shared.seats.line_decide): gated | unschedulable |
+    # Its restore pod in the pool's line (shared.seats.line.decide): gated | unschedulable |
     # pending, and 1 + how many waiters are ahead of it; "" and 0 when not in a line.
     line: str = ""
     position: int = 0

@@ -1,6 +1,6 @@
 """The seat economy's part of a sweep run: sleep windows, CPU activity, config warnings.
 
-The sweep's page hook (:class:`shared.sweep.run.PageHook`, filled in by
+The sweep's page hook (:class:`shared.sweep.executor.PageHook`, filled in by
 functions/sweep.py): the run calls :meth:`SeatSweep.prepare_page` on every page
 of sets before it plans idle suspends, and :meth:`SeatSweep.idle_allowed` for
 each idle candidate. Decisions are the pure functions of `schedule.py` and

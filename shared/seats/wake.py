@@ -35,7 +35,7 @@ from shared.names import SetRef
 from shared.ports import KubeApi
 
 if TYPE_CHECKING:
-    from shared.seats.line_act import Advanced
+    from shared.seats.line.executor import Advanced
 
 # The victim's release, run by the reconciler now rather than on its next event;
 # it answers with the reconciler's outcome (logged by the reclaim, never read here).
@@ -46,7 +46,7 @@ def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime)
     """A gated pod with no line to wait in (the order was turned off with pods gated,
     the pod lost its line label, or the run has no settings): nobody else will remove
     its gate, so remove it now. The reason the wake still waits."""
-    from shared.seats.line_act import drop_gate  # noqa: PLC0415 - wakes only
+    from shared.seats.line.executor import drop_gate  # noqa: PLC0415 - wakes only
 
     if main is not None:
         drop_gate(kube, main, now=now)
@@ -64,7 +64,7 @@ class WakeSeats:
         """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
         if not self.settings.seat_order:
             return body
-        from shared.seats.line_act import prepare_restore_pod  # noqa: PLC0415 - wakes only
+        from shared.seats.line.executor import prepare_restore_pod  # noqa: PLC0415 - wakes only
 
         return prepare_restore_pod(
             self.kube,
@@ -79,7 +79,7 @@ class WakeSeats:
         self, ref: SetRef, cs: CocoonSet, *, pod_name: str, pod_uid: str, since: str | None
     ) -> tuple[CocoonSet, Pod]:
         """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
-        from shared.seats.line_decide import micro  # noqa: PLC0415 - wakes only
+        from shared.seats.line.decide import micro  # noqa: PLC0415 - wakes only
 
         started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
         if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
@@ -118,7 +118,7 @@ class WakeSeats:
         """
         if not self.settings.seat_order or main is None or k.LABEL_SEAT_LINE not in main.labels:
             return None
-        from shared.seats.line_act import advance_line  # noqa: PLC0415 - wakes only
+        from shared.seats.line.executor import advance_line  # noqa: PLC0415 - wakes only
 
         try:
             res = advance_line(
@@ -157,7 +157,7 @@ class WakeSeats:
         """Try to take an idle seat for this waiting wake; a note for the log."""
         if self.settings.seat_reclaim_grace is None:
             return ""
-        from shared.seats.reclaim_act import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
+        from shared.seats.reclaim.executor import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
 
         try:
             res = reclaim_for(

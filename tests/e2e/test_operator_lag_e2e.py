@@ -46,7 +46,7 @@ from shared.errors import TransientError
 from shared.models import CocoonSet, parse_go_int
 from shared.names import SetRef, vm_names
 from shared.reconcile import reconcile_set, request_wake
-from shared.sweep.plan import IdleState, evaluate_idle
+from shared.sweep.decide import IdleState, evaluate_idle
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
 

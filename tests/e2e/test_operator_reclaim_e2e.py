@@ -27,7 +27,7 @@ from shared.config import OperatorMode
 from shared.errors import TransientError
 from shared.names import SetRef
 from shared.reconcile import reconcile_set, request_wake
-from shared.seats.reclaim_act import forget_candidates
+from shared.seats.reclaim.executor import forget_candidates
 from tests.e2e.test_operator_lag_e2e import Invariants
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World

@@ -24,7 +24,7 @@ from shared import constants as k
 from shared.durations import format_rfc3339
 from shared.names import SetRef, vm_name
 from shared.reconcile import reconcile_set, request_wake
-from shared.seats.reclaim_act import forget_candidates
+from shared.seats.reclaim.executor import forget_candidates
 from tests.fixtures.cocoon_objects import NS, set_manifest
 from tests.fixtures.reconcile_world import World
 
@@ -295,7 +295,7 @@ def test_the_grace_period_then_the_longest_idle_quiet_set_gives_its_seat(
 def test_one_list_serves_the_searches_of_many_waiting_wakes(world: World) -> None:
     """The sweep reconciles every waiting wake in one run; each search must not list
     every set again. Real client, real API: the request log counts the LISTs."""
-    from shared.seats.reclaim_act import reclaim_for
+    from shared.seats.reclaim.executor import reclaim_for
 
     settings = replace(world.settings, seat_reclaim_grace=timedelta(seconds=30))
     now = datetime.now(UTC) + SKEW

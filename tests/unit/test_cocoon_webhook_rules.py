@@ -387,8 +387,8 @@ def test_a_reclaim_victim_the_webhook_refuses_is_told_once_and_skipped() -> None
     from datetime import UTC, datetime, timedelta
 
     from shared.models import CocoonSet
-    from shared.seats.reclaim_act import _suspend_victim
-    from shared.seats.reclaim_decide import Candidate
+    from shared.seats.reclaim.decide import Candidate
+    from shared.seats.reclaim.executor import _suspend_victim
 
     message = (
         f'admission webhook "{adm.COCOONSET_WEBHOOK}" denied the request: '

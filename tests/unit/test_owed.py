@@ -21,7 +21,7 @@ from shared.reconcile.steps import (
     ReportWoken,
     Wait,
 )
-from shared.sweep.plan import SafetyNeed, safety_need
+from shared.sweep.decide import SafetyNeed, safety_need
 from tests.fixtures.cocoon_objects import VM0, make_pod, make_set
 
 ROUND = {k.ANN_RELEASE_ROUND: "2", k.ANN_RELEASE_ROUND_PODS: "agent-0"}

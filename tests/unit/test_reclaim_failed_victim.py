@@ -7,7 +7,7 @@ reconcile, for ever, and never tried another candidate. Pure, no I/O.
 
 from __future__ import annotations
 
-from shared.seats.reclaim_decide import Hold, Search, choose_victim, decide_wait
+from shared.seats.reclaim.decide import Hold, Search, choose_victim, decide_wait
 from tests.fixtures.cocoon_objects import NS
 from tests.unit.test_seat_reclaim import GRACE, NOW, POD, claimed, suspended_by, victim, waker
 

@@ -20,7 +20,7 @@ from shared.models import Pod
 from shared.reconcile.decide import Observed, decide
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.steps import ReportNoCapacity, Wait, WaitInLine
-from shared.seats.line_decide import (
+from shared.seats.line.decide import (
     STALE_PENDING,
     KeepGated,
     State,

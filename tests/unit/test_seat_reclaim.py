@@ -13,7 +13,7 @@ from shared.config import Settings
 from shared.durations import format_rfc3339
 from shared.errors import ConfigError
 from shared.models import CocoonSet
-from shared.seats.reclaim_decide import (
+from shared.seats.reclaim.decide import (
     Candidate,
     Hold,
     MarkFreed,

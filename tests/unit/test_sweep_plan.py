@@ -10,18 +10,18 @@ import pytest
 from shared import constants as k
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
-from shared.sweep.plan import (
+from shared.sweep.decide import (
     ConfigAction,
     IdleCandidate,
     IdleQueue,
     IdleState,
     SafetyNeed,
     check_wake_deadline,
+    decide_set,
     evaluate_idle,
     format_duration,
     idle_candidate,
     name_selectors,
-    plan_set,
     pods_left,
     safety_need,
     unlabelable,
@@ -268,7 +268,7 @@ CONFIG_CASES = [
 def test_config_warning_is_due_once_per_bad_value(
     ann: dict[str, str], expected: ConfigAction | None
 ) -> None:
-    assert plan_set(make_set(ann=ann), now=NOW).config is expected
+    assert decide_set(make_set(ann=ann), now=NOW).config is expected
 
 
 def test_fingerprint_names_every_bad_value() -> None:
@@ -488,8 +488,8 @@ def test_idle_queue_memory_is_bounded_by_the_cap() -> None:
 
 
 def test_plan_carries_an_idle_candidate_only_when_idle() -> None:
-    idle = plan_set(make_set(ann={k.ANN_IDLE_TIMEOUT: "30m"}), now=NOW)
-    active = plan_set(make_set(ann={k.ANN_IDLE_TIMEOUT: "30m"}, created=M), now=NOW)
+    idle = decide_set(make_set(ann={k.ANN_IDLE_TIMEOUT: "30m"}), now=NOW)
+    active = decide_set(make_set(ann={k.ANN_IDLE_TIMEOUT: "30m"}, created=M), now=NOW)
     c = idle_candidate(idle)
     assert c is not None and c.idle_for == timedelta(days=1) and c.resource_version == "41"
     assert idle_candidate(active) is None

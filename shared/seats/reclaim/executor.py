@@ -38,7 +38,7 @@ from shared.names import SetRef
 from shared.ports import KubeApi, SetLister
 from shared.refusal import report_refusal
 from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
-from shared.seats.reclaim_decide import (
+from shared.seats.reclaim.decide import (
     NOT_READ,
     Candidate,
     Hold,
@@ -52,7 +52,7 @@ from shared.seats.reclaim_decide import (
     set_key,
     why_not,
 )
-from shared.sweep.plan import format_duration
+from shared.sweep.decide import format_duration
 
 # Candidates tried per search: each lost CAS means another wake (or the user)
 # got there first; past this, the next run searches again from fresh state.

@@ -28,7 +28,7 @@ from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
 from shared.models import Pod
 from shared.ports import LineReader
-from shared.seats.line_decide import (
+from shared.seats.line.decide import (
     KeepGated,
     Waiter,
     advance,

@@ -2,7 +2,7 @@
 
 Nothing here performs I/O: given a CocoonSet as listed (and, for the few sets
 that need it, the pods one label-selected list returned), these functions say
-what the sweep should do. A run (:mod:`shared.sweep.run`) performs it.
+what the sweep should do. A run (:mod:`shared.sweep.executor`) performs it.
 
 Invariants the decisions keep:
 
@@ -97,7 +97,7 @@ class ConfigAction(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SetPlan:
+class SetDecision:
     ref: SetRef
     resource_version: str
     release: bool
@@ -315,9 +315,9 @@ def check_wake_deadline(
 # --- per set -----------------------------------------------------------------------------
 
 
-def plan_set(cs: CocoonSet, *, now: datetime) -> SetPlan:
+def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
     idle = evaluate_idle(cs, now=now)
-    return SetPlan(
+    return SetDecision(
         ref=SetRef(cs.namespace, cs.name),
         resource_version=cs.metadata.resource_version or "",
         release=cs.is_release,
@@ -327,16 +327,16 @@ def plan_set(cs: CocoonSet, *, now: datetime) -> SetPlan:
     )
 
 
-def idle_candidate(plan: SetPlan) -> IdleCandidate | None:
-    idle = plan.idle
+def idle_candidate(decision: SetDecision) -> IdleCandidate | None:
+    idle = decision.idle
     if idle.state is not IdleState.IDLE:
         return None
     assert idle.idle_for is not None and idle.timeout is not None
     assert idle.last_activity is not None
     return IdleCandidate(
-        ref=plan.ref,
-        resource_version=plan.resource_version,
-        release=plan.release,
+        ref=decision.ref,
+        resource_version=decision.resource_version,
+        release=decision.release,
         idle_for=idle.idle_for,
         timeout=idle.timeout,
         last_activity=idle.last_activity,

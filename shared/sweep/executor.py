@@ -41,16 +41,16 @@ from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, re
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import PAGE_SIZE, KubeApi
-from shared.sweep.plan import (
+from shared.sweep.decide import (
     ConfigAction,
     IdleCandidate,
     IdleQueue,
     SafetyNeed,
     check_wake_deadline,
+    decide_set,
     format_duration,
     idle_candidate,
     name_selectors,
-    plan_set,
     pods_left,
     unlabelable,
 )
@@ -151,27 +151,27 @@ class Sweeper:
         page = self.page_hook.prepare_page(page)
         pod_checks: list[tuple[CocoonSet, SafetyNeed]] = []
         for cs in page:
-            plan = plan_set(cs, now=self.now)
-            if plan.config is not None:
-                self._config(cs, plan.config, plan.idle.fingerprint)
-            cand = idle_candidate(plan)
+            decision = decide_set(cs, now=self.now)
+            if decision.config is not None:
+                self._config(cs, decision.config, decision.idle.fingerprint)
+            cand = idle_candidate(decision)
             if cand is not None and self.page_hook.idle_allowed(cand.ref):
                 self.summary.idle_candidates += 1
                 self.queue.offer(cand)
-            if plan.safety is None:
+            if decision.safety is None:
                 continue
-            if plan.safety.needs_pods:
-                pod_checks.append((cs, plan.safety))
+            if decision.safety.needs_pods:
+                pod_checks.append((cs, decision.safety))
             else:
-                if plan.safety is SafetyNeed.RELEASE_PENDING:
+                if decision.safety is SafetyNeed.RELEASE_PENDING:
                     # Every run that still finds it counts: the stuck-Suspending alert
                     # fires when a set is counted in every window for long enough.
                     log.count(
                         k.METRIC_RELEASE_PENDING,
-                        namespace=plan.ref.namespace,
-                        cocoonset=plan.ref.name,
+                        namespace=decision.ref.namespace,
+                        cocoonset=decision.ref.name,
                     )
-                self._reconcile(plan.ref, plan.safety.value)
+                self._reconcile(decision.ref, decision.safety.value)
         if pod_checks:
             self._check_with_pods(pod_checks)
 

@@ -39,7 +39,7 @@ from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.sweep.plan import measured_last_activity
+from shared.sweep.decide import measured_last_activity
 
 # Seats one wake may take in all (the first, plus retries when the freed seat went
 # to another pod): a cascade of suspends for one pod that never fits is refused.

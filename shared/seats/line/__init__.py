@@ -1,0 +1,1 @@
+"""A pool's line of waiting wakes: the fair order, kept with a scheduling gate."""

@@ -1,0 +1,1 @@
+"""Reclaiming an idle seat for a waiting wake."""
