@@ -1,10 +1,7 @@
-"""The `sweep` function: a scheduler tick -> one sweep run (docs/design.md#sweep).
+"""The `sweep` function: a scheduler tick -> one sweep run, with the seat economy's page hook.
 
-Wires the pure planner and executor of :mod:`shared.sweep` to the process's
-clients (`functions.process`, built once per instance). The registry client is only asked for when
-the safety net actually reconciles a set, and the reconciler refuses on its
-own when no registry is configured: an idle-suspend-only run never needs
-`COCOON_REGISTRY_BASE`.
+The registry client is built only when the safety net reconciles a set: an idle-suspend-only
+run never needs `COCOON_REGISTRY_BASE`.
 """
 
 from __future__ import annotations
@@ -35,12 +32,7 @@ def run_sweep(
     publisher: PublisherArg = FROM_SETTINGS,
 ) -> SweepSummary:
     """Run one sweep; raises `SweepIncomplete` (transient) when work was left undone.
-
-    `kube`, `registry`, `now` and `publisher` are injectable for tests; by default
-    the process's clients are used (no publisher when `COCOON_EVENTS_TOPIC` is
-    unset) and the clock is read once, so every decision of a run (and every
-    reconcile it starts) is made against the same instant.
-    """
+    The clock is read once: every decision of a run, and every reconcile, sees one instant."""
     client: KubeApi = kube if kube is not None else process.kube_client(settings)
     at = now or utcnow()
     events = resolve_publisher(publisher, settings)
@@ -54,7 +46,6 @@ def run_sweep(
         )
 
     def seats(report: SweepReport) -> SeatSweep:
-        # Sleep windows, CPU activity and seat-annotation warnings, per page.
         return SeatSweep(report=report, kube=client, now=at)
 
     return sweep(

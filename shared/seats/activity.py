@@ -1,17 +1,8 @@
-"""Activity without an external writer: a VM's CPU use as the sweep reads it from PodMetrics.
+"""A VM's CPU use as activity (`idle-cpu-below: <quantity>`), as pure decisions.
 
-Opt-in per set with `cocoonset.cocoonstack.io/idle-cpu-below: <quantity>`.
-Pure decisions; the sweep lists `metrics.k8s.io` PodMetrics (main pods only,
-once per namespace per run) and feeds the usage of each set's main pod here.
-
-- usage at or above the threshold = active: `last-activity` is refreshed, but
-  only when the stored stamp is older than a tenth of the shortest timeout
-  the set uses (idle-timeout, reclaimable-after), so a busy VM costs one write
-  per tenth of its timeout, not one per sweep;
-- usage below the threshold = no evidence of activity: nothing is written and
-  the ordinary idle clock runs;
-- no usage for the main pod (metrics-server absent, the pod not scraped yet):
-  *unknown*, and an unknown set is never suspended for idleness this run.
+At or above the threshold the set is active and `last-activity` is refreshed, at most once
+per tenth of its shortest timeout; below it the idle clock runs; no PodMetrics for the main
+pod is *unknown*, and an unknown set is never suspended for idleness.
 """
 
 from __future__ import annotations
@@ -21,11 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from typing import Any
 
 from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
-from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
+from shared.sweep.decide import steady
 
 # Kubernetes quantity suffixes that matter for CPU (binary suffixes are legal but absurd).
 _SUFFIX = {
@@ -95,7 +87,7 @@ def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> Act
         threshold = cpu_nanocores(raw)
     except ValueError:
         return ActivityEval(Activity.BAD_CONFIG)
-    if cs.phase is not CocoonSetPhase.RUNNING or cs.suspended or cs.hint:
+    if not steady(cs):
         return ActivityEval(Activity.NOT_RUNNING, threshold=threshold)
     if usage is None:
         return ActivityEval(Activity.UNKNOWN, threshold=threshold)
@@ -127,3 +119,17 @@ def main_pod_usage(containers: list[dict[str, object]]) -> int | None:
             continue
         seen = True
     return total if seen else None
+
+
+def cpu_by_pod(items: list[dict[str, Any]]) -> dict[str, int]:
+    """Pod name -> CPU nanocores, from a PodMetrics list (pods with no readable usage left out)."""
+    out: dict[str, int] = {}
+    for item in items:
+        name = (item.get("metadata") or {}).get("name")
+        containers = item.get("containers")
+        if not isinstance(name, str) or not isinstance(containers, list):
+            continue
+        usage = main_pod_usage(containers)
+        if usage is not None:
+            out[name] = usage
+    return out

@@ -1,10 +1,6 @@
-"""The seat view of `cocoon-hibernation status`, as a pure function of what was listed.
-
-Per node pool: seats used (bound, non-terminal pods of the pool's sets; nodes
-are not read, so the RBAC needs no node access), the wakes waiting for a seat
-with their age (from the first unschedulable observation, else the wake
-start), and the sets that may give their seat (`reclaimable-after`) with their
-idle time.
+"""The seat view of `cocoon-hibernation status`, a pure function of what was listed: per
+pool, the seats used (bound pods; nodes are not read), the wakes waiting with their age and
+place in line, and the sets that may give their seat with their idle time.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet, Pod
 from shared.seats.line.decide import Waiter, position, waiter_of
 from shared.seats.reclaim.decide import SeatWait, set_key
-from shared.sweep.decide import measured_last_activity
+from shared.sweep.decide import measured_last_activity, steady
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +23,7 @@ class Waiting:
     set: str
     age_seconds: int
     victim: str  # the set whose seat it reclaimed, "" when none (yet)
-    # Its restore pod in the pool's line (shared.seats.line.decide): gated | unschedulable |
-    # pending, and 1 + how many waiters are ahead of it; "" and 0 when not in a line.
+    # Its restore pod's state in the pool's line and 1 + how many are ahead; "", 0: no line.
     line: str = ""
     position: int = 0
 
@@ -107,8 +102,7 @@ def seat_view(
         except ValueError:
             continue
         last = measured_last_activity(cs)
-        running = cs.phase is CocoonSetPhase.RUNNING and not cs.suspended and not cs.hint
-        if not running or last is None:
+        if not steady(cs) or last is None:
             continue
         idle = now - last
         entry.reclaimable.append(

@@ -1,23 +1,7 @@
-"""Sleep windows: suspend and wake a set on a cron schedule, as pure decisions.
-
-`cocoonset.cocoonstack.io/sleep-schedule: "0 20 * * 1-5 Europe/Paris"` and
-`wake-schedule` (the same shape) are judged by the sweep against its clock:
-
-- the tick that matters is the *latest* one at or before now, of either
-  schedule (the state the schedule asks for right now); a tick the sweep did
-  not run at is therefore caught up by the next run;
-- the first time the sweep sees a schedule it only records the latest tick
-  as a baseline (a schedule acts from its next tick on);
-- the set records the tick it applied (`schedule-applied: sleep@<UTC>`), in
-  the same compare-and-swap patch as the suspend or wake, so a tick is
-  applied at most once: never doubled by overlapping runs, and a user who
-  wakes a set by hand after the evening sleep is not put back to sleep until
-  the next sleep tick;
-- times are evaluated in the given IANA zone by cronsim, which follows cron
-  over DST changes: a time skipped by spring-forward runs once at the next
-  valid minute, a time repeated by fall-back runs once.
-
-Cron expressions are parsed by cronsim (no hand-written parser).
+"""Sleep windows (`sleep-schedule`/`wake-schedule: <cron 5 fields> <IANA zone>`), as pure
+decisions. The latest tick of either schedule at or before now is what the set should be;
+the tick applied is recorded in the same compare-and-swap as the suspend or wake, so each
+tick acts at most once, and a schedule's first tick seen is only a baseline.
 """
 
 from __future__ import annotations
@@ -46,8 +30,8 @@ class Schedule:
     zone: ZoneInfo
 
     def last_at_or_before(self, now: datetime) -> datetime:
-        """The latest tick at or before `now` (UTC). cronsim counts in whole minutes and
-        its iteration excludes the start, so it starts one minute past now's minute."""
+        """The latest tick at or before `now` (UTC); cronsim's reverse iteration excludes its
+        start, so it starts one minute past now's minute."""
         local = now.astimezone(self.zone).replace(second=0, microsecond=0)
         tick = next(CronSim(self.expr, local + timedelta(minutes=1), reverse=True))
         return tick.astimezone(UTC)
@@ -134,8 +118,8 @@ def decide_schedule(
     if cs.metadata.deletion_timestamp is not None:
         return None
     if applied is None:
-        # First sight of the schedule: the tick before it existed is a baseline, not an
-        # order (a `sleep at 20:00` added at 10:00 must not suspend the set at once).
+        # First sight: a baseline, not an order (a sleep tick added at 10:00 for 20:00
+        # must not suspend the set at once).
         return ScheduleDecision(ScheduleAction.RECORD, tick, at)
     if tick is Tick.WAKE:
         if cs.suspended:

@@ -1,16 +1,6 @@
-"""The seat economy's part of a sweep run: sleep windows, CPU activity, config warnings.
-
-The sweep's page hook (:class:`shared.sweep.executor.PageHook`, filled in by
-functions/sweep.py): the run calls :meth:`SeatSweep.prepare_page` on every page
-of sets before it plans idle suspends, and :meth:`SeatSweep.idle_allowed` for
-each idle candidate. Decisions are the pure functions of `schedule.py` and
-`activity.py`; this class only performs them through the run's
-:class:`shared.sweep.report.SweepReport` (actions, Events, error policy), so a
-run's summary and dry run cover them too.
-
-Cost added to a run: nothing for sets without these annotations; one
-PodMetrics LIST (main pods only) per namespace per run that has a set with
-`idle-cpu-below`; then one compare-and-swap patch per action.
+"""The seat economy's part of a sweep run (its page hook): sleep windows, CPU activity and
+warnings about bad seat annotations, decided by `schedule.py` and `activity.py` and reported
+through the run's SweepReport. One PodMetrics LIST per namespace that has `idle-cpu-below`.
 """
 
 from __future__ import annotations
@@ -22,11 +12,11 @@ from typing import Any
 from shared import constants as k
 from shared import log
 from shared.durations import format_rfc3339, parse_duration
-from shared.errors import CocoonError, Conflict, NotFound
+from shared.errors import CocoonError
 from shared.models import CocoonSet
 from shared.names import SetRef, main_pod_name
 from shared.ports import KubeApi
-from shared.seats.activity import Activity, cpu_nanocores, evaluate_activity, main_pod_usage
+from shared.seats.activity import Activity, cpu_by_pod, cpu_nanocores, evaluate_activity
 from shared.seats.schedule import (
     Deferred,
     Schedule,
@@ -35,10 +25,10 @@ from shared.seats.schedule import (
     decide_schedule,
     parse_schedule,
 )
+from shared.sweep.decide import problem
 from shared.sweep.report import ActionKind, Result, SweepReport
 
 _MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
-_VALUE_MAX = 120
 
 
 def config_problems(cs: CocoonSet) -> tuple[str, ...]:
@@ -58,14 +48,11 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
         try:
             parse(raw)
         except ValueError:
-            problems.append(f"{key.rsplit('/', 1)[-1]}={log.clip(raw, _VALUE_MAX)}")
+            problems.append(problem(key, raw))
             continue
         if key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
-            # Valid, but it can never act: a retain set keeps its seat while suspended,
-            # so taking it frees nothing. Its owner believes the seat is offered: say so.
-            problems.append(
-                f"reclaimable-after={log.clip(raw, _VALUE_MAX)} (hibernatePolicy is not release)"
-            )
+            # Valid but void (a retain set keeps its seat while suspended): say so.
+            problems.append(f"{problem(key, raw)} (hibernatePolicy is not release)")
     return tuple(problems)
 
 
@@ -89,8 +76,6 @@ class SeatSweep:
     _metrics_warned: bool = False
     # Sets whose activity is unknown this run: never idle-suspended on missing data.
     _unknown: set[tuple[str, str]] = field(default_factory=set)
-
-    # --- the page ------------------------------------------------------------------
 
     def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
         out: list[CocoonSet] = []
@@ -120,30 +105,16 @@ class SeatSweep:
             cs = self._schedule(cs)
         return cs
 
-    # --- config warnings (warn once per bad value) ----------------------------------
-
     def _record_config(self, cs: CocoonSet, fingerprint: str | None) -> CocoonSet | None:
-        ref = SetRef(cs.namespace, cs.name)
-        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
         detail = (
             f"invalid seat annotation(s), skipped: {fingerprint}"
             if fingerprint
             else "seat annotations valid again"
         )
-        if self.report.dry_run:
-            self.report.act(kind, ref, Result.WOULD, detail)
-            return None
-        updated = self._patch(
-            cs,
-            {"metadata": {"annotations": {k.ANN_SEAT_CONFIG_ERROR: fingerprint}}},
-            kind,
-            detail,
+        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
+        return self.report.warn_once(
+            cs, k.ANN_SEAT_CONFIG_ERROR, fingerprint, detail, what=kind.value
         )
-        if updated is not None and fingerprint:
-            self.report.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
-        return updated
-
-    # --- CPU activity ---------------------------------------------------------------
 
     def _usage(self, cs: CocoonSet) -> int | None:
         ns = cs.namespace
@@ -159,16 +130,7 @@ class SeatSweep:
             # No metrics-server (404), or its APIService down (503): do nothing.
             self._warn_metrics(f"{type(err).__name__}: {err}")
             return None
-        out: dict[str, int] = {}
-        for item in items:
-            name = (item.get("metadata") or {}).get("name")
-            containers = item.get("containers")
-            if not isinstance(name, str) or not isinstance(containers, list):
-                continue
-            usage = main_pod_usage(containers)
-            if usage is not None:
-                out[name] = usage
-        return out
+        return cpu_by_pod(items)
 
     def _warn_metrics(self, why: str) -> None:
         if not self._metrics_warned:
@@ -210,8 +172,6 @@ class SeatSweep:
             self._unknown.add((cs.namespace, cs.name))
             return cs
         return updated
-
-    # --- sleep windows ----------------------------------------------------------------
 
     def _schedule(self, cs: CocoonSet) -> CocoonSet:
         sleep = _schedule(cs, k.ANN_SLEEP_SCHEDULE)
@@ -264,25 +224,12 @@ class SeatSweep:
             warning=False,
             key=decision.record,
         )
-        # No reconcile here: the page carries the updated set, so the sweep's safety
-        # net starts the release (or the restore) in this same run, exactly once.
-
-    # --- writes -------------------------------------------------------------------------
+        # No reconcile here: the page carries the updated set, so the safety net starts
+        # the release (or the restore) in this same run, exactly once.
 
     def _patch(
         self, cs: CocoonSet, patch: dict[str, Any], kind: ActionKind, detail: str
     ) -> CocoonSet | None:
         ref = SetRef(cs.namespace, cs.name)
-        try:
-            updated = self.kube.patch_set(ref, patch, resource_version=cs.metadata.resource_version)
-        except Conflict:
-            self.report.act(kind, ref, Result.CONFLICT, detail)
-            return None
-        except NotFound:
-            self.report.act(kind, ref, Result.GONE, detail)
-            return None
-        except CocoonError as err:
-            self.report.error(ref, str(kind.value), err, kind=kind)
-            return None
-        self.report.act(kind, ref, Result.DONE, detail)
-        return updated
+        rv = cs.metadata.resource_version
+        return self.report.patch(ref, patch, kind, detail, resource_version=rv, what=kind.value)

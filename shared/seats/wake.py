@@ -1,19 +1,6 @@
-"""The seat economy's part of a wake: the fair order's line and seat reclaim.
-
-The reconciler's executor acts on one set; where a wake meets the other wakes
-of its pool it hands over to this object, built once per run from the
-settings (`shared.reconcile.executor._Run.start`):
-
-- `restore_pod`: the restore pod's place in its pool's line, gated if an older
-  waiter is stuck (docs/design.md#fair-order-among-waiting-wakes);
-- `adopt`: cocoon-operator's own restore pod joins the line (labels and a place;
-  a gate cannot be added after creation);
-- `tend`: ungate whoever's turn it is, when the line can move;
-- `wait_in_line`: a gated pod's reconcile, which may also reclaim a seat;
-- `reclaim`: take an idle seat for a wake that has waited the grace
-  (docs/design.md#seat-reclaim).
-
-The line's and the reclaim's modules are imported on first use: a release
+"""The seat economy's part of a wake, for the reconciler's executor: the restore pod's
+place in its pool's line (gated behind a stuck older waiter), ungating whoever's turn it is,
+and reclaiming an idle seat. The line and reclaim modules load on first use: a release
 never needs them.
 """
 
@@ -36,16 +23,12 @@ from shared.ports import KubeApi
 
 if TYPE_CHECKING:
     from shared.seats.line.executor import Advanced
-
-# The victim's release, run by the reconciler now rather than on its next event;
-# it answers with the reconciler's outcome (logged by the reclaim, never read here).
-StartRelease = Callable[[SetRef], Any]
+    from shared.seats.reclaim.executor import StartRelease
 
 
 def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime) -> str:
-    """A gated pod with no line to wait in (the order was turned off with pods gated,
-    the pod lost its line label, or the run has no settings): nobody else will remove
-    its gate, so remove it now. The reason the wake still waits."""
+    """Remove the gate of a pod with no line to wait in (nobody else would); the reason
+    the wake still waits."""
     from shared.seats.line.executor import drop_gate  # noqa: PLC0415 - wakes only
 
     if main is not None:
@@ -90,9 +73,8 @@ class WakeSeats:
             )
         pool = cs.spec.node_pool or k.DEFAULT_POOL
         place = parse_rfc3339(started) if started else self.now
-        # Labels and a place only: a scheduling gate cannot be added to a pod after its
-        # creation, so it waits ungated, but in the line (older waiters stay ahead of the
-        # gated ones behind it, and `status --seats` shows it).
+        # Labels and a place only: a gate cannot be added after creation, so it waits
+        # ungated, but in the line.
         pod = self.kube.patch_pod(
             ref.namespace,
             pod_name,
@@ -111,11 +93,7 @@ class WakeSeats:
         self, ref: SetRef, main: Pod | None, why: str, *, strict: bool = False
     ) -> Advanced | None:
         """Ungate whoever's turn it is in the main pod's pool; None when there is no line.
-
-        A failure is logged, not raised (the pods themselves are the durable state:
-        the next reconcile or sweep re-reads), unless `strict`: then the caller's
-        error policy handles it (a transient error is redelivered).
-        """
+        A failure is logged (the next reconcile or sweep re-reads), or raised if `strict`."""
         if not self.settings.seat_order or main is None or k.LABEL_SEAT_LINE not in main.labels:
             return None
         from shared.seats.line.executor import advance_line  # noqa: PLC0415 - wakes only
@@ -149,8 +127,7 @@ class WakeSeats:
             # Its turn, and the gate is still on: redelivery is sooner than the sweep.
             raise TransientError(f"{ref}: removing the seat gate failed: {res.failed[key]}")
         behind = res.kept.get(key, "an older wake")
-        # A gated pod waits for a seat as surely as an unschedulable one (it is gated
-        # only behind a stuck waiter that could take any seat it could): it may reclaim.
+        # A gated pod waits for a seat as surely as an unschedulable one: it may reclaim.
         return f"{pod_name} is in line for a seat behind {behind}" + reclaim()
 
     def reclaim(self, ref: SetRef, cs: CocoonSet, pod_uid: str, start_release: StartRelease) -> str:

@@ -1,24 +1,7 @@
-"""The sweep's decisions, as pure functions of what one paged list returned (docs/design.md#sweep).
+"""The sweep's decisions: pure functions of a set as listed (and, for a few, its pods).
 
-Nothing here performs I/O: given a CocoonSet as listed (and, for the few sets
-that need it, the pods one label-selected list returned), these functions say
-what the sweep should do. A run (:mod:`shared.sweep.executor`) performs it.
-
-Invariants the decisions keep:
-
-* Idle suspend is opt-in (`idle-timeout`), only for a `Running` set that is not
-  already suspended and has no released-seat wake in flight (hint annotation
-  set): suspending mid-restore would snapshot a VM that is still restoring.
-* A bad annotation value is reported once per value: the plan carries a
-  fingerprint of the bad values, and the set remembers the last one it was
-  warned about (``ANN_IDLE_CONFIG_ERROR``); the warning is due only when they
-  differ.
-* The safety net selects exactly the sets an event would have reconciled
-  (the entry conditions judged from the set alone, docs/design.md#sweep-safety-net); a
-  `Suspended` release set is only reconciled when it still has pods, which
-  needs a pod list, so it is marked for a pod check rather than a reconcile.
-* A wake deadline warning is keyed by the wake's identity so it is emitted
-  once per wake, not once per run.
+A bad idle annotation is warned about once per value (its fingerprint is recorded on the
+set); the safety net picks exactly the sets an event would have reconciled.
 """
 
 from __future__ import annotations
@@ -37,8 +20,7 @@ from shared.log import clip
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef, is_label_value
 
-# Annotation values are user input; a fingerprint stored back on the set must
-# stay small whatever a user wrote.
+# Annotation values are user input: a fingerprint stored back on the set stays small.
 _FINGERPRINT_VALUE_MAX = 120
 
 
@@ -67,24 +49,14 @@ class IdleEval:
 
 
 class SafetyNeed(StrEnum):
-    """Why the safety net looks at a set: an entry condition (docs/design.md#sweep-safety-net)."""
+    """Why the safety net looks at a set: the entry condition an event would have acted on."""
 
-    # release + spec.suspend, phase not yet Suspended: the release never finished.
-    RELEASE_PENDING = "release-pending"
-    # release + spec.suspend + Suspended: reconcile only if pods are left.
-    SUSPENDED_CHECK = "suspended-check"
-    # release + unsuspended while Suspended (or Suspending with the hint): a wake
-    # request whose reconcile never ran.
-    WAKE_PENDING = "wake-pending"
-    # phase Waking (any policy: a policy edit must not strand a restore).
-    WAKING = "waking"
-    # release + unsuspended, another phase, hint still set: a wake whose
-    # completion never ran (e.g. a stale status write).
-    UNFINISHED_WAKE = "unfinished-wake"
-    # A SeatReleased or WakeCompleted a crash left owed (see
-    # docs/how-it-works.md#failure-semantics): the durable marker is on the set,
-    # the reconcile emits it.
-    REPORT_OWED = "report-owed"
+    RELEASE_PENDING = "release-pending"  # release + suspend, not yet Suspended
+    SUSPENDED_CHECK = "suspended-check"  # release + suspend + Suspended: only if pods are left
+    WAKE_PENDING = "wake-pending"  # release, unsuspended while Suspended(/ing with the hint)
+    WAKING = "waking"  # any policy: a policy edit must not strand a restore
+    UNFINISHED_WAKE = "unfinished-wake"  # release, unsuspended, hint still set
+    REPORT_OWED = "report-owed"  # a SeatReleased or WakeCompleted a crash left owed
 
     @property
     def needs_pods(self) -> bool:
@@ -126,8 +98,9 @@ class WakeTimeout:
 # --- idle ------------------------------------------------------------------------------
 
 
-def _short(key: str) -> str:
-    return key.rsplit("/", 1)[-1]
+def problem(key: str, raw: str) -> str:
+    """One bad annotation value as a warn-once fingerprint records it."""
+    return f"{key.rsplit('/', 1)[-1]}={clip(raw, _FINGERPRINT_VALUE_MAX)}"
 
 
 def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
@@ -142,7 +115,7 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     try:
         timeout = parse_duration(raw_timeout)
     except ValueError:
-        problems.append(f"{_short(k.ANN_IDLE_TIMEOUT)}={clip(raw_timeout, _FINGERPRINT_VALUE_MAX)}")
+        problems.append(problem(k.ANN_IDLE_TIMEOUT, raw_timeout))
 
     stamps: dict[str, datetime] = {}
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
@@ -152,25 +125,15 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
         try:
             stamps[key] = parse_rfc3339(raw)
         except ValueError:
-            problems.append(f"{_short(key)}={clip(raw, _FINGERPRINT_VALUE_MAX)}")
+            problems.append(problem(key, raw))
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
         return IdleEval(IdleState.BAD_CONFIG, problems=tuple(problems))
     assert timeout is not None
 
-    if cs.phase is not CocoonSetPhase.RUNNING or cs.suspended or cs.hint:
+    last = measured_last_activity(cs)
+    if not steady(cs) or last is None:
         return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
-
-    candidates = [stamps[x] for x in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE) if x in stamps]
-    created = cs.metadata.creation_timestamp
-    if created:
-        # Set by the API server, never user input: an unparseable one is just ignored.
-        with contextlib.suppress(ValueError):
-            candidates.append(parse_rfc3339(created))
-    if not candidates:
-        # Nothing to measure idleness from: never suspend on a guess.
-        return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
-    last = max(candidates)
     idle_for = now - last
 
     exempt = stamps.get(k.ANN_IDLE_EXEMPT_UNTIL)
@@ -186,10 +149,15 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     return IdleEval(state, timeout=timeout, last_activity=last, idle_for=idle_for)
 
 
+def steady(cs: CocoonSet) -> bool:
+    """Running, not suspended, no wake in flight: the only state idleness is measured in
+    (suspending mid-restore would snapshot a VM that is still restoring)."""
+    return cs.phase is CocoonSetPhase.RUNNING and not cs.suspended and not cs.hint
+
+
 def measured_last_activity(cs: CocoonSet) -> datetime | None:
-    """The sweep's idle clock on its own: the latest of `last-activity`, the last wake
-    completion and the creation. None when a stamp does not parse or nothing is there
-    (callers that act on idleness, like the seat reclaim, then leave the set alone)."""
+    """The idle clock: the latest of `last-activity`, the last wake and the creation.
+    None when a stamp does not parse or none is there: never act on a guess."""
     ann = cs.metadata.annotations
     stamps: list[datetime] = []
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE):
@@ -202,6 +170,7 @@ def measured_last_activity(cs: CocoonSet) -> datetime | None:
             return None
     created = cs.metadata.creation_timestamp
     if created:
+        # Set by the API server, never user input: an unparseable one is just ignored.
         with contextlib.suppress(ValueError):
             stamps.append(parse_rfc3339(created))
     return max(stamps) if stamps else None
@@ -218,7 +187,6 @@ def config_action(cs: CocoonSet, idle: IdleEval) -> ConfigAction | None:
 
 
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
-    """The entry condition an event would have acted on (docs/design.md#sweep-safety-net)."""
     phase = cs.phase
     if cs.metadata.annotations.get(k.ANN_WAKE_REPORT_OWED):
         return SafetyNeed.REPORT_OWED
@@ -242,7 +210,7 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
 
 
 def release_report_owed(cs: CocoonSet) -> bool:
-    """A stamped release round whose SeatReleased is not reported yet (`reconcile.owed`)."""
+    """A stamped release round whose SeatReleased is not reported yet."""
     ann = cs.metadata.annotations
     rnd = ann.get(k.ANN_RELEASE_ROUND, "")
     return bool(rnd) and ann.get(k.ANN_RELEASE_REPORTED) != rnd
@@ -256,14 +224,10 @@ def pods_left(pods: Iterable[Pod]) -> bool:
 def check_wake_deadline(
     cs: CocoonSet, pods: Sequence[Pod], *, now: datetime, deadline: timedelta
 ) -> WakeTimeout | None:
-    """A `WakeTimedOut` due for a Waking set, or None.
+    """A `WakeTimedOut` due for a Waking set, or None (once per wake: keyed by its identity).
 
-    The wake's identity and start come from, in order: the set's `wake-started`
-    annotation (written when Waking was persisted, before the pod exists), else
-    the restore-marked main pod (uid, creationTimestamp). Without either there is
-    nothing to measure from, so no warning (the reconcile creates the pod, and
-    the next run measures from it). A main pod that is already live is a wake
-    about to complete, not a stuck one.
+    The wake's start is `wake-started`, else the restore pod's creation; a live main
+    pod is a wake about to complete, not a stuck one.
     """
     if cs.phase is not CocoonSetPhase.WAKING:
         return None
@@ -348,7 +312,7 @@ def idle_candidate(decision: SetDecision) -> IdleCandidate | None:
 
 @dataclass(order=False, slots=True)
 class _Ranked:
-    """Heap entry: 'less' = a worse candidate (shorter idle; then later name)."""
+    """Heap entry: 'less' = a worse candidate (shorter idle, then later name)."""
 
     cand: IdleCandidate
 
@@ -361,11 +325,7 @@ class _Ranked:
 
 @dataclass(slots=True)
 class IdleQueue:
-    """The `cap` longest-idle candidates seen so far, in O(cap) memory.
-
-    Sets arrive page by page; only the best `cap` are kept, so a sweep over
-    10,000 sets holds at most `cap` candidates however many are idle.
-    """
+    """The `cap` longest-idle candidates seen so far, page by page, in O(cap) memory."""
 
     cap: int
     deferred: int = 0
@@ -403,29 +363,14 @@ def _labelable(name: str) -> bool:
 
 
 def unlabelable(names: Iterable[str]) -> list[str]:
-    """The set names `name_selectors` leaves out: sets that cannot have labelled pods.
-
-    A set name may be a DNS-1123 subdomain of up to 253 characters, a label
-    value at most 63. The API server refuses a pod whose
-    `cocoonset.cocoonstack.io/name` label would hold such a name, so the set
-    has no labelled pods: for the sweep it has no pods at all (a Suspended one
-    needs nothing; a Waking one is still reconciled, its deadline measured
-    from `wake-started`). Asking for them would not help either: a selector
-    with such a value is a 400 (permanent), which used to cost the pod checks
-    of every other set on the page, every run.
-    """
+    """The set names `name_selectors` leaves out: too long for a label value, so such a
+    set has no labelled pods, and one such value would make the whole selector a 400."""
     return sorted({n for n in names if not _labelable(n)})
 
 
 def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
-    """Set-based label selectors (`name in (a,b)`) covering `names`, each at most ~max_chars.
-
-    One label-selected pod list per chunk replaces one pod list per set: a page
-    of 500 Suspended sets with no pods costs one request that returns nothing.
-    The bound keeps the request line well under API server and proxy limits.
-    Names that are not label values are left out (see `unlabelable`): one of
-    them would make the whole request a 400.
-    """
+    """Set-based label selectors (`name in (a,b)`) covering `names`, each at most ~max_chars:
+    one pod list per chunk instead of one per set, the request line under proxy limits."""
     prefix = f"{k.LABEL_SET_NAME} in ("
     out: list[str] = []
     chunk: list[str] = []
@@ -439,9 +384,6 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     if chunk:
         out.append(prefix + ",".join(chunk) + ")")
     return out
-
-
-# --- formatting --------------------------------------------------------------------------
 
 
 def format_duration(value: timedelta) -> str:

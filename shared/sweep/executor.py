@@ -1,29 +1,9 @@
-"""One sweep run: stream the set list, act on each page's plan, report once (through `report.py`).
+"""One sweep run: stream the set list page by page, act on each page's decisions, report once.
 
-Cost model (what a run sends to the API server), kept on purpose:
-
-* one paged LIST of CocoonSets per scope (cluster-wide when no namespace
-  allowlist is configured, else one per allowed namespace), 500 per page;
-* per set page, at most one label-selected pod LIST (``name in (…)``, paged,
-  chunked only when the selector would grow past a few KiB) covering the
-  page's `Suspended` release sets and `Waking` sets: a `Suspended` release set
-  with no pods is the steady state of most sets, and this is the only way to
-  know it without one request per set; the LIST returns just the pods of those
-  sets, usually none. When the page's sets share one namespace the LIST is
-  namespaced, so same-named sets elsewhere cost nothing;
-* then only actions: a compare-and-swap patch plus an Event per suspend,
-  warning or dedupe record, and whatever `reconcile` does for a set the safety
-  net picked (the same reads and writes an event would have caused).
-
-Nothing else: no GET per set. Memory stays flat: a page is planned and acted
-on before the next is fetched; across pages only the capped queue of idle
-candidates (``COCOON_SWEEP_MAX_SUSPENDS`` entries) and the summary survive.
-
-Error policy: an error on one set is logged and counted and the sweep goes
-on. A compare-and-swap that loses (409) means someone else changed the set:
-skip it this run (the next run re-decides from fresh state). The run raises
-:class:`SweepIncomplete` (a TransientError, so the invocation is retried) only
-when a transient error left work undone.
+Requests: one paged LIST of sets per scope, at most one label-selected pod LIST per page
+(the page's Suspended release and Waking sets), then only actions; memory holds one page
+and the capped idle queue. A lost compare-and-swap skips the set this run; the run raises
+SweepIncomplete (retried) only when a transient error left work undone.
 """
 
 from __future__ import annotations
@@ -62,19 +42,16 @@ from shared.sweep.report import (
     SweepSummary,
 )
 
-# What the safety net calls for a set: the very reconcile an event would run.
+# The safety net's call for a set: the very reconcile an event would run.
 Reconcile = Callable[[SetRef], object]
 
 
 class PageHook(Protocol):
-    """Work done on each page of sets before the sweep plans it (the seat economy's
-    sleep windows, CPU activity and annotation warnings: shared/seats/sweep_hook.py).
-
-    It reports through the run's :class:`SweepReport`, so its actions share the
-    summary, the dry run and the error policy."""
+    """Work on each page before the sweep decides on it (the seat economy's), reported
+    through the run's SweepReport."""
 
     def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
-        """The page as the sweep should plan it (a set this hook wrote, as written)."""
+        """The page to decide on (a set this hook wrote, as written)."""
         ...
 
     def idle_allowed(self, ref: SetRef) -> bool:
@@ -82,8 +59,6 @@ class PageHook(Protocol):
         ...
 
 
-# Builds a run's page hook around the run's report (functions/sweep.py passes the
-# seat economy's).
 PageHookFactory = Callable[[SweepReport], PageHook]
 
 
@@ -110,7 +85,6 @@ class Sweeper:
         page_hook: PageHookFactory | None = None,
     ) -> None:
         self.kube = kube
-        # Lifecycle CloudEvents (idle-suspended); None when COCOON_EVENTS_TOPIC is unset.
         self.publisher: LifecyclePublisher | None = resolve_publisher(publisher, settings)
         self.settings = settings
         self.reconcile_fn = reconcile
@@ -120,8 +94,6 @@ class Sweeper:
         self.summary = self.report.summary
         self.queue = IdleQueue(settings.sweep_max_suspends)
         self.page_hook: PageHook = page_hook(self.report) if page_hook is not None else _NoHook()
-
-    # --- the run -------------------------------------------------------------------
 
     def run(self) -> SweepSummary:
         started = time.monotonic()
@@ -164,8 +136,7 @@ class Sweeper:
                 pod_checks.append((cs, decision.safety))
             else:
                 if decision.safety is SafetyNeed.RELEASE_PENDING:
-                    # Every run that still finds it counts: the stuck-Suspending alert
-                    # fires when a set is counted in every window for long enough.
+                    # Counted every run: the stuck-Suspending alert fires on a steady count.
                     log.count(
                         k.METRIC_RELEASE_PENDING,
                         namespace=decision.ref.namespace,
@@ -174,8 +145,6 @@ class Sweeper:
                 self._reconcile(decision.ref, decision.safety.value)
         if pod_checks:
             self._check_with_pods(pod_checks)
-
-    # --- safety net ----------------------------------------------------------------
 
     def _check_with_pods(self, checks: list[tuple[CocoonSet, SafetyNeed]]) -> None:
         wanted = {(cs.namespace, cs.name) for cs, _ in checks}
@@ -246,8 +215,8 @@ class Sweeper:
         if self.dry_run:
             self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.WOULD, due.message)
             return
-        # The reconcile just ran and may have written the set (finishing the wake, say):
-        # on a lost CAS re-read once and re-decide from the fresh set (docs/design.md#concurrency).
+        # The reconcile just ran and may have written the set: on a lost CAS re-read
+        # once and re-decide from the fresh set.
         current: CocoonSet | None = cs
         for attempt in (1, 2):
             assert current is not None
@@ -285,38 +254,16 @@ class Sweeper:
             self.report.act(ActionKind.WAKE_TIMED_OUT, ref, Result.DONE, due.message)
             return
 
-    # --- bad annotations -----------------------------------------------------------
-
     def _config(self, cs: CocoonSet, action: ConfigAction, fingerprint: str) -> None:
-        ref = SetRef(cs.namespace, cs.name)
-        if action is ConfigAction.WARN:
-            kind = ActionKind.CONFIG_WARNING
-            detail = f"invalid idle annotation(s), idle suspend skipped: {fingerprint}"
-            value: str | None = fingerprint
-        else:
-            kind = ActionKind.CONFIG_CLEARED
-            detail = "idle annotations valid again"
-            value = None
-        if self.dry_run:
-            self.report.act(kind, ref, Result.WOULD, detail)
-            return
-        patch = {"metadata": {"annotations": {k.ANN_IDLE_CONFIG_ERROR: value}}}
-        try:
-            updated = self.kube.patch_set(ref, patch, resource_version=cs.metadata.resource_version)
-        except Conflict:
-            self.report.act(kind, ref, Result.CONFLICT, detail)
-            return
-        except NotFound:
-            self.report.act(kind, ref, Result.GONE, detail)
-            return
-        except CocoonError as err:
-            self.report.error(ref, "record idle config error", err, kind=kind)
-            return
-        if action is ConfigAction.WARN:
-            self.report.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
-        self.report.act(kind, ref, Result.DONE, detail)
-
-    # --- idle suspend --------------------------------------------------------------
+        warn = action is ConfigAction.WARN
+        detail = (
+            f"invalid idle annotation(s), idle suspend skipped: {fingerprint}"
+            if warn
+            else "idle annotations valid again"
+        )
+        record = fingerprint if warn else None
+        what = "record idle config error"
+        self.report.warn_once(cs, k.ANN_IDLE_CONFIG_ERROR, record, detail, what=what)
 
     def _suspend_idle(self) -> None:
         self.summary.deferred = self.queue.deferred
@@ -334,20 +281,16 @@ class Sweeper:
             if cand.release:
                 self.report.act(ActionKind.RECONCILE, ref, Result.WOULD, "after idle suspend")
             return
-        try:
-            # CAS on the listed version: if anything changed since (activity stamped,
-            # a user suspended or edited it), this run no longer knows it is idle.
-            updated = self.kube.patch_set(
-                ref, {"spec": {"suspend": True}}, resource_version=cand.resource_version
-            )
-        except Conflict:
-            self.report.act(ActionKind.SUSPEND, ref, Result.CONFLICT, detail)
-            return
-        except NotFound:
-            self.report.act(ActionKind.SUSPEND, ref, Result.GONE, detail)
-            return
-        except CocoonError as err:
-            self.report.error(ref, "idle suspend", err, kind=ActionKind.SUSPEND)
+        # CAS on the listed version: anything changed since, and it is not known idle.
+        updated = self.report.patch(
+            ref,
+            {"spec": {"suspend": True}},
+            ActionKind.SUSPEND,
+            detail,
+            resource_version=cand.resource_version,
+            what="idle suspend",
+        )
+        if updated is None:
             return
         self.report.event(updated, k.REASON_IDLE_SUSPENDED, f"suspended: {detail}", warning=False)
         lifecycle.emit(
@@ -360,18 +303,13 @@ class Sweeper:
                 now=self.now,
             ),
         )
-        self.report.act(ActionKind.SUSPEND, ref, Result.DONE, detail)
         if cand.release:
             # Start the seat release now rather than on the next event.
             self._reconcile(ref, "after idle suspend")
 
 
 def _describe(outcome: object) -> str:
-    """A short text for whatever the reconcile returned: the reason it gave, never a repr.
-
-    The reconcile's Outcome (shared.reconcile, a layer above) is read by its fields
-    `reason` and `steps`; anything else by its str().
-    """
+    """The reconcile's Outcome (a layer above: read by its fields) in a few words."""
     if outcome is None:
         return "ok"
     reason = getattr(outcome, "reason", None)

@@ -1,9 +1,7 @@
-"""What a sweep run did, and the one way anything in a run reports it (docs/design.md#sweep).
+"""What a sweep run did, and the one way anything in a run reports it.
 
-:class:`SweepReport` is the run's reporting object: every action (done, would, lost,
-gone, failed), every Event and the error policy go through it, so the sweep's own
-work and a page hook's (shared/seats/sweep_hook.py) land in one summary, one dry
-run and one log vocabulary.
+Every action, Event, compare-and-swap write and error of a run, the seat economy's
+page hook's included, goes through :class:`SweepReport`: one summary, one dry run.
 """
 
 from __future__ import annotations
@@ -11,9 +9,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
+from shared import constants as k
 from shared import log
-from shared.errors import AdmissionDenied, CocoonError, ConfigError, TransientError
+from shared.errors import (
+    AdmissionDenied,
+    CocoonError,
+    ConfigError,
+    Conflict,
+    NotFound,
+    TransientError,
+)
 from shared.models import CocoonSet
 from shared.names import SetRef
 from shared.ports import KubeApi
@@ -26,7 +33,6 @@ class ActionKind(StrEnum):
     WAKE_TIMED_OUT = "wake-timed-out"
     CONFIG_WARNING = "config-warning"
     CONFIG_CLEARED = "config-cleared"
-    # The seat economy (shared.seats.sweep_hook).
     SCHEDULE_SUSPEND = "schedule-suspend"
     SCHEDULE_WAKE = "schedule-wake"
     SCHEDULE_RECORD = "schedule-record"
@@ -47,13 +53,11 @@ class SweepAction:
     ref: SetRef
     result: Result
     detail: str
-    # For a reconcile the sweep ran: how it ended (`done`, `waiting`, `refused`, ...,
-    # the reconcile's OutcomeResult), which `result` (the sweep's own act: ran it) hides.
+    # For a reconcile the sweep ran: the reconcile's own result (`waiting`, `refused`, ...).
     outcome: str = ""
 
     @property
     def shown_result(self) -> str:
-        """What a person or a script is told: the reconcile's outcome when there is one."""
         return self.outcome or self.result.value
 
 
@@ -94,8 +98,7 @@ class SweepSummary:
         return self.transient_errors == 0
 
     def __str__(self) -> str:
-        # What a log line shows for the run (the runtime logs the returned object):
-        # counts only, however many actions there were.
+        # The runtime logs the returned object: counts only, however many actions.
         counts = ",".join(f"{key}={n}" for key, n in self.counts().items()) or "none"
         return (
             f"sweep(dry_run={self.dry_run}, sets={self.sets}, actions={counts}, "
@@ -114,14 +117,11 @@ class SweepIncomplete(TransientError):
 
 
 def _is_transient(err: BaseException) -> bool:
-    # ConfigError is retried by the targets too: fixing the deployment should let a
-    # rerun succeed (docs/design.md#ack-or-retry).
+    # A ConfigError is retried too: fixing the deployment should let a rerun succeed.
     return isinstance(err, TransientError | ConfigError)
 
 
 class SweepReport:
-    """One run's summary, and how its actions, Events and errors are recorded and logged."""
-
     def __init__(self, *, kube: KubeApi, dry_run: bool) -> None:
         self.kube = kube
         self.dry_run = dry_run
@@ -131,8 +131,7 @@ class SweepReport:
         self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
     ) -> None:
         try:
-            # `key` names the Event after the situation, so even two runs that both
-            # believed they won cannot produce two warnings for one situation.
+            # `key` names the Event after the situation: two runs never warn twice for it.
             self.kube.emit_event(
                 cs,
                 reason=reason,
@@ -141,8 +140,7 @@ class SweepReport:
                 key=key,
             )
         except CocoonError as err:
-            # The write it reports already landed; a rerun would not re-emit it (the
-            # CAS-guarded record says it is done), so this is logged, not retried.
+            # The write it reports landed and a rerun would not re-emit it: logged, not retried.
             self.summary.errors += 1
             log.warning(
                 "sweep: event not recorded",
@@ -173,6 +171,49 @@ class SweepReport:
             detail=detail,
             dry_run=self.dry_run,
         )
+
+    def patch(
+        self,
+        ref: SetRef,
+        body: dict[str, Any],
+        kind: ActionKind,
+        detail: str,
+        *,
+        resource_version: str | None,
+        what: str,
+    ) -> CocoonSet | None:
+        """A compare-and-swap write for `kind`, reported; the set as written, or None
+        (lost, gone or failed: the next run re-decides from fresh state)."""
+        try:
+            updated = self.kube.patch_set(ref, body, resource_version=resource_version)
+        except Conflict:
+            self.act(kind, ref, Result.CONFLICT, detail)
+            return None
+        except NotFound:
+            self.act(kind, ref, Result.GONE, detail)
+            return None
+        except CocoonError as err:
+            self.error(ref, what, err, kind=kind)
+            return None
+        self.act(kind, ref, Result.DONE, detail)
+        return updated
+
+    def warn_once(
+        self, cs: CocoonSet, key: str, fingerprint: str | None, detail: str, *, what: str
+    ) -> CocoonSet | None:
+        """Record the bad annotation values in `key` with one Warning, or clear the record."""
+        ref = SetRef(cs.namespace, cs.name)
+        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
+        if self.dry_run:
+            self.act(kind, ref, Result.WOULD, detail)
+            return None
+        patch = {"metadata": {"annotations": {key: fingerprint}}}
+        updated = self.patch(
+            ref, patch, kind, detail, resource_version=cs.metadata.resource_version, what=what
+        )
+        if updated is not None and fingerprint:
+            self.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
+        return updated
 
     def error(
         self,
@@ -205,9 +246,8 @@ class SweepReport:
         )
 
     def _refused(self, ref: SetRef, what: str, err: AdmissionDenied) -> None:
-        """A spec write refused by admission (cocoon-webhook's CocoonSet rules, say):
-        the set's owner gets the one Warning the reconciler would give; the next
-        sweep tries again (at its pace, not a redelivery storm)."""
+        """A write refused by admission: the owner gets the reconciler's one Warning, and
+        the next sweep tries again (at its pace, not a redelivery storm)."""
         try:
             cs = self.kube.get_set(ref)
             if cs is not None and not self.dry_run:

@@ -30,10 +30,10 @@ from shared.seats.line.decide import (
     blocker,
     covers,
     gate_at_create,
+    gate_removal,
     join_line,
     position,
     queued_at,
-    ungate_patch,
     waiter_of,
 )
 from tests.fixtures.cocoon_objects import NS, make_set
@@ -281,11 +281,11 @@ def test_position_counts_who_is_ahead() -> None:
 
 def test_ungate_patch_removes_only_our_gate_under_a_uid_precondition() -> None:
     mine_only = w("a", secs_ago=1, state=State.GATED)
-    patch = ungate_patch(mine_only, now=NOW)
+    patch = gate_removal(mine_only.uid, mine_only.gates, now=NOW)
     assert patch["metadata"]["uid"] == "uid-a"
     assert patch["spec"] == {"schedulingGates": None}
     both = w("b", secs_ago=1, state=State.GATED, gates=("example.com/quota", GATE))
-    assert ungate_patch(both, now=NOW)["spec"] == {
+    assert gate_removal(both.uid, both.gates, now=NOW)["spec"] == {
         "schedulingGates": [{"name": "example.com/quota"}]
     }
 

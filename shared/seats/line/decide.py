@@ -1,27 +1,11 @@
 """Fair order among waiting wakes, as pure decisions (no clock, no I/O).
 
-kube-scheduler does not bind pending pods first-come first-served: its queue
-orders by priority, then by the time a pod (re)entered it, and an unschedulable
-pod is retried after a per-pod backoff that grows with its failed attempts, so
-when a seat frees a *newer* waiting pod can win it. The signal it does honour
-without a PriorityClass is a scheduling gate (`spec.schedulingGates`, GA in
-Kubernetes 1.30): a gated pod is not considered at all.
-
-So each restore pod joins its pool's *line* (label `seat-line: <pool>`, its
-place `seat-queued-at` = when its wake was requested), and:
-
-* it is created **gated** when an older waiter that could take any seat it
-  could take is already known to be stuck (unschedulable, or gated itself);
-  a pool with room pays no gate and no extra write;
-* a gated pod is **ungated** once nobody like that is ahead of it any more:
-  no older waiter gated, unschedulable, or ungated and not judged yet.
-
-"Ahead" is a partial order, chosen so that a gate never blocks a pod that a
-freed seat could take while the older pod could not (head-of-line blocking):
-`older` is ahead of `younger` only when every seat the younger could use, the
-older could use too: same pool, a CPU class that is no narrower, a pin that
-is no narrower, and requests no larger (a pinned or bigger waiter never holds
-up a smaller one that fits elsewhere; it may be overtaken instead).
+kube-scheduler does not bind pending pods first come first served, but it ignores a pod
+with a scheduling gate. So each restore pod joins its pool's line (ordered by its wake's
+request time), is created gated only behind an older waiter already known to be stuck, and
+is ungated once nobody stuck is ahead. `older` is ahead of `younger` only when it could take
+every seat the younger could (same pool, no narrower CPU class or pin, no larger requests),
+so a gate never holds a pod a freed seat fits while the older pod does not.
 """
 
 from __future__ import annotations
@@ -38,9 +22,8 @@ from shared.durations import parse_rfc3339
 from shared.models import Pod
 from shared.quantity import QuantityError, parse_quantity
 
-# A pod the scheduler has not judged (no PodScheduled=False verdict) this long after
-# it became schedulable is taken to be out of the scheduler's hands (another
-# scheduler, a broken one): waiting behind it could be forever.
+# A pod the scheduler has not judged this long after it became schedulable is taken to be
+# out of its hands (another scheduler, a broken one): waiting behind it could be forever.
 STALE_PENDING: Final = timedelta(seconds=60)
 
 
@@ -173,19 +156,13 @@ def _holds(other: Waiter, now: datetime) -> bool:
     """Does `other` hold the line for those behind it (as they see it now)?"""
     if other.state is not State.PENDING:
         return True
-    # Schedulable and not judged yet: in the scheduler's hands for a moment, unless
-    # that moment has long passed (no scheduler looks at it).
     started = other.schedulable_since
     return started is None or now - started < STALE_PENDING
 
 
 def gate_at_create(me: Waiter, line: Iterable[Waiter]) -> Waiter | None:
-    """The older waiter a new restore pod should be created gated behind, or None.
-
-    Only an older waiter *known* to be stuck (gated, or judged unschedulable)
-    gates a new pod: two wakes into a pool with room both go straight to the
-    scheduler, and a line forms only once a pool is seen full.
-    """
+    """The older waiter *known* to be stuck a new restore pod is created gated behind, or
+    None: a line forms only once a pool is seen full."""
     stuck = [w for w in line if ahead(w, me) and w.state is not State.PENDING]
     return min(stuck, key=lambda w: w.place, default=None)
 
@@ -208,11 +185,8 @@ class KeepGated:
 
 
 def advance(line: Sequence[Waiter], *, now: datetime) -> list[Ungate | KeepGated]:
-    """What to do with every gated pod of a line, oldest first.
-
-    A pod ungated in this pass counts as PENDING for those judged after it, so
-    one pass never releases two pods that would race for the same freed seat.
-    """
+    """What to do with every gated pod of a line, oldest first. A pod ungated in this pass
+    is PENDING for those after it: one pass never releases two pods for one seat."""
     current = {w.uid: w for w in line}
     out: list[Ungate | KeepGated] = []
     for w in sorted(line, key=lambda x: x.place):
@@ -232,19 +206,9 @@ def position(me: Waiter, line: Iterable[Waiter]) -> int:
     return 1 + sum(1 for w in line if ahead(w, me))
 
 
-def ungate_patch(w: Waiter, *, now: datetime) -> dict[str, Any]:
-    """A merge patch that removes only our gate from `w`'s pod (see gate_removal)."""
-    return gate_removal(w.uid, w.gates, now=now)
-
-
 def gate_removal(uid: str, gates: Sequence[str], *, now: datetime) -> dict[str, Any]:
-    """A merge patch that removes only our gate (another controller's gates stay).
-
-    The uid precondition: never a newer pod that reused the name. The list is
-    what was read: if another controller removed its own gate meanwhile, this
-    patch would add it back, which the API server refuses (422): the next
-    reconcile re-reads. Removing the same gate twice is harmless.
-    """
+    """A merge patch removing only our gate, under a uid precondition. Re-adding a gate
+    another controller removed meanwhile is refused (422): the next reconcile re-reads."""
     rest = [{"name": g} for g in gates if g != k.GATE_SEAT_ORDER]
     return {
         "metadata": {"uid": uid, "annotations": {k.ANN_UNGATED_AT: micro(now)}},
@@ -258,8 +222,8 @@ def micro(value: datetime) -> str:
 
 
 def queued_at(wake_started: str | None, *, now: datetime) -> datetime:
-    """A restore pod's place: now, or its wake's request time when that is older
-    (a pod recreated during a long wait keeps the place its wake earned)."""
+    """A restore pod's place: its wake's request time when older than now (a pod recreated
+    during a long wait keeps its place)."""
     started = _time(wake_started)
     if started is not None and now - started >= timedelta(seconds=1):
         return started
@@ -276,23 +240,3 @@ def join_line(
     if gate:
         body["spec"]["schedulingGates"] = [{"name": k.GATE_SEAT_ORDER}]
     return body
-
-
-__all__ = [
-    "KeepGated",
-    "State",
-    "Ungate",
-    "Waiter",
-    "advance",
-    "ahead",
-    "blocker",
-    "covers",
-    "gate_at_create",
-    "gate_removal",
-    "join_line",
-    "micro",
-    "position",
-    "queued_at",
-    "ungate_patch",
-    "waiter_of",
-]

@@ -1,18 +1,8 @@
-"""Keeping a pool's line of waiting wakes (the decisions are in `line_decide.py`).
+"""Keeping a pool's line of waiting wakes; the decisions are in `decide.py`.
 
-Who removes a gate: whoever reconciles a set of that pool's line, at the
-moments the line can move, and the sweep as the safety net:
-
-* the wake that created a gated pod, and every later reconcile of it;
-* a wake whose restore pod was bound (the seat it took is no longer contested:
-  the next in line may try), and a wake that completed;
-* every sweep run, through its safety net, which reconciles every `Waking` set
-  (a gated pod's set among them), so a lost event delays a gated pod by at most
-  one sweep interval.
-
-Cost: one LIST of the pool's unbound restore pods (label `seat-line=<pool>`,
-field `spec.nodeName=`) per call; a PATCH per pod ungated. Ungating is
-idempotent, so duplicates and retries need no record of their own.
+The line moves when a wake creates a gated pod, when a restore pod is bound or a wake
+completes, and at every sweep (the safety net). One LIST of the pool's unbound restore pods
+per call and a PATCH per pod ungated; ungating is idempotent, so it needs no record.
 """
 
 from __future__ import annotations
@@ -36,7 +26,6 @@ from shared.seats.line.decide import (
     gate_removal,
     join_line,
     queued_at,
-    ungate_patch,
     waiter_of,
 )
 
@@ -46,11 +35,8 @@ UNBOUND: str = "spec.nodeName="
 def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
     out: list[Waiter] = []
     for scope in settings.scopes:
-        # From the watch cache (milliseconds behind etcd): a stale line mostly delays
-        # a turn (the next reconcile re-reads); at worst it opens the same short window
-        # in which a new wake is not yet seen waiting
-        # (docs/design.md#fair-order-among-waiting-wakes). A quorum read of etcd cost every
-        # wake ~100 ms on a real kube-apiserver.
+        # From the watch cache: a stale line mostly delays a turn (the next reconcile
+        # re-reads), and a quorum read would cost every wake a round trip to etcd.
         for page in kube.list_pods_matching(
             scope, f"{k.LABEL_SEAT_LINE}={pool}", field_selector=UNBOUND, from_cache=True
         ):
@@ -68,10 +54,7 @@ def prepare_restore_pod(
     now: datetime,
 ) -> dict[str, Any]:
     """The restore pod with its place in the line, gated when an older waiter is stuck.
-
-    Fairness is worth a LIST, not a failed wake: when the line cannot be read the
-    pod goes to the scheduler ungated (and is still in the line for the next ones).
-    """
+    Fairness is worth a LIST, not a failed wake: an unreadable line leaves it ungated."""
     if settings is None or not settings.seat_order:
         return body
     place = queued_at(wake_started, now=now)
@@ -104,11 +87,7 @@ class Advanced:
 
 def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: datetime) -> Advanced:
     """Ungate, oldest first, every gated pod of `pool`'s line nobody stuck is ahead of.
-
-    Raises CocoonError from the LIST only; a patch that loses (the pod went, was
-    replaced, or another controller changed its gates) is skipped, one that fails
-    is recorded in `failed`: the next reconcile of that set, or the sweep, re-reads.
-    """
+    Raises CocoonError from the LIST only; a PATCH that fails is recorded in `failed`."""
     result = Advanced()
     for step in advance(read_line(kube, settings, pool), now=now):
         w = step.waiter
@@ -116,13 +95,12 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
             result.kept[w.key] = step.behind.key
             continue
         try:
-            kube.patch_pod(w.namespace, w.name, ungate_patch(w, now=now))
+            kube.patch_pod(w.namespace, w.name, gate_removal(w.uid, w.gates, now=now))
         except (NotFound, Conflict, Invalid) as err:
             log.info("seat line: ungate skipped", pod=w.key, error=str(err))
             continue
         except CocoonError as err:
-            # One pod's failure (a namespace the writer role is not bound in, a 5xx)
-            # must not hold up the rest of the line; its own set's reconcile retries.
+            # One pod's failure must not hold up the line; its own set's reconcile retries.
             log.warning("seat line: ungate failed", pod=w.key, error=str(err))
             result.failed[w.key] = err
             continue
@@ -132,8 +110,8 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
 
 
 def drop_gate(kube: LineReader, pod: Pod, *, now: datetime) -> bool:
-    """Remove our gate from one pod outside any line decision (the order is off, or the
-    pod lost its line label): a pod we gated is never left for nobody to release."""
+    """Remove our gate from a pod outside any line (the order is off, or it lost its line
+    label): a pod we gated is never left for nobody to release."""
     if k.GATE_SEAT_ORDER not in pod.scheduling_gates:
         return False
     patch = gate_removal(pod.metadata.uid or "", pod.scheduling_gates, now=now)
@@ -143,12 +121,3 @@ def drop_gate(kube: LineReader, pod: Pod, *, now: datetime) -> bool:
         return False
     log.info("seat line: gate removed outside a line", pod=f"{pod.metadata.namespace}/{pod.name}")
     return True
-
-
-__all__ = [
-    "Advanced",
-    "advance_line",
-    "drop_gate",
-    "prepare_restore_pod",
-    "read_line",
-]

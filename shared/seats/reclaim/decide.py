@@ -1,30 +1,8 @@
-"""Reclaiming an idle seat for a waiting wake, as pure decisions (like `decide()`).
+"""Reclaiming an idle seat for a waiting wake, as pure decisions (the caller passes `now`).
 
-A wake whose restored main pod is unschedulable (the pool is full) may take
-the seat of the longest-idle set that opted in with `reclaimable-after`. Two
-functions, both pure (no clock, no I/O; the caller passes `now`):
-
-* :func:`decide_wait` looks at the waker alone (its durable `seat-wait`
-  record and, when the record names one, the victim as re-read) and says
-  whether to stamp the first unschedulable observation, hold, record that the
-  victim's seat was freed, or search for a victim;
-* :func:`choose_victim` ranks the candidates a list returned and picks one.
-
-Invariants (the reasons are in docs/design.md#reclaim-for-a-waiting-wake):
-
-- the grace period runs from the first unschedulable observation *of this
-  main pod* (its uid is in the record), so a slow scheduler causes no churn
-  and a new wake never inherits an old wake's clock;
-- at most one reclaim in flight per waiting wake: the waker's record names
-  its victim, written by compare-and-swap before the victim is touched; a
-  second invocation for the same wake sees the record and holds;
-- two wakes never take the same victim: the victim's suspend is a
-  compare-and-swap on the version the search listed, and a suspended set is
-  never a candidate again;
-- a claim whose victim write never landed (lost CAS, crash) is given up after
-  one grace period (the set is then judged afresh, like every other), and a
-  seat that was freed but taken by someone else allows a new reclaim only one
-  grace period after the release was seen complete.
+A wake whose restore pod is unschedulable may, past a grace that runs from the first such
+observation of *that* pod, take the seat of the longest-idle set that opted in with
+`reclaimable-after`; the waker's `seat-wait` record keeps one reclaim in flight per wake.
 """
 
 from __future__ import annotations
@@ -39,22 +17,17 @@ from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.sweep.decide import measured_last_activity
+from shared.sweep.decide import measured_last_activity, steady
 
-# Seats one wake may take in all (the first, plus retries when the freed seat went
-# to another pod): a cascade of suspends for one pod that never fits is refused.
+# Seats one wake may take in all: a cascade of suspends for a pod that never fits is refused.
 MAX_RECLAIMS_PER_WAKE = 3
-# However short the grace is configured, a claim in flight is given this long to
-# land, and a freed seat this long to be bound: kube-scheduler retries an
-# unschedulable pod after at most 10 s of backoff.
+# However short the grace, a claim in flight gets this long to land and a freed seat this
+# long to be bound (kube-scheduler's longest backoff for an unschedulable pod).
 SETTLE_FLOOR = timedelta(seconds=10)
 
 
 def set_key(cs: CocoonSet) -> str:
     return f"{cs.namespace}/{cs.name}"
-
-
-# --- the waker's durable record --------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +71,6 @@ class SeatWait:
         return cls(pod=pod, since=since, victim=victim, at=at, freed=freed, count=count)
 
 
-# --- what to do for the waker ------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Stamp:
     """First unschedulable observation of this pod: record it (CAS); the grace starts."""
@@ -127,9 +97,7 @@ class Search:
     """Past the grace with no reclaim in flight: list candidates and claim one."""
 
     wait: SeatWait
-    exclude: frozenset[
-        str
-    ]  # sets not to try (a victim whose release failed; a lost claim is re-judged afresh)
+    exclude: frozenset[str]  # sets not to try (a victim whose release failed)
 
 
 WaitStep = Stamp | Hold | MarkFreed | Search
@@ -166,10 +134,7 @@ def decide_wait(
     victim: CocoonSet | NotRead | None = NOT_READ,
 ) -> WaitStep:
     """The next reclaim step for a waker whose restore pod `pod_uid` is unschedulable.
-
-    `victim` is the recorded victim as re-read (None = it is gone); leave it
-    out when the record names none (see :func:`recorded_victim`).
-    """
+    `victim`: the recorded victim as re-read (None = gone), when the record names one."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid:
         return Stamp(SeatWait(pod=pod_uid, since=now))
@@ -181,20 +146,16 @@ def decide_wait(
     if isinstance(victim, NotRead):
         raise ValueError("the record names a victim: re-read it and pass it as `victim`")
     if victim is not None and not _claim_landed(victim, waker):
-        # Our victim write never landed (lost CAS, or a crash between the two
-        # writes) — or is landing right now in a concurrent invocation: wait one
-        # grace before giving the claim up, so two invocations never take two seats.
+        # Our victim write never landed, or is landing now in a concurrent invocation:
+        # wait one grace before giving the claim up, so no two seats are taken.
         claimed = wait.at or wait.since
         if now - claimed < max(grace, SETTLE_FLOOR):
             return Hold(f"claim on {wait.victim} in flight")
-        # The same set may be chosen again: if another wake took it, it is no longer a
-        # candidate; if it changed (activity, a status write), it is judged afresh.
+        # The same set may be chosen again: it is judged afresh.
         return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
     if victim is not None and victim.phase is CocoonSetPhase.FAILED:
-        # Its hibernation failed: `Failed` keeps the seat, and nothing will release it
-        # (the failure is the operator's to triage). Waiting on it would hold this wake
-        # forever: try the next candidate (a failed set is no candidate: not Running).
-        # The count keeps the claim, so failures cannot cascade past the cap either.
+        # `Failed` keeps the seat and nothing will release it: try the next candidate
+        # (the count keeps the claim, so failures cannot cascade past the cap).
         return Search(replace(wait, victim=None, at=None, freed=None), frozenset({wait.victim}))
     released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
     if not released:
@@ -207,8 +168,7 @@ def decide_wait(
     if settled < max(grace, SETTLE_FLOOR):
         return Hold(f"{wait.victim}'s seat was freed {_secs(settled)} ago: the scheduler's turn")
     if wait.count >= MAX_RECLAIMS_PER_WAKE:
-        # Seats freed for it keep going elsewhere, or one seat is not enough for it
-        # (a bigger pod than the victims): stop taking idle users' seats for this wake.
+        # Freed seats keep going elsewhere, or one is not enough for it: stop here.
         return Hold(f"already reclaimed {wait.count} seat(s) for this wake")
     # The freed seat went to someone else: this wake may reclaim once more.
     return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
@@ -216,9 +176,6 @@ def decide_wait(
 
 def _secs(value: timedelta) -> str:
     return f"{int(value.total_seconds())}s"
-
-
-# --- the victim ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +206,7 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
         return "hibernatePolicy is not release"
     if cs.metadata.deletion_timestamp is not None:
         return "being deleted"
-    if cs.phase is not CocoonSetPhase.RUNNING or cs.suspended or cs.hint:
+    if not steady(cs):
         return "not Running (or suspending, or waking)"
     try:
         after = parse_duration(raw)
@@ -268,12 +225,10 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
     if cls and cs.spec.snapshot_compatibility_class != cls:
         return "another snapshot CPU class"
     if cs.spec.node_name and cs.spec.node_name != waker.spec.node_name:
-        # Its own wake could only ever use that one node: taking its seat for a
-        # wake that could go anywhere makes the next wake of this set the hard one.
+        # Its own wake could only use that node: its next wake would be the hard one.
         return "pinned to another node"
     if waker.spec.node_name and cs.spec.node_name != waker.spec.node_name:
-        # A pinned waker can only use a seat on its node; without a pod list the
-        # only set whose node is known from the set itself is one pinned there.
+        # Without a pod list, the only set known to be on that node is one pinned there.
         return "not on the waker's pinned node"
     last = measured_last_activity(cs)
     if last is None:
@@ -291,11 +246,7 @@ def choose_victim(
     now: datetime,
     exclude: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
-    """Every candidate for `waker`, best first: longest idle, then namespace/name.
-
-    The caller tries them in order: a lost compare-and-swap on the first (another
-    wake took it, or its user came back) moves on to the next.
-    """
+    """Every candidate for `waker`, best first: longest idle, then namespace/name."""
     found: list[Candidate] = []
     for cs in sets:
         if set_key(cs) in exclude:
@@ -305,9 +256,6 @@ def choose_victim(
             found.append(res)
     found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
     return found
-
-
-# --- fair order among waiting wakes ------------------------------------------------------
 
 
 def waiting_since(cs: CocoonSet) -> SeatWait | None:
@@ -326,14 +274,8 @@ def older_waiter_first(
     now: datetime,
     grace: timedelta,
 ) -> str | None:
-    """The set that should take `cand` before `waker` does, or None.
-
-    Among wakes that wait for the same seat, the one that has waited longest
-    reclaims first: another wake blocks this one when it waits since earlier
-    (ties by namespace/name), is past its grace, has no reclaim in flight, may
-    still reclaim, and `cand` fits it. Decided from the records alone (the same
-    list the search used), so deferring costs no request.
-    """
+    """The longer-waiting wake that should take `cand` before `waker` does, or None: past
+    its grace, no reclaim in flight, not at the cap, and `cand` fits it (records only)."""
     mine = (wait.since, waker.namespace, waker.name)
     for other in others:
         if set_key(other) == set_key(waker):

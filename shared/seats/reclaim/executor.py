@@ -1,23 +1,8 @@
-"""Performing a seat reclaim for a waiting wake (the decisions are in `reclaim_decide.py`).
+"""Performing a seat reclaim for a waiting wake; the decisions are in `decide.py`.
 
-Called by the reconciler when a wake reports no capacity (and so by the
-sweep's safety net, which reconciles every `Waking` set each run). Cost when
-nothing is due: zero requests (the grace is judged from the set as read), one
-GET of the recorded victim while a reclaim is in flight; one paged LIST of sets
-per allowed scope only when a search is due, shared by the searches of one
-process for CANDIDATE_TTL_SECONDS (a sweep run searching for many waiting
-wakes lists once).
-
-Writes, in order, each a compare-and-swap:
-
-1. the waker's `seat-wait` record names the victim (a concurrent invocation
-   for the same wake loses here and stops: one reclaim per wake);
-2. the victim gets `spec.suspend=true` plus `seat-reclaimed-by` on the version
-   the list returned (a concurrent wake that chose the same victim loses here
-   and moves on to its next candidate: two wakes never share a victim).
-
-Only after (2) landed are the Events, the counter and the lifecycle
-CloudEvent emitted, and the victim's release started at once.
+Two compare-and-swap writes, in order: the waker's `seat-wait` names the victim (one reclaim
+per wake), then the victim gets `suspend=true` and `seat-reclaimed-by` on the version the
+search listed (two wakes never share a victim). Only then the Events, metric and CloudEvent.
 """
 
 from __future__ import annotations
@@ -26,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from shared import constants as k
 from shared import lifecycle, log
@@ -37,9 +22,8 @@ from shared.models import CocoonSet
 from shared.names import SetRef
 from shared.ports import KubeApi, SetLister
 from shared.refusal import report_refusal
-from shared.seats.activity import Activity, evaluate_activity, main_pod_usage
+from shared.seats.activity import Activity, cpu_by_pod, evaluate_activity
 from shared.seats.reclaim.decide import (
-    NOT_READ,
     Candidate,
     Hold,
     MarkFreed,
@@ -54,16 +38,14 @@ from shared.seats.reclaim.decide import (
 )
 from shared.sweep.decide import format_duration
 
-# Candidates tried per search: each lost CAS means another wake (or the user)
-# got there first; past this, the next run searches again from fresh state.
+# Candidates tried per search; past this, the next run searches again from fresh state.
 MAX_TRIES = 5
-
-
-# How long one search's list of reclaimable sets serves other searches in this
-# process. The sweep reconciles every waiting wake in one run: without this, each
-# would list every set. A stale entry is safe: the victim's suspend is a CAS on
-# the listed version, and a 409 re-reads and re-judges.
+# How long one search's list serves the others in this process (a sweep reconciles every
+# waiting wake in one run). Stale is safe: the victim's suspend is a CAS on its version.
 CANDIDATE_TTL_SECONDS = 2.0
+
+# The victim's release, started by the reconciler now rather than on its next event.
+StartRelease = Callable[[SetRef], object]
 
 
 class _CandidateCache:
@@ -80,9 +62,7 @@ class _CandidateCache:
         sets: list[CocoonSet] = []
         for scope in scopes:
             for page in kube.list_sets(scope):
-                # Only what could qualify is kept: memory stays small however many sets.
-                # Only what a search reads is kept (candidates, and waiting wakes for
-                # the fair order): memory stays small however many sets there are.
+                # Only what a search reads (candidates, waiting wakes): memory stays small.
                 sets.extend(
                     cs
                     for cs in page
@@ -94,16 +74,12 @@ class _CandidateCache:
         return sets
 
     def replace(self, *updated: CocoonSet) -> None:
-        """What this process just wrote: the next search here sees it without a LIST
-        (the sweep reconciles waiting wakes one after another: the fair order then
-        needs no TTL to pass between one wake's claim and the next wake's turn)."""
-        keys_ = {set_key(cs): cs for cs in updated}
+        """What this process just wrote, seen by its next search without waiting a TTL."""
+        by_key = {set_key(cs): cs for cs in updated}
         with self._lock:
-            for stamp, sets in self._entries.values():
+            for _, sets in self._entries.values():
                 for i, cs in enumerate(sets):
-                    if set_key(cs) in keys_:
-                        sets[i] = keys_[set_key(cs)]
-                del stamp
+                    sets[i] = by_key.get(set_key(cs), cs)
 
     def clear(self) -> None:
         with self._lock:
@@ -114,7 +90,7 @@ _CACHE = _CandidateCache()
 
 
 def forget_candidates() -> None:
-    """Drop the cached candidate lists (tests; nothing in production needs it)."""
+    """Drop the cached candidate lists (for tests)."""
     _CACHE.clear()
 
 
@@ -123,9 +99,6 @@ class ReclaimResult:
     action: str  # stamped | held | freed | reclaimed | none | conflict | off
     detail: str
     victim: SetRef | None = None
-
-
-StartRelease = Callable[[SetRef], object]
 
 
 def _write_wait(kube: KubeApi, waker: CocoonSet, wait: SeatWait) -> CocoonSet:
@@ -147,10 +120,7 @@ def reclaim_for(
     start_release: StartRelease | None = None,
 ) -> ReclaimResult:
     """One step of the reclaim for `waker`, whose restore pod `pod_uid` is unschedulable.
-
-    Raises only what the caller's error policy handles (CocoonError); a lost
-    compare-and-swap is an answer ("conflict"), the next event or sweep re-decides.
-    """
+    Raises CocoonError; a lost compare-and-swap is an answer ("conflict")."""
     grace = settings.seat_reclaim_grace
     if grace is None:
         return ReclaimResult("off", "COCOON_SEAT_RECLAIM_GRACE=off")
@@ -207,7 +177,7 @@ def reclaim_for(
             try:
                 start_release(cand.ref)
             except CocoonError as err:
-                # The suspend is durable: the release's own events, or the sweep, finish it.
+                # The suspend is durable: the release's events, or the sweep, finish it.
                 log.warning(
                     "seat reclaim: the victim's release did not start now",
                     namespace=cand.cs.namespace,
@@ -219,11 +189,8 @@ def reclaim_for(
 
 
 def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
-    """For a set measured by CPU (`idle-cpu-below`): busy now, or no data = keep it.
-
-    The sweep refreshes `last-activity` only every tenth of a timeout, so the stamp
-    alone could be minutes stale; one PodMetrics LIST of this one pod settles it.
-    """
+    """For a set measured by CPU, why to keep it (busy now, or no data), else None: its
+    `last-activity` is refreshed only every tenth of a timeout, so ask PodMetrics."""
     if k.ANN_IDLE_CPU_BELOW not in cand.cs.metadata.annotations:
         return None
     selector = f"{k.LABEL_SET_NAME}={cand.cs.name},{k.LABEL_ROLE}={k.ROLE_MAIN}"
@@ -231,11 +198,7 @@ def _cpu_says_keep(kube: KubeApi, cand: Candidate, now: datetime) -> str | None:
         items = kube.list_pod_metrics(cand.cs.namespace, selector)
     except CocoonError as err:
         return f"PodMetrics unavailable ({type(err).__name__})"
-    usage = None
-    for item in items:
-        containers = item.get("containers")
-        if isinstance(containers, list):
-            usage = main_pod_usage(containers)
+    usage = next(iter(cpu_by_pod(items).values()), None)
     state = evaluate_activity(cand.cs, usage, now=now).state
     if state is Activity.BAD_CONFIG:
         return "idle-cpu-below does not parse: its activity cannot be measured"
@@ -256,21 +219,18 @@ def _suspend_victim(
     cs = cand.cs
     for attempt in (1, 2):
         try:
-            # The version the search judged idle: any write since (activity, another
-            # wake's claim, the operator's status) makes this a 409.
+            # The version the search judged idle: any write since makes this a 409.
             return kube.patch_set(cand.ref, patch, resource_version=cs.metadata.resource_version)
         except NotFound:
             break
         except AdmissionDenied as err:
-            # cocoon-webhook refuses every spec change of a set that breaks its rules: this
-            # candidate cannot be suspended. Its owner is told once; the next one is tried.
+            # cocoon-webhook refuses it: its owner is told once; the next one is tried.
             report_refusal(kube, cs, "seat reclaim suspend", err)
             return None
         except Conflict:
             if attempt == 2:
                 break
-            # Re-read, re-judge once (docs/design.md#concurrency): an operator's status write must
-            # not cost the claim; a set another wake took, or one now active, is refused.
+            # Re-read, re-judge once: an operator's status write must not cost the claim.
             fresh = kube.get_set(cand.ref)
             if fresh is None or not isinstance(why_not(fresh, waker, now=now), Candidate):
                 break
@@ -318,10 +278,3 @@ def _report(
             now=now,
         ),
     )
-
-
-def grace_of(settings: Settings | None) -> timedelta | None:
-    return None if settings is None else settings.seat_reclaim_grace
-
-
-__all__ = ["NOT_READ", "ReclaimResult", "SetLister", "forget_candidates", "grace_of", "reclaim_for"]
