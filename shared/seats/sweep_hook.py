@@ -25,7 +25,7 @@ from shared.seats.schedule import (
     decide_schedule,
     parse_schedule,
 )
-from shared.sweep.decide import problem
+from shared.sweep.decide import config_action, problem
 from shared.sweep.report import ActionKind, Result, SweepReport
 
 _MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
@@ -92,13 +92,9 @@ class SeatSweep:
 
     def _one(self, cs: CocoonSet) -> CocoonSet:
         ann = cs.metadata.annotations
-        problems = config_problems(cs)
-        recorded = ann.get(k.ANN_SEAT_CONFIG_ERROR)
-        fingerprint = ";".join(problems)
-        if problems and recorded != fingerprint:
-            cs = self._record_config(cs, fingerprint) or cs
-        elif not problems and recorded is not None:
-            cs = self._record_config(cs, None) or cs
+        fingerprint = ";".join(config_problems(cs))
+        if config_action(ann.get(k.ANN_SEAT_CONFIG_ERROR), fingerprint) is not None:
+            cs = self._record_config(cs, fingerprint or None) or cs
         if k.ANN_IDLE_CPU_BELOW in ann:
             cs = self._activity(cs)
         if k.ANN_SLEEP_SCHEDULE in ann or k.ANN_WAKE_SCHEDULE in ann:

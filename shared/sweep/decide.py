@@ -176,10 +176,10 @@ def measured_last_activity(cs: CocoonSet) -> datetime | None:
     return max(stamps) if stamps else None
 
 
-def config_action(cs: CocoonSet, idle: IdleEval) -> ConfigAction | None:
-    recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
-    if idle.state is IdleState.BAD_CONFIG:
-        return None if recorded == idle.fingerprint else ConfigAction.WARN
+def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None:
+    """Warn once per bad value: `recorded` is the fingerprint last warned about."""
+    if fingerprint:
+        return None if recorded == fingerprint else ConfigAction.WARN
     return ConfigAction.CLEAR if recorded is not None else None
 
 
@@ -286,7 +286,9 @@ def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
         resource_version=cs.metadata.resource_version or "",
         release=cs.is_release,
         idle=idle,
-        config=config_action(cs, idle),
+        config=config_action(
+            cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR), idle.fingerprint
+        ),
         safety=safety_need(cs),
     )
 
