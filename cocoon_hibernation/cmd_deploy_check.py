@@ -482,8 +482,7 @@ def command(
         raise SystemExit(EXIT_FINDING)
     if unchecked and not allow_unchecked:
         click.echo(
-            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked "
-            "(--allow-unchecked accepts that)",
+            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked (--allow-unchecked accepts that)",
             err=True,
         )
         raise SystemExit(EXIT_FINDING)

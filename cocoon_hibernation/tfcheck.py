@@ -126,14 +126,13 @@ class Terraform:
 
 def _diagnostics(stdout: str) -> list[dict[str, Any]]:
     """The diagnostics of a `-json` run: a line per message, or `validate`'s one object."""
+    try:
+        docs = [json.loads(stdout)]
+    except ValueError:
+        docs = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
     found: list[dict[str, Any]] = []
-    for line in stdout.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            found += doc.get("diagnostics") or ([doc["diagnostic"]] if "diagnostic" in doc else [])
+    for doc in docs:
+        found += doc.get("diagnostics") or ([doc["diagnostic"]] if "diagnostic" in doc else [])
     return found
 
 
