@@ -135,9 +135,7 @@ def parse_creators(value: str) -> list[str]:
 # version 68361562407 still makes, which hashed VM names made needless), and
 # cocoon-common ociutil.IsRelativeRef (search-index file version 56917928396).
 # The order and wording of the messages are the webhook's.
-RULES_SOURCE = (
-    "cocoon-webhook admission/cocoonset_validator.go, search-index file version 68440069989"
-)
+RULES_SOURCE = "cocoon-webhook's CocoonSet validator, search-index file version 68361562407"
 
 _MODES = ("clone", "run")
 _TOOLBOX_MODES = ("run", "clone", "static")
@@ -254,6 +252,45 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
     if hibernate and hibernate not in _HIBERNATE:
         errs.append(f"spec.hibernatePolicy must be retain or release, got {_q(hibernate)}")
     return errs
+
+
+def derived_vm_names(obj: Mapping[str, Any]) -> list[str]:
+    """Every VM name a set derives: agent slots 0..replicas, then each toolbox."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    namespace, set_name = _s(meta.get("namespace")) or "default", _s(meta.get("name"))
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    agent = spec.get("agent")
+    replicas = agent.get("replicas") if isinstance(agent, Mapping) else None
+    slots = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0
+    out = [names.vm_name(namespace, set_name, slot) for slot in range(max(0, slots) + 1)]
+    toolboxes = spec.get("toolboxes")
+    for tb in toolboxes if isinstance(toolboxes, list) else []:
+        if isinstance(tb, Mapping):
+            out.append(names.toolbox_vm_name(namespace, set_name, _s(tb.get("name"))))
+    return out
+
+
+def collision_refusal(obj: Mapping[str, Any], others: list[Mapping[str, Any]]) -> str | None:
+    """The webhook's refusal when a derived VM name is another set's (it lists every namespace)."""
+    me = _key(obj)
+    mine = derived_vm_names(obj)
+    for other in others:
+        if _key(other) == me:
+            continue
+        theirs = set(derived_vm_names(other))
+        hit = next((n for n in mine if n in theirs), None)
+        if hit is not None:
+            ns, name = _key(other)
+            return f"cocoon-webhook: derived VM name {_q(hit)} collides with CocoonSet {ns}/{name}"
+    return None
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return _s(meta.get("namespace")) or "default", _s(meta.get("name"))
 
 
 def cocoonset_refusal(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str | None:
