@@ -258,7 +258,10 @@ def test_the_console_script_over_all_examples() -> None:
     ]
     assert proc.stdout.splitlines() == expected
     n = len(VALID_EXAMPLES) + len(INVALID_EXAMPLES)
-    assert proc.stderr == f"checked {n} CocoonSets in {n} files (2 other documents skipped); {OFFLINE_RULES}\n"
+    assert (
+        proc.stderr
+        == f"checked {n} CocoonSets in {n} files (2 other documents skipped); {OFFLINE_RULES}\n"
+    )
 
     valid = subprocess.run(
         [_console_script(), "validate", *VALID_EXAMPLES],
