@@ -23,7 +23,7 @@ from shared import constants as k
 from shared.manifest_checks import annotation_violations, cluster_violations
 from shared.validation import validate_cocoonset
 
-# How the sets were judged, on the summary line (collisions only among the files given).
+# How the sets were judged, named on the summary line.
 OFFLINE_RULES = f"offline: the pinned CRD and {admission.RULES_SOURCE}"
 # A dry run's answer: the server's refusals (empty when admitted), or None (not asked).
 Ask = Callable[[Mapping[str, Any]], list[str]]
@@ -103,7 +103,6 @@ def is_cocoonset(obj: object) -> bool:
 def check_files(sources: list[str], ask: Ask | None = None) -> Report:
     """Read, parse and validate every file; `ask` is the cluster's dry run, else offline rules."""
     report = Report()
-    sets: list[tuple[str, Mapping[str, Any]]] = []
     for source in sources:
         try:
             text = read_text(source)
@@ -124,17 +123,11 @@ def check_files(sources: list[str], ask: Ask | None = None) -> Report:
                 report.others += 1
                 continue
             report.cocoonsets += 1
-            sets.append((source, obj))
-    for source, obj in sets:
-        who = _identity(obj)
-        if ask is not None:
-            found = [*ask(obj), *map(str, annotation_violations(obj))]
-        else:
-            found = [str(v) for v in validate_cocoonset(obj) + cluster_violations(obj)]
-            others = [o for _s, o in sets]
-            if not found and (collision := admission.collision_refusal(obj, others)):
-                found.append(collision)
-        report.findings.extend(Finding(source, who, msg) for msg in found)
+            if ask is not None:  # the server's verdict, and what only this project knows
+                found = [*ask(obj), *map(str, annotation_violations(obj))]
+            else:
+                found = [str(v) for v in validate_cocoonset(obj) + cluster_violations(obj)]
+            report.findings.extend(Finding(source, _identity(obj), msg) for msg in found)
     return report
 
 

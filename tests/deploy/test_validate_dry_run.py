@@ -77,4 +77,4 @@ def test_the_server_answers_with_the_webhooks_verdict(
     assert "firecracker does not support clone mode" in result.stdout
     offline = _validate(real, tmp_path, spec, "--offline")
     assert "firecracker does not support clone mode" in offline.stdout
-    assert offline.stderr.endswith("search-index file version 68361562407\n")
+    assert offline.stderr.endswith("search-index file version 68440069989\n")

@@ -471,18 +471,3 @@ def test_a_toolbox_vm_name_is_held_to_the_limit_unless_static() -> None:
         adm.cocoonset_errors(_named(set_name, {"agent": {"image": IMG}, "toolboxes": [static]}))
         == []
     )
-
-
-def test_a_derived_vm_name_taken_by_another_set_is_refused() -> None:
-    # Set a-b's agent slot 0 and set a's toolbox b-0 derive one VM name in one namespace.
-    img = {"image": "ghcr.io/x/y:1"}
-    mine = {
-        "metadata": {"name": "a", "namespace": "n"},
-        "spec": {"agent": img, "toolboxes": [{"name": "b-0"}]},
-    }
-    theirs = {"metadata": {"name": "a-b", "namespace": "n"}, "spec": {"agent": img}}
-    refusal = adm.collision_refusal(mine, [mine, theirs])
-    assert refusal is not None and refusal.endswith("collides with CocoonSet n/a-b")
-    assert refusal.startswith('cocoon-webhook: derived VM name "vk-n-a-b-0-')
-    elsewhere = {**theirs, "metadata": {"name": "a-b", "namespace": "m"}}
-    assert adm.collision_refusal(mine, [mine, elsewhere]) is None
