@@ -1,31 +1,12 @@
 """`cocoon-hibernation deploy-check`: what would fail before `terraform apply`.
 
-Reads the tfvars file the apply will use, then, when they are reachable,
-the live project through gcloud and the cluster through the Kubernetes API:
-
-* offline: required inputs, every validation the module declares on its
-  variables (cocoon_hibernation/tfrules.py), and whether status-write triggers would fire
-  (GKE's DATA_WRITE audit logs) with the module's audit-config switch off;
-* gcloud (skipped when gcloud is absent or `--offline`): APIs that are off
-  (fatal with `enable_apis = false`), the `gcr` topic, the snapshot
-  repository, and the project's Data Access audit config;
-* Kubernetes (the kubeconfig kubectl would use, or `--kubeconfig`/`--context`): the
-  ClusterRoleBinding to
-  `cocoon-hibernation` and, per namespace, the RoleBinding to
-  `cocoon-hibernation-writer`, both naming every runtime account; where
-  cocoon-webhook is installed, a dry-run create of the restore pod as each
-  runtime account (its POD_CREATORS, `deploy_check_admission`).
-
-Each finding is `ok`, `warn`, `skip` (not checked) or `FAIL`; exit 1 when any check
-fails or could not be checked (unless `--allow-unchecked`), 2 when the tfvars file
-cannot be read. Nothing is changed anywhere.
+Terraform judges the tfvars and the module (tfcheck); Python adds only what Terraform cannot
+know: the project (gcloud), the cluster's RBAC and cocoon-webhook's admission, the audit logs.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,6 +28,7 @@ from cocoon_hibernation._common import (
 )
 from cocoon_hibernation.deploy_check_admission import admission_findings
 from cocoon_hibernation.findings import Finding, Level
+from cocoon_hibernation.tfcheck import find_terraform
 
 # The module's defaults and formats (terraform/modules/cocoon-hibernation).
 # tests/deploy/test_deploy_check.py holds these to the module's own text.
@@ -78,6 +60,7 @@ DEFAULT_POD_STATUS_METHODS = (
     "io.k8s.core.v1.pods.status.patch",
     "io.k8s.core.v1.pods.status.update",
 )
+_CLOUD_INPUTS = ("project_id", "region", "gke_cluster", "artifact_registry")
 READER_ROLE = "cocoon-hibernation"
 WRITER_ROLE = "cocoon-hibernation-writer"
 
@@ -147,68 +130,6 @@ def deploy_from(values: Mapping[str, Any]) -> Deploy:
     )
 
 
-# The variables of the module (terraform/modules/cocoon-hibernation/variables.tf) and of
-# its documented root (terraform/examples/gke, which adds `environment` and sets
-# `source_dir` itself); held to both by tests/deploy/test_deploy_check.py. Used when the
-# var-file's directory declares none of its own (a tfvars kept apart from its root).
-MODULE_VARIABLES = (
-    "alert_function_errors",
-    "alert_notification_channels",
-    "alert_stuck_suspending_after",
-    "artifact_registry",
-    "attach_dead_letters",
-    "audit_methods",
-    "cocoon_operator",
-    "dead_letter_max_delivery_attempts",
-    "dead_letter_retention",
-    "enable_apis",
-    "environment",
-    "eventarc_agent_wait",
-    "gke_cluster",
-    "gke_data_write_audit_logs",
-    "ingest_ingress",
-    "ingest_invoker_members",
-    "ingest_push_service_accounts",
-    "kube_server_override",
-    "labels",
-    "log_metric_wait",
-    "max_instances",
-    "name_prefix",
-    "namespaces",
-    "pod_status_audit_methods",
-    "project_id",
-    "publish_lifecycle_events",
-    "rbac_namespaces",
-    "region",
-    "seat_order",
-    "seat_reclaim_grace",
-    "source_dir",
-    "sweep_max_suspends",
-    "sweep_schedule",
-    "sweep_time_zone",
-    "vpc_connector",
-    "wake_deadline",
-    "wake_publishers",
-)
-REQUIRED_INPUTS = ("project_id", "region", "gke_cluster", "artifact_registry")
-_VARIABLE = re.compile(r'^variable\s+"([^"]+)"', re.MULTILINE)
-
-
-def declared_variables(var_file: Path) -> tuple[str, ...]:
-    """The variables the root module beside `var_file` declares (what the apply checks).
-
-    A tfvars file sits in its root module's directory (terraform/examples/gke); when
-    that directory holds no `variable` blocks, the module's own list stands in.
-    """
-    found: set[str] = set()
-    for tf in sorted(var_file.resolve().parent.glob("*.tf")):
-        try:
-            found.update(_VARIABLE.findall(tf.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError):
-            continue
-    return tuple(sorted(found)) or MODULE_VARIABLES
-
-
 def _shown(value: Any) -> str:
     # As Terraform writes a literal (never Python's repr, never `None`).
     if value is None:
@@ -216,42 +137,11 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def offline_findings(
-    values: Mapping[str, Any], declared: Sequence[str] = MODULE_VARIABLES
-) -> list[Finding]:
-    """Checks that need only the tfvars file, every one of them (none hides the others)."""
-    out: list[Finding] = []
-
-    def check(name: str, ok: bool, bad: str, good: str, level: Level = Level.FAIL) -> None:
-        out.append(Finding(Level.OK if ok else level, name, good if ok else bad))
-
-    # A misspelt name (`cocoon_opertor`) would leave the default in force without a
-    # word from Terraform beyond a warning: refused here, with the nearest name.
-    for name in sorted(set(values) - set(declared)):
-        near = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        out.append(
-            Finding(
-                Level.FAIL,
-                f"input {name}",
-                f"not a variable of the module: the apply ignores it{hint}",
-            )
-        )
-    for required in REQUIRED_INPUTS:
-        check(f"input {required}", required in values, "not set (required)", "set")
+def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
+    """What Terraform cannot judge from the tfvars: whether the routed triggers can fire."""
     d = deploy_from(values)
-    # The module's own validations (cocoon_hibernation/tfrules.py, held to variables.tf).
-    from cocoon_hibernation.tfrules import evaluate  # noqa: PLC0415 - only when checking
-
-    for verdict in evaluate(values):
-        value = values[verdict.rule.variable]
-        shown = (
-            value if not isinstance(value, dict) else value.get(verdict.rule.check.split(".")[-1])
-        )
-        good = shown if isinstance(shown, str) else "ok"
-        check(verdict.rule.check, verdict.ok, f"{_shown(shown)}: {verdict.detail}", good)
     if d.routes_status_writes and not d.manage_data_write_logs:
-        out.append(
+        return [
             Finding(
                 Level.WARN,
                 "status-write triggers",
@@ -259,8 +149,8 @@ def offline_findings(
                 "DATA_WRITE audit logs for container.googleapis.com yourself, or those "
                 "triggers never fire (wakes then complete on the next sweep tick)",
             )
-        )
-    return out
+        ]
+    return []
 
 
 # --- gcloud -----------------------------------------------------------------------
@@ -519,12 +409,16 @@ def _render(findings: Sequence[Finding], output: str) -> None:
     show_default=True,
     help="The tfvars (or .tfvars.json) file the apply will use.",
 )
-@click.option("--offline", is_flag=True, help="Only the checks that need no cloud.")
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The Terraform root module [default: the var-file's directory].",
+)
+@click.option("--terraform", "terraform", help="The terraform (or tofu) binary [default: PATH].")
+@click.option("--offline", is_flag=True, help="No gcloud, cluster or `terraform plan`.")
 @click.option(
     "-o",
     "--output",
-    # `text` (one `level  check: message` line each, for grep) is the default;
-    # `table` aligns them in columns under a header.
     type=click.Choice(["text", "table", "json", "yaml"]),
     default="text",
     show_default=True,
@@ -534,6 +428,8 @@ def _render(findings: Sequence[Finding], output: str) -> None:
 @kube_options
 def command(
     var_file: Path,
+    root: Path | None,
+    terraform: str | None,
     offline: bool,
     output: str,
     allow_unchecked: bool,
@@ -542,27 +438,41 @@ def command(
 ) -> None:
     """Report what would fail before `terraform apply` (nothing is changed).
 
-    Each finding is ok, warn, skip (not checked: no gcloud, no credentials, no
-    cluster) or FAIL. A skip fails the command unless --allow-unchecked; --offline
-    asks for the offline checks only, so the cloud ones are not owed."""
-    from cocoon_hibernation.tfvars import TfvarsError, read_tfvars  # noqa: PLC0415
+    Each finding is ok, warn, skip (not checked: no terraform or providers, no gcloud, no
+    cluster) or FAIL. A skip fails the command unless --allow-unchecked."""
+    from cocoon_hibernation import tfcheck  # noqa: PLC0415 - only this command needs it
 
+    binary = find_terraform(terraform)
     try:
-        values = read_tfvars(var_file)
-    except (TfvarsError, OSError, UnicodeDecodeError) as err:
+        result = tfcheck.check(binary, root or var_file.parent, var_file, plan=not offline)
+    except tfcheck.UsageError as err:
         fail(str(err), code=EXIT_USAGE)
-    findings = offline_findings(values, declared_variables(var_file))
+    findings = result.findings
+    values = result.values
+    if values is None and var_file.name.endswith(".json"):
+        # Without Terraform a JSON tfvars is still plain JSON: the other checks need its values.
+        try:
+            loaded = json.loads(var_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            fail(f"{var_file}: {err}", code=EXIT_USAGE)
+        values = loaded if isinstance(loaded, dict) else None
+    if values is None:
+        findings.append(
+            Finding(Level.UNCHECKED, "tfvars", "not checked: Terraform did not read them")
+        )
+        values = {}
+    findings += offline_findings(values)
     # The cloud checks need to know which project, region and repository to ask about.
-    usable = all(values.get(r) for r in REQUIRED_INPUTS)
+    usable = all(values.get(r) for r in _CLOUD_INPUTS)
     if usable and not offline:
         d = deploy_from(values)
-        binary = shutil.which("gcloud")
-        if binary is None:
+        gcloud = shutil.which("gcloud")
+        if gcloud is None:
             findings.append(
                 Finding(Level.UNCHECKED, "gcloud", "not installed: cloud checks not checked")
             )
         else:
-            findings += cloud_findings(d, gcloud_runner(binary))
+            findings += cloud_findings(d, gcloud_runner(gcloud))
         findings += kube_findings(d, kubeconfig, context)
     _render(findings, output)
     failed = [f for f in findings if f.level is Level.FAIL]
@@ -572,8 +482,7 @@ def command(
         raise SystemExit(EXIT_FINDING)
     if unchecked and not allow_unchecked:
         click.echo(
-            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked "
-            "(--allow-unchecked accepts that; --offline skips the cloud checks)",
+            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked (--allow-unchecked accepts that)",
             err=True,
         )
         raise SystemExit(EXIT_FINDING)

@@ -1,40 +1,32 @@
 """`cocoon-hibernation validate FILE…`: check CocoonSet manifests before applying them.
 
-Each CocoonSet found is checked by `shared.validation` (the CRD's schema and
-rules, as kube-apiserver checks them) and by `shared.manifest_checks`
-(cocoon-webhook's CocoonSet rules with its messages, fields the CRD does not
-declare — the server would drop them silently — unknown
-`cocoonset.cocoonstack.io/*` annotation keys, and values of this project's
-annotations the functions cannot parse). Output, for scripts and humans:
-
-- stdout: one line per violation, `FILE: NAMESPACE/NAME: field: message`
-  (`FILE: document N: message` for a document that is no Kubernetes object);
-  with `-o json`, one object with the counts, the violations and the errors;
-- stderr: a summary (`checked 3 CocoonSets in 2 files (1 other document
-  skipped)`) and one line per file that cannot be read or parsed;
-- exit 0 all valid, 1 a violation found or nothing checked (no CocoonSet in the
-  input: an empty file, `kind: Cocoonset`), 2 an input could not be read or
-  parsed (the other files are still checked and reported).
-
-A check that passes what it did not check is worse than none: a misspelt kind
-or an empty file must not read as "valid".
+With a reachable cluster each set is a server-side dry-run create (`dryRun=All`, strict
+fields) through the CRD and the admission chain; otherwise the pinned CRD and cocoon-webhook
+rules judge it (`OFFLINE_RULES`). This project's annotation values are checked either way.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured
+from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured, fail, kube_options
 from cocoon_hibernation.manifests import ManifestError, objects, parse_documents, read_text
+from shared import admission
 from shared import constants as k
-from shared.manifest_checks import cluster_violations
+from shared.manifest_checks import annotation_violations, cluster_violations
 from shared.validation import validate_cocoonset
+
+# How the sets were judged, named on the summary line.
+OFFLINE_RULES = f"offline: the pinned CRD and {admission.RULES_SOURCE}"
+# A dry run's answer: the server's refusals (empty when admitted), or None (not asked).
+Ask = Callable[[Mapping[str, Any]], list[str]]
 
 EXIT_INVALID = 1
 EXIT_UNREADABLE = 2
@@ -108,8 +100,8 @@ def is_cocoonset(obj: object) -> bool:
     )
 
 
-def check_files(sources: list[str]) -> Report:
-    """Read, parse and validate every file; pure apart from reading the inputs."""
+def check_files(sources: list[str], ask: Ask | None = None) -> Report:
+    """Read, parse and validate every file; `ask` is the cluster's dry run, else offline rules."""
     report = Report()
     for source in sources:
         try:
@@ -131,10 +123,66 @@ def check_files(sources: list[str]) -> Report:
                 report.others += 1
                 continue
             report.cocoonsets += 1
-            who = _identity(obj)
-            found = validate_cocoonset(obj) + cluster_violations(obj)
-            report.findings.extend(Finding(source, who, str(v)) for v in found)
+            if ask is not None:  # the server's verdict, and what only this project knows
+                found = [*ask(obj), *map(str, annotation_violations(obj))]
+            else:
+                found = [str(v) for v in validate_cocoonset(obj) + cluster_violations(obj)]
+            report.findings.extend(Finding(source, _identity(obj), msg) for msg in found)
     return report
+
+
+def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
+    """The cluster's verdict per set, or None (with why on stderr) when no cluster answers."""
+    from cocoon_hibernation._kube import cli_settings, kube_client  # noqa: PLC0415 - lazy
+    from shared.errors import (  # noqa: PLC0415 - lazy
+        AdmissionDenied,
+        AlreadyExists,
+        CocoonError,
+        Invalid,
+        NotFound,
+        PermanentError,
+    )
+
+    try:
+        client = kube_client(cli_settings(kubeconfig, context))
+    except CocoonError as err:
+        if kubeconfig or context:
+            fail(f"cluster: {err}")
+        return None
+
+    def send(obj: Mapping[str, Any], replace: bool) -> list[str]:
+        meta = obj.get("metadata") or {}
+        ns, name = meta.get("namespace") or "default", meta.get("name", "")
+        custom: Any = client._custom
+        where = [k.GROUP, k.VERSION, ns, k.PLURAL, *([name] if replace else [])]
+        client._call(
+            f"{'REPLACE' if replace else 'CREATE'} cocoonset {ns}/{name} (dry run)",
+            custom.replace_namespaced_custom_object
+            if replace
+            else custom.create_namespaced_custom_object,
+            *where,
+            dict(obj),
+            dry_run="All",
+            field_validation="Strict",
+        )
+        return []
+
+    def ask(obj: Mapping[str, Any]) -> list[str]:
+        try:
+            try:
+                return send(obj, replace=False)
+            except AlreadyExists:
+                return send(obj, replace=True)  # it exists: ask about the update instead
+        except (AdmissionDenied, Invalid, NotFound) as err:
+            return [getattr(err, "server_message", "") or str(err)]
+        except PermanentError as err:
+            if "HTTP 400" in str(err):  # strict field validation, a malformed value
+                return [str(err)]
+            fail(f"cluster: {err}")
+        except CocoonError as err:
+            fail(f"cluster: {err}")
+
+    return ask
 
 
 @click.command(name="validate", epilog=EXIT_CODES_HELP)
@@ -147,21 +195,25 @@ def check_files(sources: list[str]) -> Report:
     show_default=True,
     help="text: one line per violation; json: one object with counts and violations.",
 )
-def command(files: tuple[str, ...], output: str) -> None:
+@click.option("--offline", is_flag=True, help="Use the pinned rules even if a cluster answers.")
+@kube_options
+def command(
+    files: tuple[str, ...],
+    output: str,
+    offline: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
     """Check CocoonSet manifests (YAML or JSON, `-` for stdin) as the cluster would.
 
-    The CRD's schema and rules, cocoon-webhook's CocoonSet rules, unknown fields
-    (a typo the server would drop), unknown `cocoonset.cocoonstack.io/*`
-    annotation keys and this project's annotation values.
-
-    Multi-document files and `kind: List` are read; documents that are not
-    CocoonSets are skipped and counted. Exit 0 when all are valid, 1 when a
-    violation is found (one `FILE: NAMESPACE/NAME: message` line each) or no
-    CocoonSet was found at all, 2 when a file cannot be read or parsed.
+    A reachable cluster answers (a dry-run create); otherwise the pinned CRD and
+    cocoon-webhook rules do, and the summary names their version. Exit 0 when all are
+    valid, 1 on a violation or no CocoonSet at all, 2 when a file cannot be read.
     """
-    report = check_files(list(files))
+    ask = None if offline else dry_run(kubeconfig, context)
+    report = check_files(list(files), ask)
     if output == "json":
-        emit_structured(report.as_dict(), "json")
+        emit_structured({**report.as_dict(), "checked_by": _by(ask)}, "json")
     else:
         for line in report.violations:
             click.echo(line)
@@ -171,8 +223,12 @@ def command(files: tuple[str, ...], output: str) -> None:
         # An empty file, or only other kinds: one line saying what was (not) checked.
         click.echo(f"error: no CocoonSet in the input: {report.summary()}", err=True)
     else:
-        click.echo(report.summary(), err=True)
+        click.echo(f"{report.summary()}; {_by(ask)}", err=True)
     raise SystemExit(report.exit_code)
+
+
+def _by(ask: Ask | None) -> str:
+    return "by the cluster: dry-run create" if ask is not None else OFFLINE_RULES
 
 
 def _identity(obj: Mapping[str, Any]) -> str:

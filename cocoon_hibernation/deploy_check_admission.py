@@ -1,19 +1,8 @@
 """deploy-check's admission part: would cocoon-webhook admit the wake's restore pod?
 
-cocoon-webhook (where installed) refuses every cocoon pod whose creator is not in
-its POD_CREATORS (docs/cocoon-webhook.md). Every function reconciles, so every
-function may create the restore pod: each runtime user must be listed. This:
-
-1. finds the webhook by its pod webhook's name (`pods.mutate.cocoonstack.io`) in
-   the cluster's MutatingWebhookConfigurations (one line when there is none);
-2. proves admission by a server-side dry run (`dryRun=All`: every admission step,
-   the webhook included, runs; nothing is stored) of a restore pod built as the
-   wake builds it, created as each runtime user (impersonation);
-3. on a refusal, FAILs with the exact POD_CREATORS value to set (the current value
-   is read from the webhook's Deployment when readable, else its default);
-4. where its CocoonSet validator (`cocoonsets.validate.cocoonstack.io`) is installed,
-   FAILs naming the sets in the namespaces that break its rules: the functions'
-   spec.suspend writes on them would be refused.
+Every function may create the restore pod, so each runtime user is proved by a dry-run create
+as that user (impersonation); a refusal FAILs with the POD_CREATORS value to set, and sets the
+CocoonSet validator would refuse are named (the functions' suspend writes on them would fail).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""What a deploy check reports: a level and a one-line message per check.
-
-Below both `cmd_deploy_check` and `deploy_check_admission`, which each produce them.
-"""
+"""What a deploy check reports: a level and a one-line message per check."""
 
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
-"""cocoon-webhook, as this project meets it: its refusals and its CocoonSet rules.
-
-cocoon-webhook (github.com/cocoonstack/cocoon-webhook) registers itself as
-- `MutatingWebhookConfiguration/cocoon-webhook-mutate`, webhook
-  `pods.mutate.cocoonstack.io` (pod CREATE, `failurePolicy: Fail`): a pod that
-  tolerates `virtual-kubelet.io/provider` must be owned by a CocoonSet *and*
-  created by a username listed in its `POD_CREATORS` environment variable
-  (comma-separated; default the operator's service account). Anyone else is
-  refused with `cocoon pods must be created by the CocoonSet controller, got
-  user "<user>"` (admission/pod_mutator.go, main.go). The wake's restore pod is
-  such a pod, so the wake's identity must be listed.
-- `ValidatingWebhookConfiguration/cocoon-webhook-validate`, webhook
-  `cocoonsets.validate.cocoonstack.io` (CocoonSet CREATE and UPDATE): business
-  rules the CRD cannot express (admission/cocoonset_validator.go; the version
-  read is :data:`RULES_SOURCE`). Only an UPDATE that leaves `spec` unchanged skips them,
-  so every `spec.suspend` write of the functions on a set that breaks a rule
-  is refused.
-
-The API server renders a webhook's refusal as `admission webhook "<name>"
-denied the request: <message>` (code 400 when the webhook sets none, as
-cocoon-webhook does; reason Forbidden). `parse_denial` reads it back.
-
-Imported by the functions: the standard library and `shared.names` only.
-"""
+"""cocoon-webhook as this project meets it: the pod webhook's POD_CREATORS refusal, the
+CocoonSet rules (the version read is `RULES_SOURCE`; an UPDATE leaving `spec` unchanged skips
+them), and `parse_denial` for the API server's `admission webhook "<name>" denied` message.
+Imported by the functions: the standard library and `shared.names` only."""
 
 from __future__ import annotations
 
@@ -56,7 +36,7 @@ _CREATOR = re.compile(
 
 
 def creator_message(user: str) -> str:
-    """The pod webhook's refusal of `user` (admission/pod_mutator.go)."""
+    """The pod webhook's refusal of `user`."""
     return f"cocoon pods must be created by the CocoonSet controller, got user {_q(user)}"
 
 
@@ -124,20 +104,12 @@ def pod_refusal(pod: Mapping[str, Any], username: str, creators: list[str]) -> s
 
 
 def parse_creators(value: str) -> list[str]:
-    """`POD_CREATORS` as main.go reads it: split on commas, each entry trimmed."""
+    """`POD_CREATORS` as the webhook reads it: split on commas, each entry trimmed."""
     return [part.strip() for part in value.split(",")]
 
 
-# --- the CocoonSet rules -------------------------------------------------------------------
-# Read from cocoon-webhook admission/cocoonset_validator.go, search-index file version
-# 68440069989 (the newest: it calls cocoon-common's meta.HibernateImportSuffix and
-# meta.ToolboxPodName, and has dropped the cross-namespace VM-name collision check that
-# version 68361562407 still makes, which hashed VM names made needless), and
-# cocoon-common ociutil.IsRelativeRef (search-index file version 56917928396).
-# The order and wording of the messages are the webhook's.
-RULES_SOURCE = (
-    "cocoon-webhook admission/cocoonset_validator.go, search-index file version 68440069989"
-)
+# --- the CocoonSet rules: the webhook's order and wording (docs/compatibility.md) ----------
+RULES_SOURCE = "cocoon-webhook's CocoonSet validator, search-index file version 68440069989"
 
 _MODES = ("clone", "run")
 _TOOLBOX_MODES = ("run", "clone", "static")

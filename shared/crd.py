@@ -1,14 +1,7 @@
-"""The CocoonSet CustomResourceDefinition, generated from the pydantic models.
+"""The CocoonSet CustomResourceDefinition, generated from the pydantic models (`shared.models`).
 
-`shared.models` is the single source of the API: this module walks the models
-and turns each field into its OpenAPI v3 schema the way controller-gen turns
-Go struct fields into one (see the `shared.models` docstring for where each
-schema keyword comes from). Nothing here restates a field; what lives here is
-only what is not a field: the CRD's names, scope, printer columns and
-subresources.
-
-Generation is pure and deterministic; the result is cached and handed out as a
-deep copy so a caller (the embedded API server, the CLI) may mutate its copy.
+Only what is not a field lives here (names, scope, printer columns, subresources); the result
+is cached and handed out as a deep copy.
 """
 
 from __future__ import annotations

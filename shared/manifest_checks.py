@@ -1,19 +1,6 @@
-"""What the cluster says about a CocoonSet beyond the CRD: for `cocoon-hibernation validate`.
-
-`shared.validation` answers as kube-apiserver's CRD validation would. A set that
-passes it can still be refused, or silently mean something else:
-
-- cocoon-webhook's CocoonSet rules (`shared.admission.cocoonset_errors`), where
-  cocoon-webhook is installed: reported with its own messages;
-- unknown fields: the API server prunes them without an error, so a
-  `hibernatPolicy: release` typo yields a valid *retain* set (kubectl prints a
-  warning at most). Reported as the server's strict field validation words it;
-- keys under `cocoonset.cocoonstack.io/` that nobody reads (a typo such as
-  `idel-timeout`), with the nearest known key;
-- this project's own annotations whose values do not parse: the sweep ignores
-  them (a Warning Event at run time), so the set is never idle-suspended, put to
-  sleep or offered for reclaim. Checked with the parsers the functions use.
-"""
+"""`validate`'s checks beyond the CRD: cocoon-webhook's rules, unknown fields (the server
+prunes them silently), unknown `cocoonset.cocoonstack.io/*` keys, and values of this project's
+annotations the functions cannot parse (the sweep would ignore them)."""
 
 from __future__ import annotations
 
@@ -41,8 +28,7 @@ ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     k.ANN_IDLE_EXEMPT_UNTIL: (parse_rfc3339, "an RFC 3339 time"),
 }
 PROJECT_PREFIX = f"{k.GROUP}/"
-# Keys under `cocoonset.cocoonstack.io/` that cocoon-operator writes today (the newest
-# cocoonset/slotrelease.go and suspend.go in the search index): not ours, but not typos.
+# Keys under `cocoonset.cocoonstack.io/` that cocoon-operator writes: not ours, but not typos.
 _UPSTREAM_KEYS = frozenset(
     {
         f"{PROJECT_PREFIX}hibernated-image",

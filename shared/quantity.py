@@ -1,31 +1,8 @@
-"""Kubernetes quantities in the form Go's `resource.Quantity.String()` prints them.
+"""Kubernetes quantities as Go's `resource.Quantity.String()` prints them, quirks included.
 
-Why this exists: the operator compares the VM-spec annotations of a live pod
-with the ones it would write itself (plain string equality) and deletes a pod
-that differs. Its `cocoonset.cocoonstack.io/storage` value is
-`ParseQuantity(spec.agent.storage).String()`, so a wake that writes the user's
-spelling (`1024Mi`) where the operator writes `1Gi` gets its restored pod
-deleted as "drifted" -- after the `:hibernate` tag was dropped, so the VM
-boots fresh. No maintained Python library prints this form (the kubernetes
-client only parses quantities to a Decimal), hence this module.
-
-It follows apimachinery's algorithm, quirks included, because equality with
-Go's output is the whole point:
-
-* `ParseQuantity` keeps the input string verbatim when its fast path judges it
-  canonical already (decimal: scale a multiple of 3, digits not ending in
-  `000`, no leading zero digit; binary: the number not a multiple of 8).
-  So `+1G` prints `+1G` and `1E3` prints `1E3`, as in Go.
-* Otherwise the value is printed as mantissa x 10^(3n) (decimal formats) or
-  mantissa x 1024^n (binary, when the value is an integer of magnitude >=
-  1024; else decimal), with the smallest integral mantissa.
-* Values are rounded up (away from zero) to nano precision; binary values are
-  capped at 2^63-1; a decimal exponent without an SI suffix (beyond `E`)
-  prints with no suffix at all, as Go does.
-
-Checked once against Go itself (apimachinery v0.35.2, `ParseQuantity(s).String()`)
-on 60,000 generated spellings, signs, fractions and suffixes, errors included:
-no difference. The unit tests pin apimachinery's own test vectors.
+The operator deletes a pod whose storage annotation differs from its own spelling (`1Gi`, not
+`1024Mi`), so a wake must write exactly Go's form; no Python library prints it. The unit
+tests pin apimachinery's own vectors.
 """
 
 from __future__ import annotations

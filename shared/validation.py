@@ -1,29 +1,9 @@
-"""What kube-apiserver would say about a CocoonSet, in plain Python.
+"""kube-apiserver's CRD validation of a CocoonSet, for `validate --offline` and the functions.
 
-:func:`validate_cocoonset` mirrors the CRD: the structural schema (types,
-enums, patterns, lengths, bounds, required fields, list-map keys) is walked
-from the schema `shared.crd` generates from the models, so a rule exists in
-exactly one place; the two `x-kubernetes-validations` CEL rules are restated
-here as Python (no CEL at run time: this is imported by the functions, and a
-CEL interpreter is neither light nor needed for two rules). The agreement test
-holds the restatement to the reference CRD's CEL under cel-python.
-
-Semantics followed from the API server, so the answers agree with it:
-
-- `null` is absent (the server prunes nulls of non-nullable fields);
-- unknown fields are not errors (the server prunes them);
-- patterns are Go regexps searched in the value (`$` is end of text);
-- `format: date-time` is RFC 3339 (the other formats here are integer widths,
-  which the server does not check);
-- a CEL rule reading `oldSelf` runs only on update, i.e. with `old`;
-- messages are rendered as `field.Error` renders them
-  (`spec.agent.replicas: Invalid value: -1: spec.agent.replicas in body should
-  be greater than or equal to 0`).
-
-Not mirrored: validation ratcheting on update (an unchanged invalid field is
-reported here though the server would let it pass), and the server's
-defaulting (no rule here depends on a default: each rule treats an absent
-field as its default would be treated).
+The structural schema is walked from `shared.crd` (one place per rule); the CRD's two CEL rules
+are restated in Python (the functions carry no CEL interpreter; a test holds them to the CRD).
+As the server: null is absent, unknown fields are pruned, `$` ends the text, `oldSelf` rules
+run only with `old`. Not mirrored: ratcheting on update and defaulting.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""`cocoon-hibernation deploy-check`: the checks that need no cloud.
+"""`cocoon-hibernation deploy-check`: the real terraform on the example, then the Python checks.
 
-The tfvars reader is judged by python-hcl2 (a real HCL parser) on the
-example's file; the command's copies of the module's defaults and formats
-are held to the module's own text; the RBAC check reads the real binding
-manifests of infra/k8s as a cluster would hold them once applied. The gcloud
-checks are exercised on the documented answer shapes (no project here).
+Terraform runs with a CLI config whose only provider source is an empty mirror, so `validate`
+and `plan` of the module are a `skip` here (as without the registry) and the provider-less
+root in `tiny` shows them passing and failing. The gcloud checks run on documented answer shapes.
 """
 
 from __future__ import annotations
@@ -20,77 +18,29 @@ from click.testing import CliRunner
 
 from cocoon_hibernation import cmd_deploy_check as dc
 from cocoon_hibernation.main import main as cli
-from cocoon_hibernation.tfvars import TfvarsError, parse_tfvars, read_tfvars
 from tests.conftest import REPO_ROOT
 from tests.deploy._hcl import EXAMPLE_DIR, MODULE_DIR, load_dir, names, parse_file
+from tests.deploy._terraform import terraform_binary
 
 TFVARS_EXAMPLE = EXAMPLE_DIR / "terraform.tfvars.example"
 
 
-# --- the tfvars reader ----------------------------------------------------------------
+@pytest.fixture
+def tf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The terraform binary, with no provider to install (as on a machine without the registry)."""
+    (tmp_path / "mirror").mkdir()
+    config = tmp_path / "terraformrc"
+    config.write_text(
+        f'provider_installation {{\n  filesystem_mirror {{\n    path = "{tmp_path / "mirror"}"'
+        "\n  }\n}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(config))
+    return terraform_binary()
 
 
-def test_reads_the_example_as_hcl_does() -> None:
-    assert read_tfvars(TFVARS_EXAMPLE) == parse_file(TFVARS_EXAMPLE)
-
-
-def test_reads_every_literal_form() -> None:
-    text = """
-    # comment
-    a = "x\\"y\\n"   // trailing comment
-    b = 3
-    c = 1.5
-    d = true
-    e = null
-    f = ["p", "q",]
-    /* block
-       comment */
-    g = {
-      name     = "agents"
-      "quoted" = 2, other: false
-    }
-    h = <<-EOT
-      line one
-        line two
-    EOT
-    i = "$${literal}"
-    """
-    assert parse_tfvars(text) == {
-        "a": 'x"y\n',
-        "b": 3,
-        "c": 1.5,
-        "d": True,
-        "e": None,
-        "f": ["p", "q"],
-        "g": {"name": "agents", "quoted": 2, "other": False},
-        "h": "line one\n  line two\n",
-        "i": "${literal}",
-    }
-
-
-@pytest.mark.parametrize(
-    ("text", "line"),
-    [
-        ("region = var.region\n", 1),
-        ('a = "x"\nb = "${var.x}"\n', 2),
-        ('a = upper("x")\n', 1),
-        ('a = "x"\na = "y"\n', 2),
-        ('a = "unterminated\n', 1),
-        ('a = ["x" "y"]\n', 1),
-    ],
-)
-def test_refuses_what_is_not_a_literal_with_its_line(text: str, line: int) -> None:
-    with pytest.raises(TfvarsError, match=rf"^f.tfvars:{line}: "):
-        parse_tfvars(text, "f.tfvars")
-
-
-def test_reads_tfvars_json(tmp_path: Path) -> None:
-    path = tmp_path / "x.tfvars.json"
-    path.write_text(json.dumps({"project_id": "acme-prod", "namespaces": ["a"]}), encoding="utf-8")
-    assert read_tfvars(path) == {"project_id": "acme-prod", "namespaces": ["a"]}
-    path.write_text("[1]", encoding="utf-8")
-    with pytest.raises(TfvarsError):
-        read_tfvars(path)
+def _run(tf: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner(env=env).invoke(cli, ["deploy-check", "--terraform", tf, *args])
 
 
 # --- the command's copies agree with the module ------------------------------------------
@@ -107,12 +57,6 @@ def test_apis_and_defaults_are_the_module_ones() -> None:
     assert set(dc.FUNCTIONS) == names(module.locals["functions"])
 
 
-def test_the_variables_are_the_modules_and_the_examples() -> None:
-    module, example = set(load_dir(MODULE_DIR).variables), set(load_dir(EXAMPLE_DIR).variables)
-    assert set(dc.MODULE_VARIABLES) == module | example
-    assert set(dc.declared_variables(TFVARS_EXAMPLE)) == set(load_dir(EXAMPLE_DIR).variables)
-
-
 def test_rbac_role_names_are_the_manifests() -> None:
     docs = list(yaml.safe_load_all((REPO_ROOT / "infra/k8s/rbac.yaml").read_text("utf-8")))
     roles = {d["metadata"]["name"] for d in docs if d and d["kind"] == "ClusterRole"}
@@ -123,7 +67,7 @@ def test_rbac_role_names_are_the_manifests() -> None:
 
 
 def _values(**over: Any) -> dict[str, Any]:
-    values = read_tfvars(TFVARS_EXAMPLE)
+    values = parse_file(TFVARS_EXAMPLE)
     values.update(over)
     return values
 
@@ -132,33 +76,41 @@ def _levels(findings: list[dc.Finding]) -> dict[str, str]:
     return {f.check: f.level.value for f in findings}
 
 
-def test_the_example_passes_offline() -> None:
-    found = dc.offline_findings(_values())
-    assert all(f.level is dc.Level.OK for f in found), found
+def _write(tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / "t.tfvars.json"
+    path.write_text(json.dumps(values), "utf-8")
+    return str(path)
+
+
+def _example(tmp_path: Path, **over: Any) -> list[str]:
+    return ["--var-file", _write(tmp_path, _values(**over)), "--root", str(EXAMPLE_DIR)]
+
+
+def test_the_example_passes_terraform_and_says_what_it_could_not_check(tf: str) -> None:
+    before = sorted(p.name for p in EXAMPLE_DIR.iterdir())
+    result = _run(tf, "--var-file", str(TFVARS_EXAMPLE), "--offline")
+    assert sorted(p.name for p in EXAMPLE_DIR.iterdir()) == before  # nothing left behind
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert "ok    region: europe-west1" in lines
+    assert "ok    wake_deadline: default" in lines  # judged by the module's own validation
+    (skip,) = [line for line in lines if not line.startswith("ok")]
+    assert skip.startswith("skip  terraform validate: not checked: terraform init (providers): ")
+    assert result.stderr == "error: 1 check(s) not checked (--allow-unchecked accepts that)\n"
+    allowed = _run(tf, "--var-file", str(TFVARS_EXAMPLE), "--offline", "--allow-unchecked")
+    assert allowed.exit_code == 0, allowed.output
 
 
 @pytest.mark.parametrize("region", ["europe-west10", "europe-west12", "me-central2", "us-east5"])
-def test_two_digit_and_short_regions_pass(region: str) -> None:
-    values = _values(region=region, gke_cluster={"name": "a", "location": f"{region}-a"})
-    assert _levels(dc.offline_findings(values))["region"] == "ok"
-    assert _levels(dc.offline_findings(values))["gke_cluster.location"] == "ok"
+def test_two_digit_and_short_regions_pass(tf: str, tmp_path: Path, region: str) -> None:
+    args = _example(tmp_path, region=region, gke_cluster={"name": "a", "location": f"{region}-a"})
+    result = _run(tf, *args, "--offline", "--allow-unchecked")
+    assert result.exit_code == 0, result.output
 
 
-def test_a_zone_is_not_a_region() -> None:
-    assert _levels(dc.offline_findings(_values(region="europe-west1-b")))["region"] == "FAIL"
-
-
-def test_a_missing_required_input_fails() -> None:
-    values = _values()
-    del values["artifact_registry"]
-    assert _levels(dc.offline_findings(values))["input artifact_registry"] == "FAIL"
-
-
-def test_a_misspelt_variable_is_refused_with_the_nearest_name(tmp_path: Path) -> None:
+def test_a_misspelt_variable_is_refused_with_the_nearest_name(tf: str, tmp_path: Path) -> None:
     # `cocoon_opertor = "absent"` passed before: the default "present" stayed in force.
-    path = tmp_path / "t.tfvars.json"
-    path.write_text(json.dumps({**_values(), "cocoon_opertor": "absent"}), "utf-8")
-    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    result = _run(tf, *_example(tmp_path, cocoon_opertor="absent"), "--offline")
     assert result.exit_code == 1
     assert (
         "FAIL  input cocoon_opertor: not a variable of the module: the apply ignores it; "
@@ -167,40 +119,35 @@ def test_a_misspelt_variable_is_refused_with_the_nearest_name(tmp_path: Path) ->
     assert result.stderr == "error: 1 check(s) failed\n"
 
 
-def test_every_finding_is_reported_at_once_and_none_is_never_shown(tmp_path: Path) -> None:
-    # A missing required input used to end the checks: the bad region, the typo and the
-    # half-filled registry below must all be reported by the same run.
-    values = _values(region="europe-west1-b", sweep_schedul="*/5 * * * *")
+def test_every_finding_is_reported_at_once_and_none_is_never_shown(tf: str, tmp_path: Path) -> None:
+    # A missing required input does not stop Terraform judging the others.
+    values = _values(region="europe-west1-b", sweep_schedul="*/5 * * * *", wake_deadline="1.5h")
     del values["project_id"]
     values["artifact_registry"] = {"location": "europe-west1"}
-    path = tmp_path / "t.tfvars.json"
-    path.write_text(json.dumps(values), "utf-8")
-    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    args = ["--var-file", _write(tmp_path, values), "--root", str(EXAMPLE_DIR), "--offline"]
+    result = _run(tf, *args)
     assert result.exit_code == 1
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert [line.split(":")[0] for line in failed] == [
-        "FAIL  input sweep_schedul",
         "FAIL  input project_id",
+        "FAIL  input sweep_schedul",
+        "FAIL  artifact_registry",
         "FAIL  region",
-        "FAIL  artifact_registry.repository_id",
+        "FAIL  wake_deadline",
     ]
     assert "None" not in result.stdout
-    assert "FAIL  artifact_registry.repository_id: not set:" in result.stdout
-    assert result.stderr == "error: 4 check(s) failed\n"
+    assert 'attribute "repository_id" is required' in result.stdout
+    assert result.stderr == "error: 5 check(s) failed\n"
 
 
-def test_the_table_is_not_the_text(tmp_path: Path) -> None:
-    args = ["deploy-check", "--var-file", str(TFVARS_EXAMPLE), "--offline"]
-    text = CliRunner().invoke(cli, args).stdout.splitlines()
-    table = CliRunner().invoke(cli, [*args, "-o", "table"]).stdout.splitlines()
-    assert text[0] == "ok    input project_id: set"
+def test_the_table_is_not_the_text(tf: str) -> None:
+    args = ["--var-file", str(TFVARS_EXAMPLE), "--offline"]
+    text = _run(tf, *args).stdout.splitlines()
+    table = _run(tf, *args, "-o", "table").stdout.splitlines()
+    assert text[0] == "ok    alert_function_errors: default"
     assert table[0].split() == ["LEVEL", "CHECK", "MESSAGE"]
-    assert table[1].split() == ["ok", "input", "project_id", "set"]
+    assert table[1].split() == ["ok", "alert_function_errors", "default"]
     assert len(table) == len(text) + 1
-
-
-def test_a_bad_wake_deadline_fails() -> None:
-    assert _levels(dc.offline_findings(_values(wake_deadline="1.5h")))["wake_deadline"] == "FAIL"
 
 
 def test_status_triggers_without_data_write_logs_warn() -> None:
@@ -303,20 +250,11 @@ def test_rbac_with_another_prefix_needs_renamed_subjects() -> None:
 # --- the command ---------------------------------------------------------------------------
 
 
-def test_command_offline_on_the_example(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        cli, ["deploy-check", "--var-file", str(TFVARS_EXAMPLE), "--offline", "-o", "json"]
-    )
-    assert result.exit_code == 0, result.output
-    found = json.loads(result.output)
-    assert {f["level"] for f in found} == {"ok"}
-
-
-def test_command_fails_on_a_bad_region(tmp_path: Path) -> None:
+def test_command_fails_on_a_bad_region(tf: str, tmp_path: Path) -> None:
     path = tmp_path / "t.tfvars"
     text = TFVARS_EXAMPLE.read_text(encoding="utf-8")
     path.write_text(re.sub(r'region\s*=\s*"[^"]+"', 'region = "europe-west1-b"', text, count=1))
-    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    result = _run(tf, "--var-file", str(path), "--root", str(EXAMPLE_DIR), "--offline")
     assert result.exit_code == 1
     assert (
         'FAIL  region: "europe-west1-b": region must be a Google Cloud region such as '
@@ -324,31 +262,51 @@ def test_command_fails_on_a_bad_region(tmp_path: Path) -> None:
     )
 
 
-def test_command_refuses_an_unreadable_file_in_one_line(tmp_path: Path) -> None:
+def test_command_refuses_an_unreadable_file_in_one_line(tf: str, tmp_path: Path) -> None:
     path = tmp_path / "t.tfvars"
     path.write_text("project_id = var.x\n", encoding="utf-8")
-    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path)])
+    result = _run(tf, "--var-file", str(path), "--root", str(EXAMPLE_DIR))
     assert result.exit_code == 2
-    assert result.output.strip().count("\n") == 0 and "t.tfvars:1:" in result.output
+    assert result.output.strip().count("\n") == 0 and "t.tfvars:1: " in result.output
+    assert "Variables not allowed" in result.output
 
 
 def test_command_without_gcloud_or_cluster_fails_unless_allowed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tf: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Nothing can be checked in the cloud: that is no pass (it exited 0 on the old main).
     monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud there
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    args = ["deploy-check", "--var-file", str(TFVARS_EXAMPLE)]
-    result = CliRunner().invoke(cli, args)
+    args = ["--var-file", str(TFVARS_EXAMPLE)]
+    result = _run(tf, *args)
     assert result.exit_code == 1, result.output
     assert "skip  gcloud: not installed" in result.output
     assert "skip  RBAC: not checked: no kubeconfig" in result.output
-    assert "error: 2 check(s) not checked (--allow-unchecked accepts" in result.output
-    allowed = CliRunner().invoke(cli, [*args, "--allow-unchecked"])
+    assert "skip  terraform plan: not checked: terraform init (providers)" in result.output
+    assert "error: 4 check(s) not checked (--allow-unchecked accepts" in result.output
+    allowed = _run(tf, *args, "--allow-unchecked")
     assert allowed.exit_code == 0, allowed.output
     assert "skip  gcloud: not installed" in allowed.output
+
+
+def test_without_terraform_it_says_what_it_did_not_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    args = ["deploy-check", "--var-file", _write(tmp_path, _values()), "--offline"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert "skip  terraform: not checked: no terraform (or tofu) on PATH" in result.output
+    # A JSON tfvars is still read for the checks Python keeps.
+    warned = _write(tmp_path, _values(gke_data_write_audit_logs=False))
+    allowed = CliRunner().invoke(
+        cli, ["deploy-check", "--var-file", warned, "--offline", "--allow-unchecked"]
+    )
+    assert allowed.exit_code == 0 and "warn  status-write triggers" in allowed.output
+    hcl = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(TFVARS_EXAMPLE), "--offline"])
+    assert "skip  tfvars: not checked: Terraform did not read them" in hcl.output
 
 
 def test_gcloud_without_credentials_is_not_a_pass(tmp_path: Path) -> None:
@@ -375,11 +333,59 @@ def test_gcloud_without_credentials_is_not_a_pass(tmp_path: Path) -> None:
     ],
 )
 def test_command_rejects_what_the_module_rejects(
-    tmp_path: Path, variable: str, value: Any, message: str
+    tf: str, tmp_path: Path, variable: str, value: Any, message: str
 ) -> None:
-    # Both were accepted (exit 0) on the old main; the module's validations refuse them.
-    path = tmp_path / "t.tfvars.json"
-    path.write_text(json.dumps({**read_tfvars(TFVARS_EXAMPLE), variable: value}), "utf-8")
-    result = CliRunner().invoke(cli, ["deploy-check", "--var-file", str(path), "--offline"])
+    # Both were accepted (exit 0) on an older main; the module's validations refuse them.
+    result = _run(tf, *_example(tmp_path, **{variable: value}), "--offline")
     assert result.exit_code == 1, result.output
     assert f"FAIL  {variable}: {json.dumps(value)}: {message}" in result.output
+
+
+# --- a root without providers: terraform validate and plan really run --------------------
+
+
+TINY = """
+variable "project_id" {
+  type = string
+}
+
+variable "size" {
+  type    = number
+  default = 1
+}
+
+resource "terraform_data" "seat" {
+  input = var.size
+  lifecycle {
+    precondition {
+      condition     = var.size < 10
+      error_message = "size must stay below 10."
+    }
+  }
+}
+"""
+
+
+def test_validate_and_plan_run_where_no_provider_is_needed(tf: str, tmp_path: Path) -> None:
+    root = tmp_path / "tiny"
+    root.mkdir()
+    (root / "main.tf").write_text(TINY, encoding="utf-8")
+    args = ["--root", str(root), "--allow-unchecked", "-o", "json"]
+
+    def found(values: dict[str, Any], *extra: str) -> dict[str, tuple[str, str]]:
+        result = _run(tf, "--var-file", _write(tmp_path, values), *args, *extra)
+        return {f["check"]: (f["level"], f["message"]) for f in json.loads(result.stdout)}
+
+    good = found({"project_id": "acme-prod"}, "--offline")
+    assert good["terraform validate"] == ("ok", "the configuration is valid")
+    assert "terraform plan" not in good  # --offline: no plan
+    planned = found({"project_id": "acme-prod"})
+    assert planned["terraform plan"] == ("ok", "planned without error")
+    refused = found({"project_id": "acme-prod", "size": 12})
+    assert refused["terraform plan"][0] == "FAIL"
+    assert "size must stay below 10." in refused["terraform plan"][1]
+    (root / "main.tf").write_text(TINY + "output x { value = var.nothing }\n", encoding="utf-8")
+    broken = found({"project_id": "acme-prod"})
+    assert broken["terraform validate"][0] == "FAIL"
+    assert "Reference to undeclared input variable" in broken["terraform validate"][1]
+    assert sorted(p.name for p in root.iterdir()) == ["main.tf"]

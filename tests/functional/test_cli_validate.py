@@ -18,6 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from cocoon_hibernation.cmd_validate import OFFLINE_RULES
 from cocoon_hibernation.main import main
 from shared.crd import cocoonset_crd
 from tests.conftest import REPO_ROOT
@@ -102,7 +103,10 @@ def test_valid_examples_pass(runner: CliRunner) -> None:
     result = runner.invoke(main, ["validate", *VALID_EXAMPLES])
     assert result.exit_code == 0
     assert result.stdout == ""
-    assert result.stderr == "checked 2 CocoonSets in 2 files (2 other documents skipped)\n"
+    assert (
+        result.stderr
+        == "checked 2 CocoonSets in 2 files (2 other documents skipped); " + OFFLINE_RULES + "\n"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(INVALID_EXAMPLES))
@@ -111,7 +115,7 @@ def test_each_invalid_example_fails_with_its_message(runner: CliRunner, name: st
     result = runner.invoke(main, ["validate", path])
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [f"{path}: {line}" for line in INVALID_EXAMPLES[name]]
-    assert result.stderr == "checked 1 CocoonSet in 1 file\n"
+    assert result.stderr == "checked 1 CocoonSet in 1 file; " + OFFLINE_RULES + "\n"
 
 
 def test_json_list_and_multi_document_input(runner: CliRunner, tmp_path: Path) -> None:
@@ -137,7 +141,10 @@ def test_json_list_and_multi_document_input(runner: CliRunner, tmp_path: Path) -
         "spec.agent.replicas in body should be greater than or equal to 0",
         f"{as_json}: n/j: cocoon-webhook: spec.agent.replicas must be >= 0, got -1",
     ]
-    assert result.stderr == "checked 2 CocoonSets in 2 files (1 other document skipped)\n"
+    assert (
+        result.stderr
+        == "checked 2 CocoonSets in 2 files (1 other document skipped); " + OFFLINE_RULES + "\n"
+    )
 
 
 def test_stdin(runner: CliRunner) -> None:
@@ -185,7 +192,7 @@ def test_unreadable_input_is_one_line_and_exit_2(
     # The readable file is still checked; the broken one is a single line.
     assert result.stderr.splitlines() == [
         f"error: {tmp_path}/{error}",
-        "checked 1 CocoonSet in 1 file (1 other document skipped)",
+        "checked 1 CocoonSet in 1 file (1 other document skipped); " + OFFLINE_RULES,
     ]
 
 
@@ -251,7 +258,10 @@ def test_the_console_script_over_all_examples() -> None:
     ]
     assert proc.stdout.splitlines() == expected
     n = len(VALID_EXAMPLES) + len(INVALID_EXAMPLES)
-    assert proc.stderr == f"checked {n} CocoonSets in {n} files (2 other documents skipped)\n"
+    assert (
+        proc.stderr
+        == f"checked {n} CocoonSets in {n} files (2 other documents skipped); {OFFLINE_RULES}\n"
+    )
 
     valid = subprocess.run(
         [_console_script(), "validate", *VALID_EXAMPLES],
@@ -283,26 +293,26 @@ SET = "metadata: {name: a, namespace: n}\nspec: {agent: {image: agent}}\n"
         pytest.param(
             "[1, 2, 3]\n",
             "F: document 1: not a Kubernetes object (a list)",
-            "checked 0 CocoonSets in 1 file",
+            "checked 0 CocoonSets in 1 file; " + OFFLINE_RULES,
             id="list",
         ),
         pytest.param(
             "hello\n",
             'F: document 1: not a Kubernetes object (a string, "hello")',
-            "checked 0 CocoonSets in 1 file",
+            "checked 0 CocoonSets in 1 file; " + OFFLINE_RULES,
             id="bare-string",
         ),
         pytest.param(
             "apiVersion: cocoonset.cocoonstack.io/v1\nkind: Cocoonset\n" + SET,
             'F: n/a: kind: Unsupported value: "Cocoonset": supported values: "CocoonSet"',
-            "checked 1 CocoonSet in 1 file",
+            "checked 1 CocoonSet in 1 file; " + OFFLINE_RULES,
             id="kind-case",
         ),
         pytest.param(
             "apiVersion: cocoonstack.io/v1\nkind: CocoonSet\n" + SET,
             'F: n/a: apiVersion: Unsupported value: "cocoonstack.io/v1": '
             'supported values: "cocoonset.cocoonstack.io/v1"',
-            "checked 1 CocoonSet in 1 file",
+            "checked 1 CocoonSet in 1 file; " + OFFLINE_RULES,
             id="wrong-api-version",
         ),
         pytest.param(
@@ -320,7 +330,7 @@ SET = "metadata: {name: a, namespace: n}\nspec: {agent: {image: agent}}\n"
             "F: n/a: metadata.annotations[cocoonset.cocoonstack.io/idel-timeout]: unknown "
             'annotation key "cocoonset.cocoonstack.io/idel-timeout": the functions ignore it '
             '(did you mean "cocoonset.cocoonstack.io/idle-timeout"?)',
-            "checked 1 CocoonSet in 1 file",
+            "checked 1 CocoonSet in 1 file; " + OFFLINE_RULES,
             id="misspelt-annotation-key",
         ),
     ],
