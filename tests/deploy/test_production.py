@@ -51,7 +51,11 @@ def example() -> TfDir:
 
 
 def _render_rbac(
-    tmp: Path, prefix: str, project: str, namespaces: list[str], read_namespaces: tuple[str, ...] = ()
+    tmp: Path,
+    prefix: str,
+    project: str,
+    namespaces: list[str],
+    read_namespaces: tuple[str, ...] = (),
 ) -> list[Any]:
     """The submodule as the module calls it, evaluated by the real Terraform CLI."""
     module = load_dir(MODULE_DIR)

@@ -64,9 +64,7 @@ def test_the_namespaced_read_component_drops_the_cluster_wide_read(
     tmp_path: Path, variant: str
 ) -> None:
     docs = _render(_copy(tmp_path, FILLED, [variant, "namespaced-read"]))
-    cluster_roles = {
-        d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"
-    }
+    cluster_roles = {d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
     assert READER not in cluster_roles and WRITER not in cluster_roles
     # The serve account's per-namespace reads name the same subject as its writes.
     read = yaml.safe_load(
