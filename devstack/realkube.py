@@ -17,6 +17,7 @@ What it configures, as a GKE-like cluster would:
   PodSecurity, OwnerReferencesPermissionEnforcement (plus the defaults);
 - the audit policy `infra/k8s/audit/policy.yaml` and a webhook backend to a local
   receiver (`audit_sink`), which records every batch and hands it to a callback;
+  with `audit_log=True` also a log file of every request the function identities make;
 - the CocoonSet CRD generated from our models, waited for until Established.
 """
 
@@ -246,10 +247,14 @@ class AuditSink:
 class RealKube:
     """etcd + kube-apiserver as child processes, plus the audit receiver."""
 
-    def __init__(self, bin_dir: Path | None = None, *, event_ttl: str = "1h") -> None:
+    def __init__(
+        self, bin_dir: Path | None = None, *, event_ttl: str = "1h", audit_log: bool = False
+    ) -> None:
         self.bin_dir = bin_dir or find_binaries()
         self.event_ttl = event_ttl
         self.dir = Path(tempfile.mkdtemp(prefix="cocoon-realkube-"))
+        # Every request of the function identities, logged for the RBAC-from-evidence test.
+        self.audit_log: Path | None = self.dir / "audit.log" if audit_log else None
         self.port = free_port()
         self.tokens = {"admin": "admin-" + os.urandom(12).hex()}
         for role in FUNCTION_USERS:
@@ -331,8 +336,9 @@ class RealKube:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 f"--event-ttl={self.event_ttl}",
-                f"--audit-policy-file={REPO_ROOT / 'infra/k8s/audit/policy.yaml'}",
+                f"--audit-policy-file={self._audit_policy()}",
                 f"--audit-webhook-config-file={webhook}",
+                *self._audit_log_flags(),
                 # Default batching waits up to 30 s; tests want the hint promptly.
                 "--audit-webhook-batch-max-wait=200ms",
                 "--audit-webhook-initial-backoff=100ms",
@@ -350,6 +356,29 @@ class RealKube:
             raise
         self.started_in = time.monotonic() - t0
         return self
+
+    def _audit_policy(self) -> Path:
+        shipped = REPO_ROOT / "infra/k8s/audit/policy.yaml"
+        if self.audit_log is None:
+            return shipped
+        # One policy serves every backend: the function identities' requests go first.
+        policy = yaml.safe_load(shipped.read_text())
+        policy["rules"].insert(0, {"level": "Metadata", "users": sorted(FUNCTION_USERS.values())})
+        path = self.dir / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        return path
+
+    def _audit_log_flags(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        return [f"--audit-log-path={self.audit_log}", "--audit-log-format=json"]
+
+    def audit_log_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far (the log backend writes each as one JSON line)."""
+        if self.audit_log is None or not self.audit_log.exists():
+            return []
+        lines = self.audit_log.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.dir / f"{name}.log").open("wb")

@@ -1,22 +1,7 @@
 """Who may come in at which door, and what they may ask for (docs/security.md).
 
-Two checks, both before any client exists:
-
-- `authenticate` (headers only, before the body is read): the bearer secret
-  presented matches one of the credentials the route accepts. Every
-  configured candidate is compared in constant time, with no early exit, so
-  the answer's timing says neither which token nor how much of one matched.
-- `authorize` (after parsing, before dispatch): every trigger the request
-  carries is one its credential may ask for. A registry's token brings
-  snapshot pushes and nothing else; the audit webhook's (and the cluster's
-  event sources') brings set changes; a wake token wakes sets in its
-  namespaces; the sweep token ticks. A set change or a push is only a hint
-  (the reconciler re-reads live state), a wake request and a sweep act on
-  the caller's word, which is why they have doors of their own.
-
-A caller of the per-target functions on Cloud Run has been authenticated by
-the platform (Eventarc's service account, Cloud Run's invoker IAM) and is
-`PLATFORM`: what reaches the function is what its trigger delivers.
+`authenticate` sees headers only, before the body; `authorize` sees the parsed triggers,
+before any client. The per-target functions on Cloud Run are `PLATFORM`: authenticated in front.
 """
 
 from __future__ import annotations
@@ -88,8 +73,7 @@ PLATFORM_CALLER = Caller(Door.PLATFORM, "platform")
 
 
 def attribute(caller: Caller, triggers: Sequence[Trigger]) -> list[Trigger]:
-    """The triggers with each wake request signed by the credential that brought it
-    (its name, never the secret), so the set's Events say who asked."""
+    """Wake requests signed with the credential's name (never the secret): Events say who asked."""
     who = f"{caller.door.value}:{caller.name}"
     return [replace(t, requester=who) if isinstance(t, WakeRequested) else t for t in triggers]
 
@@ -153,8 +137,7 @@ _CHUNK = 64 * 1024
 
 
 def read_capped(stream: Any, limit: int) -> bytes | None:
-    """At most `limit` bytes of `stream`, or None once it has more (a chunked body has
-    no Content-Length, so the cap is kept while reading)."""
+    """At most `limit` bytes of `stream`, or None past it (a chunked body has no Content-Length)."""
     buf = bytearray()
     while True:
         chunk = stream.read(min(_CHUNK, limit + 1 - len(buf)))

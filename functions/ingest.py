@@ -1,28 +1,8 @@
-"""The HTTP `ingest` target: webhooks that are not CloudEvents (docs/design.md#ingest-http).
+"""The HTTP `ingest` target: `/registry`, `/kubernetes/audit`, `/pubsub`.
 
-    POST /registry          Distribution, Harbor (Default or CloudEvents JSON), ECR EventBridge
-    POST /kubernetes/audit  kube-apiserver audit webhook `EventList`
-    POST /pubsub            Pub/Sub push subscription (wrapped), optionally Google OIDC
-                            from a service account of COCOON_PUSH_SERVICE_ACCOUNTS
-
-Each route is a door with its own credential (functions.doors, docs/security.md):
-`/registry` the registry's `COCOON_INGEST_TOKEN`, `/kubernetes/audit` the
-`COCOON_AUDIT_TOKEN`, `/pubsub` a wake token, the sweep token or a Google OIDC
-token. Order of the gates, each before any work the next one costs:
-route (404) -> method (405) -> configuration (the route's credential unset ->
-500, never open) -> credential in constant time (401, before the body is
-read) -> size (413, from Content-Length and again while reading) -> parse ->
-what the credential may ask for (403, before any client) -> events per batch
-(413) -> the work budget (excess deferred, shared.adapters.budget) -> act.
-
-Ack or retry: Distribution retries any non-2xx forever and blocks its queue
-behind it, so everything permanent (malformed, irrelevant, invalid names) is
-acknowledged with 202 and a log line saying why; only a transient failure
-while acting (or a configuration the operator must fix) answers 503.
-
-`dispatch` is the action: `functions.dispatch.run` unless a test or an
-embedding sets this module attribute; it is imported on first use so an
-irrelevant event never loads the clients.
+Each route is a door with its own credential (functions.doors, docs/security.md), checked
+before the body. Distribution retries any non-2xx forever, so everything permanent is
+acknowledged (202, with a log line); only transient failures and misconfiguration get 503.
 """
 
 from __future__ import annotations
@@ -83,13 +63,8 @@ def _reply(
 def _refuse(
     status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
 ) -> Reply:
-    """A refusal sent without reading the body.
-
-    functions-framework drains the whole request body after every response
-    unless the response is streamed (`read_request`); a body we refuse to read
-    must not be read there either, so the answer is a one-chunk stream and the
-    connection is closed instead of being reused with unread bytes on it.
-    """
+    """A refusal sent without reading the body: streamed, because functions-framework drains
+    the body after any other response, and with the connection closed."""
     return (
         iter([json.dumps(body)]),
         status,
@@ -251,7 +226,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
         )
     if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):
         # A `:hibernate` push we cannot place: once the variable is set the
-        # registry's redelivery succeeds, so ask for it (docs/design.md#ack-or-retry).
+        # registry's redelivery succeeds, so ask for it.
         log.error("ingest cannot place a snapshot: COCOON_REGISTRY_BASE is not set")
         return _reply(503, {**counts, "error": "misconfigured"})
     if not kept:

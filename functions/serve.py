@@ -1,24 +1,8 @@
-"""All four targets in one process, path-routed: for a plain Deployment or Knative.
+"""All four targets in one process, path-routed, for a plain Deployment or Knative.
 
-Routes (docs/design.md#targets): ``POST /release``, ``/wake``, ``/sweep`` take CloudEvents
-(binary or structured), ``POST /registry`` and ``/kubernetes/audit`` are the
-``ingest`` webhooks, ``GET /healthz`` answers ``ok`` (liveness: the process serves),
-``GET /readyz`` answers ``ok`` only while the configuration can work (readiness: a
-registry base, the ingest token, Kubernetes credentials) and else 503 with the reasons,
-one per line, ``GET /metrics`` serves the
-operator's slot-release counters in Prometheus text format. Anything else is 404.
-
-Each route is the very app functions-framework builds for that target from
-the installed ``functions/entrypoints.py`` (``create_app``), mounted under its
-path, so the CloudEvent parsing, the 2xx-vs-500 contract and the crash handling
-are the ones the per-target deployments get. The routing is ours, and so is
-the door in front of each CloudEvent route (`_guarded`, docs/security.md): a
-per-target function on Cloud Run sits behind Eventarc and the invoker IAM,
-`serve` behind nothing but a Service, so before the framework reads a byte of
-the body it checks the route's credential (401), the method (405) and the size
-(413, from Content-Length and again while reading a chunked body), and a JSON
-body nested past what the parser survives is a 400, not the SDK's 500.
-The `ingest` routes guard themselves (functions.ingest).
+Each CloudEvent route is functions-framework's own app for that target behind a door
+(`_guarded`): credential, method and size are checked before the body is read, since
+`serve` has no Eventarc or invoker IAM in front. The `ingest` routes guard themselves.
 """
 
 from __future__ import annotations
@@ -65,13 +49,8 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def default_source() -> Path:
-    """The installed targets' file, `functions/entrypoints.py`, wherever the package lives.
-
-    Found through the import system, never relative to a checkout or the working
-    directory: an installed wheel has no `main.py`, and a stray `./main.py` must
-    not be served by accident. functions-framework only loads targets from a
-    file, hence a path rather than the module.
-    """
+    """The installed `functions/entrypoints.py`, found by import, never from the working
+    directory: a wheel has no `main.py`, and a stray `./main.py` must not be served."""
     spec = importlib.util.find_spec("functions.entrypoints")
     if spec is None or spec.origin is None:  # pragma: no cover - the package ships it
         raise RuntimeError("functions.entrypoints is not installed")
@@ -181,12 +160,7 @@ def _guarded(target: str, app: WSGIApp) -> WSGIApp:
 def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
     """Why the configuration cannot work, one sentence each; empty when it can.
 
-    What every event would otherwise fail on, one request at a time: a variable with
-    a bad value, no registry base (nothing can be verified: no release, no wake),
-    no ingest token (ingest refuses every webhook), no Kubernetes credentials (no
-    kubeconfig and not in a cluster). Nothing here sends a request: a cluster or
-    registry that is briefly down is the retry path's business, not a reason to take
-    the process out of its Service.
+    No request is sent: a briefly unreachable cluster or registry is the retry path's business.
     """
     from shared.clients.kube import KubeClient  # noqa: PLC0415 - builds no connection
     from shared.config import Settings  # noqa: PLC0415
@@ -259,12 +233,8 @@ def create_app(source: Path | None = None) -> Any:
 
 
 def _server_options() -> dict[str, Any]:
-    """gunicorn settings beyond functions-framework's own.
-
-    gunicorn >= 25.1 opens a control socket for its `gunicornc` tool under
-    $XDG_RUNTIME_DIR or $HOME: nothing here uses it, and on a read-only root
-    filesystem (the image, infra/k8s) it logs an error at every start.
-    """
+    """gunicorn >= 25.1's control socket off: unused, and on a read-only root it logs an
+    error at every start."""
     from gunicorn.config import Config  # noqa: PLC0415 - the server's own dependency, at start
 
     return {"control_socket_disable": True} if "control_socket_disable" in Config().settings else {}

@@ -41,6 +41,12 @@ FILLED = {
     "namespaces": "team-a,team-b",
     "wakeDeadline": "15m",
     "operator": "absent",
+    "eventingNamespace": "knative-eventing",
+    "registryNamespace": "registry",
+    "registryApp": "docker-registry",
+    "prometheusNamespace": "observability",
+    "prometheusApp": "prometheus",
+    "apiServerCIDR": "10.0.0.0/28",
 }
 
 

@@ -50,7 +50,13 @@ def example() -> TfDir:
 # --- RBAC from the module's own service accounts ------------------------------------------
 
 
-def _render_rbac(tmp: Path, prefix: str, project: str, namespaces: list[str]) -> list[Any]:
+def _render_rbac(
+    tmp: Path,
+    prefix: str,
+    project: str,
+    namespaces: list[str],
+    read_namespaces: tuple[str, ...] = (),
+) -> list[Any]:
     """The submodule as the module calls it, evaluated by the real Terraform CLI."""
     module = load_dir(MODULE_DIR)
     call = module.modules["kubernetes_rbac"]
@@ -70,7 +76,8 @@ def _render_rbac(tmp: Path, prefix: str, project: str, namespaces: list[str]) ->
         'module "rbac" {\n  source = "./rbac"\n'
         f"  name_prefix = {json.dumps(prefix)}\n"
         f"  users = {json.dumps(users)}\n"
-        f"  namespaces = {json.dumps(namespaces)}\n}}\n",
+        f"  namespaces = {json.dumps(namespaces)}\n"
+        f"  read_namespaces = {json.dumps(list(read_namespaces))}\n}}\n",
         encoding="utf-8",
     )
     binary = terraform_binary()

@@ -15,4 +15,6 @@ module "kubernetes_rbac" {
   # The writes are granted per namespace only: the allowlist, plus the
   # namespaces a user names for the all-namespaces case.
   namespaces = distinct(concat(var.namespaces, var.rbac_namespaces))
+  # With an allowlist the functions read nowhere else: no cluster-wide read either.
+  read_namespaces = var.namespaces
 }

@@ -59,6 +59,6 @@ output "ingest_push_audience" {
 }
 
 output "kubernetes_rbac_manifest" {
-  description = "The functions' Kubernetes bindings (ClusterRoleBinding of the reads, a RoleBinding of the writes per namespace of namespaces + rbac_namespaces) with the real runtime emails: `terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -` after infra/k8s/rbac.yaml."
+  description = "The functions' Kubernetes bindings (the reads: a ClusterRoleBinding, or with `namespaces` set a RoleBinding per namespace; a RoleBinding of the writes per namespace of namespaces + rbac_namespaces) with the real runtime emails: `terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -` after infra/k8s/rbac.yaml."
   value       = module.kubernetes_rbac.manifest
 }

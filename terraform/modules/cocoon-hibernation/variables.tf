@@ -102,7 +102,7 @@ variable "vpc_connector" {
 }
 
 variable "namespaces" {
-  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces. The Kubernetes writes are granted per namespace either way: apply infra/k8s/namespace-binding.yaml once per namespace listed here (or, when empty, per namespace holding CocoonSets). When set, the pod-status audit triggers are narrowed to these namespaces (one trigger per method and namespace)."
+  description = "Namespaces the functions act in (COCOON_NAMESPACES). Empty = all namespaces. The Kubernetes writes are granted per namespace either way (kubernetes_rbac_manifest: each namespace listed here, or, when empty, each of rbac_namespaces); when set, the reads are too (a RoleBinding per namespace instead of the cluster-wide ClusterRoleBinding). When set, the pod-status audit triggers are narrowed to these namespaces (one trigger per method and namespace)."
   type        = list(string)
   # null from a caller (the example passes its unset inputs through) means the default.
   nullable = false

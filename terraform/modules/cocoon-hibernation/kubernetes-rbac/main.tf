@@ -6,7 +6,9 @@
 #
 # The ClusterRoles themselves are infra/k8s/rbac.yaml (applied once per
 # cluster); infra/k8s/gke-binding.yaml and namespace-binding.yaml are what
-# this renders for name_prefix = "cocoon" (tests/deploy holds them equal).
+# this renders for name_prefix = "cocoon" (tests/deploy holds them equal), and
+# namespace-read-binding.yaml the read RoleBinding that replaces the cluster-wide
+# one when the allowlist is set.
 
 variable "name_prefix" {
   description = "The parent module's name_prefix: names the bindings, so two instances in one cluster do not overwrite each other's subjects."
@@ -21,6 +23,12 @@ variable "users" {
 variable "namespaces" {
   description = "Namespaces that get the per-namespace RoleBinding of the writer role."
   type        = list(string)
+}
+
+variable "read_namespaces" {
+  description = "The allowlist (COCOON_NAMESPACES): when set, the reads are granted by a RoleBinding in each of these namespaces instead of cluster-wide."
+  type        = list(string)
+  default     = []
 }
 
 locals {
@@ -47,6 +55,20 @@ locals {
     subjects = local.subjects
   }
 
+  read_bindings = [
+    for ns in sort(distinct(var.read_namespaces)) : {
+      apiVersion = "rbac.authorization.k8s.io/v1"
+      kind       = "RoleBinding"
+      metadata   = { name = "${local.binding_name}-read", namespace = ns, labels = local.labels }
+      roleRef = {
+        apiGroup = "rbac.authorization.k8s.io"
+        kind     = "ClusterRole"
+        name     = "cocoon-hibernation"
+      }
+      subjects = local.subjects
+    }
+  ]
+
   namespace_bindings = [
     for ns in sort(distinct(var.namespaces)) : {
       apiVersion = "rbac.authorization.k8s.io/v1"
@@ -61,11 +83,13 @@ locals {
     }
   ]
 
-  documents = concat([local.cluster_binding], local.namespace_bindings)
+  # An allowlist confines the reads to it; without one the sweep lists every namespace.
+  cluster_reads = [for b in [local.cluster_binding] : b if length(var.read_namespaces) == 0]
+  documents     = concat(local.cluster_reads, local.read_bindings, local.namespace_bindings)
 }
 
 output "documents" {
-  description = "The bindings as objects: the ClusterRoleBinding of the reads, then one RoleBinding of the writes per namespace."
+  description = "The bindings as objects: the reads (one ClusterRoleBinding, or a RoleBinding per read namespace), then one RoleBinding of the writes per namespace."
   value       = local.documents
 }
 
