@@ -1,19 +1,9 @@
 """Pydantic models of the CocoonSet and of the pod fields the reconciler reads.
 
-Defaults are exactly the CRD's. Every model keeps fields it does not know
-(`extra="allow"`) so a read-modify-write never drops what another component
-wrote; dump with :func:`dump` (aliases, unset fields left out) to get back the
-object as it was read, plus only what we changed.
-
-The CocoonSet models are also the single source of the CRD: `shared.crd`
-walks them to build the OpenAPI schema. So everything the schema says lives
-here, on the models: a field's alias is the property name, its type the schema
-type, its default the schema default, `ge`/`le`/`min_length`/`max_length`/
-`pattern` the bounds, `description=` the description, and
-`json_schema_extra` carries the rest (`format`, `x-kubernetes-*` markers). A
-model's docstring (or a StrEnum's) is the description of that type wherever a
-field does not describe itself. Keys starting `x-cocoon-` are hints to the
-generator and never reach the CRD.
+The CocoonSet models are the single source of the CRD (`shared.crd`): alias, type, default,
+bounds, `description=` and `json_schema_extra` are the schema's; a model's or StrEnum's
+docstring describes its type; `x-cocoon-*` keys are generator hints, never in the CRD.
+Unknown fields are kept (`extra="allow"`) so a read-modify-write never drops another's.
 """
 
 from __future__ import annotations
@@ -39,14 +29,11 @@ from shared.enums import (
 )
 from shared.names import LABEL_VALUE_MAX, LABEL_VALUE_PATTERN
 
-# --- generator hints (read by shared.crd, stripped from the CRD) ---------------------
-
-# The field is not in the schema's `required` list although the model needs it
-# (the Go type says `omitempty`; the API accepts an object without it).
+# Not in the schema's `required` list although the model needs it (the API accepts it absent).
 X_OPTIONAL: Final = "x-cocoon-optional"
 # The model's default is a convenience for readers, not an API default.
 X_NO_DEFAULT: Final = "x-cocoon-no-default"
-# The type is described elsewhere (ObjectMeta): the schema says only `type: object`.
+# Described elsewhere (ObjectMeta): the schema says only `type: object`.
 X_OPAQUE: Final = "x-cocoon-opaque"
 
 INT32: Final[dict[str, Any]] = {"format": "int32"}
@@ -58,10 +45,7 @@ def list_map(*keys: str) -> dict[str, Any]:
     return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
 
 
-# --- patterns and messages of the CRD ------------------------------------------------
-
-# resource.Quantity's serialization (k8s.io/apimachinery): what kube-apiserver
-# accepts as a string quantity.
+# What kube-apiserver accepts as a string quantity.
 QUANTITY_PATTERN: Final = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -73,8 +57,7 @@ CONDITION_TYPE_PATTERN: Final = (
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 
-# The spec's x-kubernetes-validations (CEL). shared.validation checks the same
-# rules in plain Python and reports these exact messages.
+# The spec's CEL rules; shared.validation checks them in Python with these exact messages.
 MSG_RELEASE_MAIN_ONLY: Final = "hibernatePolicy=release requires agent.replicas=0 and no toolboxes"
 MSG_CLASS_IMMUTABLE: Final = "snapshotCompatibilityClass is immutable once set"
 RULE_RELEASE_MAIN_ONLY: Final = (
@@ -101,27 +84,22 @@ def _check_quantity(value: int | str) -> int | str:
     return value
 
 
-# Rust/Go regex `$` is end of text; Python's would also match before a final newline.
+# The CRD's `$` is end of text; Python's would also match before a final newline.
 _QUANTITY_RE: Final = re.compile(QUANTITY_PATTERN.removesuffix("$") + r"\Z")
 
 Quantity = Annotated[int | str, IntOrString(QUANTITY_PATTERN), AfterValidator(_check_quantity)]
 
 
 class _Model(BaseModel):
-    # validate_assignment: `cs.status.phase = "Suspended"` stores the enum member, so
-    # what is assigned is checked and dumped exactly as what is parsed.
+    # validate_assignment: what is assigned is checked and dumped exactly as what is parsed.
     model_config = ConfigDict(
         extra="allow", populate_by_name=True, use_enum_values=False, validate_assignment=True
     )
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
-    """The object as the API would hold it: aliases, and only fields that were set.
-
-    A field that was not in the input but was changed in place since (an
-    annotation added to a defaulted `metadata.annotations`, a phase set on a
-    defaulted `status`) counts as set: a read-modify-write must not lose it.
-    """
+    """The object as the API would hold it: aliases, and only fields that were set
+    (a defaulted field changed in place since counts as set)."""
     _mark_changed(model)
     return model.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
@@ -169,8 +147,6 @@ class ObjectMeta(_Model):
     owner_references: list[OwnerReference] = Field(default_factory=list, alias="ownerReferences")
     finalizers: list[str] = Field(default_factory=list)
 
-
-# --- spec ----------------------------------------------------------------------------
 
 _NAME_OF_REFERENT: Final = (
     "Name of the referent.\n"
@@ -272,7 +248,7 @@ class ResourceRequirements(_Model):
     )
 
 
-# Field descriptions the agent and the toolbox share (one Go doc comment upstream).
+# Field descriptions the agent and the toolbox share.
 _FORCE_PULL: Final = "ForcePull bypasses the image cache and re-pulls from upstream."
 _NETWORK: Final = "Network selects the cluster network to attach the VM to."
 _NO_DIRECT_IO: Final = (
@@ -283,6 +259,10 @@ _NO_DIRECT_IO: Final = (
 _PROBE_PORT: Final = "ProbePort overrides the default ICMP probe with a TCP port check."
 _STORAGE: Final = "Storage sizes the VM root volume."
 PORT_MAX: Final = 65535
+ProbePort = Annotated[
+    int | None,
+    Field(alias="probePort", ge=0, le=PORT_MAX, description=_PROBE_PORT, json_schema_extra=INT32),
+]
 
 
 class AgentSpec(_Model):
@@ -297,14 +277,7 @@ class AgentSpec(_Model):
     network: str | None = Field(default=None, description=_NETWORK)
     no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
     os: OSType = OSType.LINUX
-    probe_port: int | None = Field(
-        default=None,
-        alias="probePort",
-        ge=0,
-        le=PORT_MAX,
-        description=_PROBE_PORT,
-        json_schema_extra=INT32,
-    )
+    probe_port: ProbePort = None
     replicas: int = Field(
         default=0,
         ge=0,
@@ -330,14 +303,7 @@ class ToolboxSpec(_Model):
     network: str | None = Field(default=None, description=_NETWORK)
     no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
     os: OSType = OSType.LINUX
-    probe_port: int | None = Field(
-        default=None,
-        alias="probePort",
-        ge=0,
-        le=PORT_MAX,
-        description=_PROBE_PORT,
-        json_schema_extra=INT32,
-    )
+    probe_port: ProbePort = None
     resources: ResourceRequirements | None = None
     static_ip: str | None = Field(default=None, alias="staticIP")
     static_vm_id: str | None = Field(default=None, alias="staticVMID")
@@ -395,8 +361,6 @@ class CocoonSetSpec(_Model):
     toolboxes: list[ToolboxSpec] | None = None
 
 
-# --- status --------------------------------------------------------------------------
-
 
 class AgentStatus(_Model):
     """AgentStatus represents the observed state of a single agent VM."""
@@ -420,7 +384,6 @@ class ConditionStatus(StrEnum):
 class Condition(_Model):
     """Condition contains details for one aspect of the current state of this API Resource."""
 
-    # metav1.Condition, descriptions as upstream wrote them.
     last_transition_time: str = Field(
         alias="lastTransitionTime",
         description=(
@@ -537,7 +500,7 @@ class CocoonSet(_Model):
         json_schema_extra={X_NO_DEFAULT: True},
     )
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    # The Go field is `omitempty`: the API accepts a CocoonSet without spec; we never read one.
+    # The API accepts a CocoonSet without spec; we never read one.
     spec: CocoonSetSpec = Field(json_schema_extra={X_OPTIONAL: True})
     status: CocoonSetStatus = Field(default_factory=CocoonSetStatus)
 
@@ -582,20 +545,14 @@ class CocoonSet(_Model):
         return frozenset(n.strip() for n in names if n.strip())
 
 
-# --- pods (only what the reconciler reads) -------------------------------------------
-
 _GO_INT: Final = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
 
 
 def parse_go_int(raw: str) -> int:
-    """An integer annotation as the operator reads it: strconv.ParseInt(raw, 10, 64).
-
-    ASCII digits with an optional sign only; anything else (`1_0`, ` 7`, `٣`,
-    out of int64 range) reads as 0, where Python's int() would accept the first
-    three and disagree with the operator about a generation.
-    """
+    """An integer annotation as the operator reads it: a signed ASCII int64, anything
+    else (`1_0`, ` 7`, `٣`, out of range) 0, where int() would disagree about a generation."""
     if not _GO_INT.match(raw):
         return 0
     value = int(raw)
@@ -664,17 +621,16 @@ class Pod(_Model):
 
     @property
     def is_main(self) -> bool:
-        # The role label alone, as the operator classifies pods (classifyPods).
+        # The role label alone, as the operator classifies pods.
         return self.role == k.ROLE_MAIN
 
     @property
     def managed(self) -> bool:
-        # The annotation alone, as the operator reads it (meta.ParseVMSpec): it writes
-        # `managed: "true"` on every agent, and a pod without it has no VM to gate on.
+        # The annotation alone, as the operator reads it: a pod without it has no VM to gate on.
         return self.annotations.get(k.ANN_MANAGED) == k.TRUE
 
     def controlled_by(self, owner_uid: str | None) -> bool:
-        """metav1.IsControlledBy: the pod's controller reference names this uid."""
+        """The pod's controller reference names this uid."""
         ref = next((r for r in self.metadata.owner_references if r.controller), None)
         return ref is not None and bool(owner_uid) and ref.uid == owner_uid
 
@@ -697,16 +653,13 @@ class Pod(_Model):
 
     @property
     def lifecycle_generation(self) -> int:
-        """Missing or garbage reads as 0, as Go's strconv.ParseInt does (docs/design.md#keys)."""
+        """Missing or garbage reads as 0 (see parse_go_int)."""
         return parse_go_int(self.annotations.get(k.ANN_LIFECYCLE_GENERATION, ""))
 
     @property
     def terminal(self) -> bool:
-        """meta.IsPodTerminal of today's cocoon-common: the kubelet's `Failed` phase only.
-
-        A suspend skips such a pod (no VM state to keep); vk-cocoon's sticky lifecycle
-        `failed` is not terminal there: the pod still holds a VM the release waits for.
-        """
+        """The kubelet's `Failed` phase only, as the operator reads it: vk-cocoon's sticky
+        `failed` is not terminal, the pod still holds a VM the release waits for."""
         return self.status.phase == "Failed"
 
     @property
@@ -716,7 +669,7 @@ class Pod(_Model):
 
     @property
     def live(self) -> bool:
-        """VM id annotation non-empty and a container Running (docs/design.md#wake)."""
+        """VM id annotation non-empty and a container Running."""
         if not self.annotations.get(k.ANN_VM_ID):
             return False
         return any(
@@ -737,7 +690,7 @@ class Pod(_Model):
     @property
     def preferred_node(self) -> str:
         """The hostname a wake's preferred node affinity names ("" = none): the hint it
-        was created for, kept on the pod after whoever completed the wake cleared it."""
+        was created for, kept after the wake cleared it."""
         affinity = (self.spec.model_extra or {}).get("affinity") or {}
         terms = (affinity.get("nodeAffinity") or {}).get(
             "preferredDuringSchedulingIgnoredDuringExecution"
