@@ -1,10 +1,5 @@
-"""`cocoon-hibernation demo`: the whole system, for real, on one machine, narrated.
-
-Starts the local stack (embedded Kubernetes API, a real Distribution
-registry, the four targets as functions-framework processes, the simulated
-cluster), runs the scenario of `devstack.scenario` and prints a summary.
-Exit 0 only when every step happened; a step that times out prints which step
-and the last state seen, and exits 1. Ctrl-C tears everything down.
+"""`cocoon-hibernation demo`: the local stack, the scenario of `devstack.scenario`, narrated.
+Exit 0 only when every step happened; a timed-out step says which and the last state seen.
 """
 
 from __future__ import annotations

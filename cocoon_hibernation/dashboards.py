@@ -3,16 +3,8 @@
     uv run python -m cocoon_hibernation.dashboards          # rewrite both files
     uv run python -m cocoon_hibernation.dashboards --check  # exit 1 if either is stale
 
-* `infra/observability/grafana-dashboard.json`: for the self-hosted `serve`
-  (Prometheus scraping `/metrics`); import it in Grafana.
-* `terraform/modules/cocoon-hibernation/dashboard.json.tftpl`: the Cloud
-  Monitoring dashboard the module creates (`google_monitoring_dashboard`), on
-  the log-based metrics, `${prefix}` being the module's name_prefix.
-
-One panel per metric: a counter as its per-second rate, summed by its most
-telling label; a histogram as its 50th and 95th percentiles. tests/deploy
-holds the committed files equal to this output, so a panel can only name a
-metric the code emits.
+Grafana (for `serve`'s `/metrics`) and the Terraform module's Cloud Monitoring dashboard (on
+the log-based metrics); tests/deploy holds the committed files equal to this output.
 """
 
 from __future__ import annotations

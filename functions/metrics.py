@@ -1,16 +1,6 @@
-"""The project's metrics (`shared.metric_names`) as Prometheus metrics, for `serve`.
-
-Dashboards and alerts built for cocoon-operator query the operator's counter
-names and labels; `serve` (the self-hosted deployment: a Deployment or
-Knative) exposes them, and ours (histograms included), on `GET /metrics`. The
-Cloud Run functions never import this module (importing prometheus-client
-costs a cold start hundreds of milliseconds on a small instance): there the
-same counts and samples are log lines that Terraform's log-based metrics turn
-into counters and distributions.
-
-Counts and samples arrive through `shared.log.count` / `observe`, the one
-place the code records them, so the log line and the Prometheus sample can
-never disagree. A name outside the catalogue is a log line only.
+"""The project's metrics as Prometheus metrics on `serve`'s `GET /metrics`, under the
+operator's counter names so its dashboards work. Fed by `shared.log.count`/`observe` (so the
+log line and the sample agree); the Cloud Run functions never import prometheus-client.
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ import prometheus_client
 from shared import log
 from shared.metric_names import BY_NAME, CATALOGUE
 
-# name -> (help, labels): the counters, as the operator's metrics package defines its own.
+# name -> (help, labels)
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     m.name: (m.help, m.labels) for m in CATALOGUE if m.kind == "counter"
 }

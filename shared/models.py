@@ -361,7 +361,6 @@ class CocoonSetSpec(_Model):
     toolboxes: list[ToolboxSpec] | None = None
 
 
-
 class AgentStatus(_Model):
     """AgentStatus represents the observed state of a single agent VM."""
 
