@@ -28,13 +28,7 @@ from cocoon_hibernation._common import (
     output_option,
     progress,
 )
-from cocoon_hibernation._kube import (
-    Snapshot,
-    cli_settings,
-    list_sets,
-    read_client,
-    registry_probe,
-)
+from cocoon_hibernation._kube import Snapshot, cli_settings, list_sets, read_client, registry_probe
 from shared import constants as k
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase

@@ -43,8 +43,7 @@ def why_not_running(client: KubeClient, ref: SetRef) -> str:
     """Why a waking set's pod is not running, in words: no free seat, or just not yet."""
     try:
         events = client.list_events(
-            ref.namespace,
-            f"involvedObject.name={ref.name},reason={k.REASON_WAKE_NO_CAPACITY}",
+            ref.namespace, f"involvedObject.name={ref.name},reason={k.REASON_WAKE_NO_CAPACITY}"
         )
     except CocoonError:
         events = []

@@ -73,9 +73,7 @@ def emit(severity: str, message: str, **fields: Any) -> None:
         line = f"{datetime.now(UTC):%H:%M:%S} {severity:<7} {message} {extras}".rstrip()
     else:
         line = json.dumps(
-            {"severity": severity, "message": message, **record},
-            default=str,
-            separators=(",", ":"),
+            {"severity": severity, "message": message, **record}, default=str, separators=(",", ":")
         )
     with _lock:
         out.write(line + "\n")
@@ -109,14 +107,7 @@ def observe(metric: str, seconds: float, **labels: str) -> None:
     """One sample of a histogram (a distribution log metric); a negative duration (two
     writers' clocks disagreeing) is recorded as 0 rather than hidden."""
     value = round(max(0.0, seconds), 3)
-    emit(
-        "INFO",
-        f"{metric} {value}s",
-        metric=metric,
-        value=value,
-        kind="histogram",
-        labels=labels,
-    )
+    emit("INFO", f"{metric} {value}s", metric=metric, value=value, kind="histogram", labels=labels)
     for sink in tuple(_observation_sinks):
         sink(metric, value, labels)
 
