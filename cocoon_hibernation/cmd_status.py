@@ -509,52 +509,42 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
     client = reader.client
     selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
     feed: queue.Queue[tuple[Any, ...]] = queue.Queue()
-    sets: dict[tuple[str, str], CocoonSet] = {}
-    pods: dict[str, Pod] = {}
+    # Sets by (namespace, name), the order of the rows; pods by uid.
+    stores: dict[str, dict[Any, Any]] = {"cocoonsets": {}, "pods": {}}
 
     def load(resource: str, scope: str | None, items: list[dict[str, Any]]) -> None:
-        if resource == "cocoonsets":
-            for key in [key for key in sets if scope is None or key[0] == scope]:
-                del sets[key]
-        else:
-            for uid in [u for u, p in pods.items() if scope in (None, p.metadata.namespace)]:
-                del pods[uid]
+        store = stores[resource]
+        for key in [key for key, o in store.items() if scope in (None, o.metadata.namespace)]:
+            del store[key]
         for item in items:
             apply(resource, "ADDED", item)
 
     def apply(resource: str, kind: str, obj: dict[str, Any]) -> None:
         try:
-            if resource == "cocoonsets":
-                cs = parse(CocoonSet, obj)
-                key = (cs.namespace, cs.name)
-                if kind == "DELETED":
-                    sets.pop(key, None)
-                else:
-                    sets[key] = cs
-            else:
-                pod = parse(Pod, obj)
-                uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.name}"
-                if kind == "DELETED":
-                    pods.pop(uid, None)
-                else:
-                    pods[uid] = pod
+            item = parse(CocoonSet, obj) if resource == "cocoonsets" else parse(Pod, obj)
         except CocoonError:
             return  # an unreadable object is left out, as a LIST leaves it out
+        if isinstance(item, CocoonSet):
+            key: Any = (item.namespace, item.name)
+        else:
+            key = item.metadata.uid or f"{item.metadata.namespace}/{item.name}"
+        if kind == "DELETED":
+            stores[resource].pop(key, None)
+        else:
+            stores[resource][key] = item
 
     def follow(resource: str, scope: str | None, version: str) -> None:
         while True:
             try:
                 for event in client.watch(resource, scope, selectors[resource], version):
-                    obj = event.get("object") or {}
-                    meta = obj.get("metadata") or {}
                     if event.get("type") == "ERROR":
-                        raise _Expired
-                    version = str(meta.get("resourceVersion") or version)
+                        break  # the resourceVersion is too old (410): list again
+                    obj = event.get("object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":
                         feed.put(("event", resource, event.get("type"), obj))
-                continue  # the server's timeout ended the stream: watch on from `version`
-            except _Expired:
-                pass
+                else:
+                    continue  # the server's timeout ended the stream: watch on from `version`
             except CocoonError as err:
                 feed.put(("error", str(err)))
                 time.sleep(WATCH_INTERVAL_S)
@@ -564,6 +554,10 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
             except CocoonError as err:
                 feed.put(("error", str(err)))
                 time.sleep(WATCH_INTERVAL_S)
+
+    def rows() -> list[StatusRow]:
+        sets = stores["cocoonsets"]
+        return reader.rows([sets[key] for key in sorted(sets)], list(stores["pods"].values()))
 
     try:
         for resource in ("cocoonsets", "pods"):
@@ -577,7 +571,7 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         yield str(err)
         yield from _polled(reader)
         return
-    yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+    yield rows()
     while True:
         try:
             item = feed.get(timeout=0.5)  # a timeout, so Ctrl-C is not held up
@@ -591,13 +585,9 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         else:
             apply(str(item[1]), str(item[2]), dict(item[3]))
         try:
-            yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+            yield rows()
         except CocoonError as err:
             yield str(err)
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:

@@ -55,11 +55,9 @@ def why_not_running(client: KubeClient, ref: SetRef) -> str:
         pod = client.get_pod(ref.namespace, f"{ref.name}-0")
     except CocoonError:
         pod = None
-    if pod is not None:
-        raw = pod.model_dump(by_alias=True, mode="json")
-        for cond in (raw.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return f"the pool has no free seat (main pod unschedulable: {cond.get('message')})"
+    message = pod.unschedulable_message() if pod is not None else None
+    if message is not None:
+        return f"the pool has no free seat (main pod unschedulable: {message})"
     return "the restore has not finished"
 
 

@@ -6,6 +6,7 @@ count them without a metrics client on the cold-start path; `serve` adds Prometh
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -80,20 +81,10 @@ def emit(severity: str, message: str, **fields: Any) -> None:
         out.flush()
 
 
-def debug(message: str, **fields: Any) -> None:
-    emit("DEBUG", message, **fields)
-
-
-def info(message: str, **fields: Any) -> None:
-    emit("INFO", message, **fields)
-
-
-def warning(message: str, **fields: Any) -> None:
-    emit("WARNING", message, **fields)
-
-
-def error(message: str, **fields: Any) -> None:
-    emit("ERROR", message, **fields)
+debug = functools.partial(emit, "DEBUG")
+info = functools.partial(emit, "INFO")
+warning = functools.partial(emit, "WARNING")
+error = functools.partial(emit, "ERROR")
 
 
 def count(metric: str, value: int = 1, **labels: str) -> None:

@@ -32,12 +32,17 @@ def _library_client() -> Any:
     )
 
 
-def _library_errors() -> tuple[type[BaseException], ...]:
-    """What the library raises for a failed publish (imported only once it is loaded)."""
+def _exceptions() -> tuple[Any, Any, Any]:
     from google.api_core import exceptions as api  # noqa: PLC0415
     from google.auth import exceptions as auth  # noqa: PLC0415
     from google.cloud.pubsub_v1.publisher import exceptions as pub  # noqa: PLC0415
 
+    return api, auth, pub
+
+
+def _library_errors() -> tuple[type[BaseException], ...]:
+    """What the library raises for a failed publish (imported only once it is loaded)."""
+    api, auth, pub = _exceptions()
     return (
         api.GoogleAPIError,
         auth.GoogleAuthError,
@@ -51,10 +56,7 @@ def _library_errors() -> tuple[type[BaseException], ...]:
 
 def translate(err: BaseException, topic: str) -> CocoonError:
     """A library exception as this project's error type (the caller raises it `from err`)."""
-    from google.api_core import exceptions as api  # noqa: PLC0415
-    from google.auth import exceptions as auth  # noqa: PLC0415
-    from google.cloud.pubsub_v1.publisher import exceptions as pub  # noqa: PLC0415
-
+    api, auth, pub = _exceptions()
     what = f"publish to {topic}"
     if isinstance(err, TimeoutError):
         return TransientError(f"{what}: no acknowledgement within the timeout")

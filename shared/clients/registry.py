@@ -50,6 +50,10 @@ GOOGLE_BASIC_USER = "oauth2accesstoken"
 # The page size asked of `tags/list`; Distribution may answer with fewer and a Link.
 TAGS_PAGE = 100
 _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_ECR_AUTH_CODES = frozenset(
+    {"AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"}
+    | {"ExpiredTokenException", "InvalidClientTokenId"}
+)
 _ECR_HOST = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
 )
@@ -223,10 +227,8 @@ class RegistryClient:
 
     def _sess(self) -> requests.Session:
         with self._lock:
-            return self._sess_locked()
-
-    def _sess_locked(self) -> requests.Session:
-        if self._session is None:
+            if self._session is not None:
+                return self._session
             import requests  # noqa: PLC0415  (cold start: only loaded when the registry is used)
             from requests.adapters import HTTPAdapter  # noqa: PLC0415
 
@@ -483,13 +485,7 @@ class RegistryClient:
             status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
             if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
                 return None
-            if code in (
-                "AccessDeniedException",
-                "UnrecognizedClientException",
-                "InvalidSignatureException",
-                "ExpiredTokenException",
-                "InvalidClientTokenId",
-            ) or status in (401, 403):
+            if code in _ECR_AUTH_CODES or status in (401, 403):
                 raise RegistryAuthError(f"ECR {op}: {code or status}: {err}") from err
             raise RegistryError(f"ECR {op}: {code or status}: {err}") from err
         except (bexc.NoCredentialsError, bexc.PartialCredentialsError) as err:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass, field
-from datetime import datetime
+
+from shared.durations import parse_rfc3339
 
 # Docker's token spec: a missing or too-small `expires_in` means 60 seconds.
 DEFAULT_TOKEN_TTL = 60.0
@@ -76,23 +77,6 @@ def parse_challenge(header: str | None) -> Challenge | None:
     return Challenge(scheme=scheme, params=params)
 
 
-def _parse_rfc3339(text: str) -> float | None:
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    # Token servers may write nanoseconds; fromisoformat takes at most microseconds.
-    m = re.match(r"^(.*?\.\d{6})\d+(.*)$", value)
-    if m:
-        value = m.group(1) + m.group(2)
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.timestamp()
-
-
 def token_expiry(body: dict[str, object], *, now: float) -> float:
     """When a token answer stops being usable (Unix time, minus the margin, at least a
     second from `now`), from `issued_at` when it is sane, else from our clock."""
@@ -103,7 +87,10 @@ def token_expiry(body: dict[str, object], *, now: float) -> float:
     start = now
     issued = body.get("issued_at")
     if isinstance(issued, str):
-        at = _parse_rfc3339(issued)
+        try:
+            at: float | None = parse_rfc3339(issued).timestamp()
+        except ValueError:
+            at = None
         # A token server with a skewed clock must not make us cache a dead token or
         # one from the future: only trust issued_at when it is close to our clock.
         if at is not None and abs(at - now) < ttl:
