@@ -21,7 +21,7 @@ from cocoon_hibernation._common import (
     output_option,
     plain_table,
 )
-from shared.errors import CocoonError, ConfigError, CrdNotInstalled
+from shared.errors import CocoonError, ConfigError
 from shared.ports import KubeApi
 from shared.sweep.report import Result, SweepIncomplete, SweepSummary
 
@@ -145,9 +145,7 @@ def command(
         summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
     except SweepIncomplete as err:
         summary = err.summary
-    except CrdNotInstalled as err:
-        fail(str(err))
-    except ConfigError as err:  # e.g. no kubeconfig and not in a cluster
+    except ConfigError as err:  # the CRD not installed; no kubeconfig and not in a cluster
         fail(str(err))
     except CocoonError as err:
         fail(f"sweep failed: {err}")

@@ -76,9 +76,7 @@ class LifecycleEvent:
     def subject(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @property
-    def ordering_key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    ordering_key = subject  # one set's events stay in order; sets are independent
 
     def cloudevent(self) -> dict[str, Any]:
         """The structured-mode CloudEvent (JSON event format, specversion 1.0)."""

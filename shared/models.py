@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from shared import constants as k
 from shared.enums import (
@@ -91,9 +92,14 @@ Quantity = Annotated[int | str, IntOrString(QUANTITY_PATTERN), AfterValidator(_c
 
 
 class _Model(BaseModel):
-    # validate_assignment: what is assigned is checked and dumped exactly as what is parsed.
+    # Aliases are the camelCase API names unless a field says otherwise; validate_assignment:
+    # what is assigned is checked and dumped exactly as what is parsed.
     model_config = ConfigDict(
-        extra="allow", populate_by_name=True, use_enum_values=False, validate_assignment=True
+        extra="allow",
+        populate_by_name=True,
+        use_enum_values=False,
+        validate_assignment=True,
+        alias_generator=to_camel,
     )
 
 
@@ -124,12 +130,12 @@ def _mark_changed(value: Any) -> bool:
 
 
 class OwnerReference(_Model):
-    api_version: str = Field(alias="apiVersion")
+    api_version: str
     kind: str
     name: str
     uid: str
     controller: bool | None = None
-    block_owner_deletion: bool | None = Field(default=None, alias="blockOwnerDeletion")
+    block_owner_deletion: bool | None = None
 
 
 class ObjectMeta(_Model):
@@ -138,13 +144,13 @@ class ObjectMeta(_Model):
     name: str = ""
     namespace: str | None = None
     uid: str | None = None
-    resource_version: str | None = Field(default=None, alias="resourceVersion")
+    resource_version: str | None = None
     generation: int | None = None
-    creation_timestamp: str | None = Field(default=None, alias="creationTimestamp")
-    deletion_timestamp: str | None = Field(default=None, alias="deletionTimestamp")
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
-    owner_references: list[OwnerReference] = Field(default_factory=list, alias="ownerReferences")
+    owner_references: list[OwnerReference] = Field(default_factory=list)
     finalizers: list[str] = Field(default_factory=list)
 
 
@@ -181,7 +187,7 @@ class EnvFromSource(_Model):
     """EnvFromSource represents the source of a set of ConfigMaps or Secrets"""
 
     config_map_ref: ConfigMapEnvSource | None = Field(
-        default=None, alias="configMapRef", description="The ConfigMap to select from"
+        default=None, description="The ConfigMap to select from"
     )
     prefix: str | None = Field(
         default=None,
@@ -191,7 +197,7 @@ class EnvFromSource(_Model):
         ),
     )
     secret_ref: SecretEnvSource | None = Field(
-        default=None, alias="secretRef", description="The Secret to select from"
+        default=None, description="The Secret to select from"
     )
 
 
@@ -261,7 +267,7 @@ _STORAGE: Final = "Storage sizes the VM root volume."
 PORT_MAX: Final = 65535
 ProbePort = Annotated[
     int | None,
-    Field(alias="probePort", ge=0, le=PORT_MAX, description=_PROBE_PORT, json_schema_extra=INT32),
+    Field(ge=0, le=PORT_MAX, description=_PROBE_PORT, json_schema_extra=INT32),
 ]
 
 
@@ -269,9 +275,9 @@ class AgentSpec(_Model):
     """AgentSpec defines the configuration for agent VMs in a CocoonSet."""
 
     backend: Backend = Backend.CLOUD_HYPERVISOR
-    conn_type: ConnType | None = Field(default=None, alias="connType")
-    env_from: list[EnvFromSource] | None = Field(default=None, alias="envFrom")
-    force_pull: bool | None = Field(default=None, alias="forcePull", description=_FORCE_PULL)
+    conn_type: ConnType | None = None
+    env_from: list[EnvFromSource] | None = None
+    force_pull: bool | None = Field(default=None, description=_FORCE_PULL)
     image: str = Field(min_length=1)
     mode: AgentMode = AgentMode.CLONE
     network: str | None = Field(default=None, description=_NETWORK)
@@ -287,7 +293,7 @@ class AgentSpec(_Model):
         json_schema_extra=INT32,
     )
     resources: ResourceRequirements | None = None
-    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    service_account_name: str | None = None
     storage: Quantity | None = Field(default=None, description=_STORAGE)
 
 
@@ -295,8 +301,8 @@ class ToolboxSpec(_Model):
     """ToolboxSpec defines the configuration for a toolbox VM in a CocoonSet."""
 
     backend: Backend = Backend.CLOUD_HYPERVISOR
-    conn_type: ConnType | None = Field(default=None, alias="connType")
-    force_pull: bool | None = Field(default=None, alias="forcePull", description=_FORCE_PULL)
+    conn_type: ConnType | None = None
+    force_pull: bool | None = Field(default=None, description=_FORCE_PULL)
     image: str | None = None
     mode: ToolboxMode = ToolboxMode.RUN
     name: str = Field(min_length=1, pattern=DNS1123_LABEL_PATTERN)
@@ -308,9 +314,7 @@ class ToolboxSpec(_Model):
     static_ip: str | None = Field(default=None, alias="staticIP")
     static_vm_id: str | None = Field(default=None, alias="staticVMID")
     storage: Quantity | None = Field(default=None, description=_STORAGE)
-    vnc_port: int | None = Field(
-        default=None, alias="vncPort", ge=0, le=PORT_MAX, json_schema_extra=INT32
-    )
+    vnc_port: int | None = Field(default=None, ge=0, le=PORT_MAX, json_schema_extra=INT32)
 
 
 class CocoonSetSpec(_Model):
@@ -328,7 +332,6 @@ class CocoonSetSpec(_Model):
     agent: AgentSpec
     hibernate_policy: HibernatePolicy = Field(
         default=HibernatePolicy.RETAIN,
-        alias="hibernatePolicy",
         description=(
             "HibernatePolicy keeps (retain) or frees (release) the VM's scheduling\n"
             "seat while suspended; release requires a main-only set until sub-agent/\n"
@@ -337,17 +340,15 @@ class CocoonSetSpec(_Model):
     )
     node_name: str | None = Field(
         default=None,
-        alias="nodeName",
         description=(
             "NodeName pins the VM to a node (cross-node migrate). Empty = let the\n"
             "scheduler place it within NodePool and leave it alone; a value adds a\n"
             "hostname nodeAffinity so the pod lands there or stays Pending if it won't fit."
         ),
     )
-    node_pool: str = Field(default=k.DEFAULT_POOL, alias="nodePool")
+    node_pool: str = Field(default=k.DEFAULT_POOL)
     snapshot_compatibility_class: str | None = Field(
         default=None,
-        alias="snapshotCompatibilityClass",
         max_length=LABEL_VALUE_MAX,  # a label value: the class is used as a node label value
         pattern=LABEL_VALUE_PATTERN,
         description=(
@@ -356,7 +357,7 @@ class CocoonSetSpec(_Model):
             "NodePool so multiple workload pools can share one snapshot class."
         ),
     )
-    snapshot_policy: SnapshotPolicy = Field(default=SnapshotPolicy.ALWAYS, alias="snapshotPolicy")
+    snapshot_policy: SnapshotPolicy = Field(default=SnapshotPolicy.ALWAYS)
     suspend: bool | None = None
     toolboxes: list[ToolboxSpec] | None = None
 
@@ -364,14 +365,14 @@ class CocoonSetSpec(_Model):
 class AgentStatus(_Model):
     """AgentStatus represents the observed state of a single agent VM."""
 
-    forked_from: str | None = Field(default=None, alias="forkedFrom")
+    forked_from: str | None = None
     ip: str | None = None
     phase: str | None = None
-    pod_name: str | None = Field(default=None, alias="podName")
+    pod_name: str | None = None
     role: str
     slot: int = Field(json_schema_extra=INT32)
     vm_id: str | None = Field(default=None, alias="vmID")
-    vm_name: str | None = Field(default=None, alias="vmName")
+    vm_name: str | None = None
 
 
 class ConditionStatus(StrEnum):
@@ -384,7 +385,6 @@ class Condition(_Model):
     """Condition contains details for one aspect of the current state of this API Resource."""
 
     last_transition_time: str = Field(
-        alias="lastTransitionTime",
         description=(
             "lastTransitionTime is the last time the condition transitioned from one status "
             "to another.\n"
@@ -402,7 +402,6 @@ class Condition(_Model):
     )
     observed_generation: int | None = Field(
         default=None,
-        alias="observedGeneration",
         ge=0,
         description=(
             "observedGeneration represents the .metadata.generation that the condition was "
@@ -440,14 +439,14 @@ class Condition(_Model):
 class ToolboxStatus(_Model):
     """ToolboxStatus represents the observed state of a single toolbox VM."""
 
-    conn_type: ConnType | None = Field(default=None, alias="connType")
+    conn_type: ConnType | None = None
     ip: str | None = None
     name: str
     phase: str | None = None
-    pod_name: str | None = Field(default=None, alias="podName")
+    pod_name: str | None = None
     vm_id: str | None = Field(default=None, alias="vmID")
-    vm_name: str | None = Field(default=None, alias="vmName")
-    vnc_port: int | None = Field(default=None, alias="vncPort", json_schema_extra=INT32)
+    vm_name: str | None = None
+    vnc_port: int | None = Field(default=None, json_schema_extra=INT32)
 
 
 class CocoonSetStatus(_Model):
@@ -455,18 +454,12 @@ class CocoonSetStatus(_Model):
 
     agents: list[AgentStatus] | None = Field(default=None, json_schema_extra=list_map("slot"))
     conditions: list[Condition] | None = Field(default=None, json_schema_extra=list_map("type"))
-    desired_agents: int | None = Field(default=None, alias="desiredAgents", json_schema_extra=INT32)
-    desired_toolboxes: int | None = Field(
-        default=None, alias="desiredToolboxes", json_schema_extra=INT32
-    )
-    observed_generation: int | None = Field(
-        default=None, alias="observedGeneration", json_schema_extra=INT64
-    )
+    desired_agents: int | None = Field(default=None, json_schema_extra=INT32)
+    desired_toolboxes: int | None = Field(default=None, json_schema_extra=INT32)
+    observed_generation: int | None = Field(default=None, json_schema_extra=INT64)
     phase: CocoonSetPhase | None = None
-    ready_agents: int | None = Field(default=None, alias="readyAgents", json_schema_extra=INT32)
-    ready_toolboxes: int | None = Field(
-        default=None, alias="readyToolboxes", json_schema_extra=INT32
-    )
+    ready_agents: int | None = Field(default=None, json_schema_extra=INT32)
+    ready_toolboxes: int | None = Field(default=None, json_schema_extra=INT32)
     toolboxes: list[ToolboxStatus] | None = Field(default=None, json_schema_extra=list_map("name"))
 
 
@@ -476,7 +469,6 @@ class CocoonSet(_Model):
     # TypeMeta: the defaults help readers of a bare spec; the API has none.
     api_version: str = Field(
         default=k.API_VERSION,
-        alias="apiVersion",
         description=(
             "APIVersion defines the versioned schema of this representation of an object.\n"
             "Servers should convert recognized schemas to the latest internal value, and\n"
@@ -559,7 +551,7 @@ def parse_go_int(raw: str) -> int:
 
 
 class ContainerStateRunning(_Model):
-    started_at: str | None = Field(default=None, alias="startedAt")
+    started_at: str | None = None
 
 
 class ContainerState(_Model):
@@ -582,17 +574,15 @@ class PodCondition(_Model):
 class PodStatus(_Model):
     phase: str | None = None
     conditions: list[PodCondition] = Field(default_factory=list)
-    container_statuses: list[ContainerStatus] = Field(
-        default_factory=list, alias="containerStatuses"
-    )
+    container_statuses: list[ContainerStatus] = Field(default_factory=list)
 
 
 class PodSpec(_Model):
-    node_name: str | None = Field(default=None, alias="nodeName")
+    node_name: str | None = None
 
 
 class Pod(_Model):
-    api_version: str = Field(default="v1", alias="apiVersion")
+    api_version: str = Field(default="v1")
     kind: str = "Pod"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodSpec = Field(default_factory=PodSpec)
