@@ -30,6 +30,7 @@ from cocoon_hibernation._common import (
 )
 from cocoon_hibernation._kube import Snapshot, cli_settings, list_sets, read_client, registry_probe
 from shared import constants as k
+from shared import log
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
@@ -344,8 +345,6 @@ class _Reader:
                     )
                 ]
             except CocoonError as err:
-                from shared import log  # noqa: PLC0415
-
                 log.info("events not read", error=str(err))
                 events = []
             warnings = latest_warnings(events)
