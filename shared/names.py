@@ -202,6 +202,15 @@ def _dotted_spellings(flat: str) -> list[str]:
     return out
 
 
+def _ns_splits(text: str) -> list[tuple[str, str]]:
+    """Every (namespace, rest) a dash of `text` may separate, the namespace a DNS-1123 label."""
+    return [
+        (text[:i], text[i + 1 :])
+        for i, ch in enumerate(text)
+        if ch == "-" and is_dns1123_label(text[:i])
+    ]
+
+
 def _hashed_candidates(name: str) -> list[VMCandidate]:
     body, dash, digest = name[len(VM_PREFIX) :].rpartition("-")
     if not dash or len(digest) != _HASH_HEX or any(c not in "0123456789abcdef" for c in digest):
@@ -210,17 +219,12 @@ def _hashed_candidates(name: str) -> list[VMCandidate]:
     slot = _slot_of(slot_text)
     if not dash or slot is None:
         return []
-    out: list[VMCandidate] = []
-    for i, ch in enumerate(flat_pod):
-        if ch != "-":
-            continue
-        ns, flat_set = flat_pod[:i], flat_pod[i + 1 :]
-        if not is_dns1123_label(ns):
-            continue
-        for set_name in _dotted_spellings(flat_set):
-            if is_dns1123_subdomain(set_name) and vm_name(ns, set_name, slot) == name:
-                out.append(VMCandidate(ns, set_name, slot, Naming.HASHED))
-    return out
+    return [
+        VMCandidate(ns, set_name, slot, Naming.HASHED)
+        for ns, flat_set in _ns_splits(flat_pod)
+        for set_name in _dotted_spellings(flat_set)
+        if is_dns1123_subdomain(set_name) and vm_name(ns, set_name, slot) == name
+    ]
 
 
 def _legacy_candidates(name: str) -> list[VMCandidate]:
@@ -228,14 +232,11 @@ def _legacy_candidates(name: str) -> list[VMCandidate]:
     slot = _slot_of(slot_text)
     if not dash or slot is None:
         return []
-    out: list[VMCandidate] = []
-    for i, ch in enumerate(body):
-        if ch != "-":
-            continue
-        ns, set_name = body[:i], body[i + 1 :]
-        if is_dns1123_label(ns) and is_dns1123_subdomain(set_name):
-            out.append(VMCandidate(ns, set_name, slot, Naming.LEGACY))
-    return out
+    return [
+        VMCandidate(ns, set_name, slot, Naming.LEGACY)
+        for ns, set_name in _ns_splits(body)
+        if is_dns1123_subdomain(set_name)
+    ]
 
 
 def parse_vm_name(name: str) -> list[VMCandidate]:
@@ -256,17 +257,11 @@ def legacy_owners(name: str) -> list[SetRef]:
     """Every set a v0.3.0 name `vk-<ns>-<set>-<slot or toolbox>` may belong to."""
     if not name.startswith(VM_PREFIX):
         return []
-    body = name[len(VM_PREFIX) :]
-    dashes = [i for i, ch in enumerate(body) if ch == "-"]
     out: dict[SetRef, None] = {}
-    for a in dashes:
-        ns = body[:a]
-        if not is_dns1123_label(ns):
-            continue
-        for b in dashes:
-            set_name = body[a + 1 : b]
-            if b > a + 1 and b < len(body) - 1 and is_dns1123_subdomain(set_name):
-                out[SetRef(ns, set_name)] = None
+    for ns, rest in _ns_splits(name[len(VM_PREFIX) :]):
+        for b, ch in enumerate(rest):
+            if ch == "-" and 0 < b < len(rest) - 1 and is_dns1123_subdomain(rest[:b]):
+                out[SetRef(ns, rest[:b])] = None
     return list(out)
 
 
