@@ -298,8 +298,7 @@ class RegistryClient:
             # A rejected cached token must not be offered again.
             self._tokens.pop(self._token_key(challenge), None)
         token = self._fetch_token(challenge)
-        hdrs = dict(headers or {})
-        hdrs["Authorization"] = f"Bearer {token}"
+        hdrs = {**(headers or {}), "Authorization": f"Bearer {token}"}
         retry = self._send(method, url, headers=hdrs, what=what)
         if retry.status_code == 401:
             raise self._auth_error(retry, what)
@@ -317,10 +316,8 @@ class RegistryClient:
         elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
             with self._lock:
                 challenge = self._challenges.get(key)
-            token = self._cached_token(challenge) if challenge is not None else None
-            if token is None and challenge is not None:
-                # The scope is known from an earlier challenge: fetch ahead of the 401.
-                token = self._fetch_token(challenge)
+            # The scope known from an earlier challenge: the cached token, or one fetched ahead.
+            token = self._fetch_token(challenge) if challenge is not None else None
             if token is not None:
                 hdrs["Authorization"] = f"Bearer {token}"
             elif mode is RegistryAuth.GOOGLE:
