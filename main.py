@@ -1,9 +1,5 @@
-"""The targets (docs/design.md#targets): `release`, `wake`, `sweep` (CloudEvent), `ingest` (HTTP).
-
-Cloud Run functions load `main.py` at the root of the source archive, so this
-file stays; the targets themselves live in the `functions` package
-(`functions/entrypoints.py`) so an installed wheel has them too
-(`cocoon-hibernation serve` finds them there, never through this file).
+"""The targets for Cloud Run, which loads `main.py` at the archive's root; they live in
+`functions.entrypoints` so an installed wheel has them too.
 """
 
 from __future__ import annotations

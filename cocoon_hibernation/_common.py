@@ -1,16 +1,5 @@
-"""What every command shares: exit codes, one-line errors, progress on a TTY, and the
-kubectl-style options of the commands that talk to a cluster.
-
-Exit codes, for every command (docs/cli.md):
-
-- 0: everything asked for was checked (or done) and is fine;
-- 1: a finding (an invalid manifest, a failed check, a set left undone) or a
-  failure (the cluster, the registry or a cloud API could not be read). What
-  could not be checked counts as a failure unless `--allow-unchecked` is given;
-- 2: bad usage or unreadable input (an unknown option, a malformed NS/NAME, a
-  tfvars file that cannot be parsed).
-
-Errors are one line on stderr, always prefixed `error: `.
+"""What every command shares: exit codes (docs/cli.md), one-line errors prefixed `error: `,
+progress on a TTY, and the kubectl-style options of the commands that talk to a cluster.
 """
 
 from __future__ import annotations
@@ -27,7 +16,6 @@ import click
 from shared.errors import InvalidName
 from shared.names import SetRef
 
-EXIT_OK: Final = 0
 EXIT_FINDING: Final = 1  # a finding, a failure, or something not checked
 EXIT_USAGE: Final = 2
 
@@ -63,13 +51,8 @@ def parse_ref(text: str, namespace: str | None = None) -> SetRef:
 
 
 def invocation() -> str:
-    """This command line as the user can type it again, for the next steps we print.
-
-    `cocoon-hibernation` (or `kubectl hibernation`, run as the kubectl plugin) when
-    that name on PATH is the script running now; else, in a clone, `uv run
-    cocoon-hibernation` (with `--project` when the shell is elsewhere); else the
-    interpreter's `-m` form, which always runs.
-    """
+    """This command line as the user can type it again (the script or the kubectl plugin
+    when on PATH, `uv run [--project DIR]` in a clone, else `python -m`), for next steps."""
     import os  # noqa: PLC0415
     import shutil  # noqa: PLC0415
 
@@ -99,12 +82,8 @@ def is_tty() -> bool:
 
 @contextmanager
 def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], None]]:
-    """A spinner on a TTY (updated through the yielded callback).
-
-    Without a TTY: plain lines on stderr when `plain` (long-running commands,
-    whose log should show where the time went), else nothing, so a failing
-    short command prints exactly one line.
-    """
+    """A spinner on a TTY (updated through the yielded callback); without one, plain lines
+    on stderr when `plain` (long commands), else nothing (a failure stays one line)."""
     if is_tty():
         from rich.console import Console  # noqa: PLC0415 - `--help` must stay light
 
@@ -119,9 +98,6 @@ def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], N
 
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-# --- verbosity -------------------------------------------------------------------------
 
 
 def set_verbosity(verbose: int, quiet: bool) -> None:
@@ -183,9 +159,6 @@ def verbosity_options(func: F) -> F:
     )(func)
 
 
-# --- cluster options ---------------------------------------------------------------------
-
-
 def kube_options(func: F) -> F:
     """`--kubeconfig PATH` and `--context NAME`, read as kubectl reads them."""
     func = click.option(
@@ -235,11 +208,8 @@ def output_option(func: F, choices: tuple[str, ...] = ("table", "json", "yaml"))
 
 
 def set_action_options(wait_for: str) -> Callable[[F], F]:
-    """The option stack of a command that acts on sets and may wait for a phase.
-
-    `[NS/NAME | NAME -n NS]...`, the cluster options, `-n`, `-l`/`--all`,
-    `--wait DURATION` (for phase `wait_for`) and `-o`: `wake` and `suspend`.
-    """
+    """The options of `wake` and `suspend`: names, cluster options, `-n`, `-l`/`--all`,
+    `--wait DURATION` (for phase `wait_for`) and `-o`."""
 
     def decorate(func: F) -> F:
         # Applied innermost first, so --help lists them in the order read below.
@@ -292,11 +262,7 @@ def format_seconds(delta: timedelta) -> str:
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """kubectl's plain table: upper-case headers, columns padded by spaces, no box.
-
-    What every table looks like when stdout is not a terminal (a pipe, a file): a
-    script can `awk` it, and no box-drawing characters land in a log.
-    """
+    """kubectl's plain table (padded columns, no box): what a pipe or a file gets."""
     cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return [

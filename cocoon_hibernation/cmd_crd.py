@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 import yaml
 
-from cocoon_hibernation._common import EXIT_CODES_HELP
+from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured
 from shared.crd import cocoonset_crd
 
 
@@ -24,7 +22,7 @@ def command(output: str) -> None:
     """Print the CocoonSet CustomResourceDefinition (kubectl apply -f - ready)."""
     crd = cocoonset_crd()
     if output == "json":
-        click.echo(json.dumps(crd, indent=2, ensure_ascii=False))
+        emit_structured(crd, output)
     else:
         click.echo(
             yaml.safe_dump(crd, sort_keys=True, allow_unicode=True, explicit_start=True), nl=False

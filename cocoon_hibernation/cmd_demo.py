@@ -1,10 +1,5 @@
-"""`cocoon-hibernation demo`: the whole system, for real, on one machine, narrated.
-
-Starts the local stack (embedded Kubernetes API, a real Distribution
-registry, the four targets as functions-framework processes, the simulated
-cluster), runs the scenario of `devstack.scenario` and prints a summary.
-Exit 0 only when every step happened; a step that times out prints which step
-and the last state seen, and exits 1. Ctrl-C tears everything down.
+"""`cocoon-hibernation demo`: the local stack, the scenario of `devstack.scenario`, narrated.
+Exit 0 only when every step happened; a timed-out step says which and the last state seen.
 """
 
 from __future__ import annotations
@@ -79,15 +74,47 @@ def command(
     config = StackConfig(tick_seconds=tick, sim_interval=poll, log_format="json")
     stack = Stack(config)
     try:
-        ok = _run(
-            stack,
-            keep=keep,
-            step_timeout=step_timeout,
-            poll=poll,
-            report=report,
-            plain=plain,
-            pace=pace,
-        )
+        with progress("starting the local stack", plain=True) as step:
+            stack.on_progress = step
+            stack.__enter__()
+        click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
+        sys.stdout.flush()
+        live = is_tty() and not plain
+        narration = RichNarration() if live else PlainNarration()
+        if pace is None:
+            pace = 1.5 if live else 0.0
+        scenario = Scenario(stack, narration, step_timeout=step_timeout, poll=poll, pace=pace)
+        if stack.simulator is not None:
+            stack.simulator.on_event = scenario.on_sim_event
+        try:
+            result = scenario.run()
+        finally:
+            narration.close()
+        print_summary(result, rich=live)
+        if report is not None:
+            report.write_text(json.dumps(result.to_json(), indent=2))
+        if keep:
+            kubeconfig = stack.kubeconfig
+            click.echo("")
+            click.echo(f"the stack stays up (Ctrl-C to stop); everything lives in {stack.workdir}")
+            click.echo(f"  kubeconfig: {kubeconfig}")
+            click.echo(f"  kubectl --kubeconfig {kubeconfig} get cocoonsets -A")
+            click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
+            click.echo(
+                f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ..."
+            )
+            # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
+            cli = invocation()
+            click.echo(f"  {cli} status")
+            click.echo(f"  {cli} status -w    # a line per change; Ctrl-C ends it")
+            click.echo(f"  {cli} suspend demo/a --wait 30s")
+            click.echo(f"  {cli} wake demo/a --wait 30s")
+            click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
+            sys.stdout.flush()
+            while True:
+                stack.check_alive()
+                time.sleep(0.5)
+        ok = result.ok
     except (Interrupted, KeyboardInterrupt):
         click.echo("interrupted: stopping the local stack", err=True)
         stack.stop()
@@ -99,54 +126,3 @@ def command(
         stack.stop()
         restore()
     sys.exit(0 if ok else 1)
-
-
-def _run(
-    stack: Stack,
-    *,
-    keep: bool,
-    step_timeout: float,
-    poll: float,
-    report: Path | None,
-    plain: bool,
-    pace: float | None,
-) -> bool:
-    with progress("starting the local stack", plain=True) as step:
-        stack.on_progress = step
-        stack.__enter__()
-    click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
-    sys.stdout.flush()
-    live = is_tty() and not plain
-    narration = RichNarration() if live else PlainNarration()
-    if pace is None:
-        pace = 1.5 if live else 0.0
-    scenario = Scenario(stack, narration, step_timeout=step_timeout, poll=poll, pace=pace)
-    if stack.simulator is not None:
-        stack.simulator.on_event = scenario.on_sim_event
-    try:
-        result = scenario.run()
-    finally:
-        narration.close()
-    print_summary(result, rich=live)
-    if report is not None:
-        report.write_text(json.dumps(result.to_json(), indent=2))
-    if keep:
-        kubeconfig = stack.kubeconfig
-        click.echo("")
-        click.echo(f"the stack stays up (Ctrl-C to stop); everything lives in {stack.workdir}")
-        click.echo(f"  kubeconfig: {kubeconfig}")
-        click.echo(f"  kubectl --kubeconfig {kubeconfig} get cocoonsets -A")
-        click.echo(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
-        click.echo(f"  source {stack.workdir / 'env.sh'}   # KUBECONFIG, COCOON_REGISTRY_BASE, ...")
-        # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
-        cli = invocation()
-        click.echo(f"  {cli} status")
-        click.echo(f"  {cli} status -w    # a line per change; Ctrl-C ends it")
-        click.echo(f"  {cli} suspend demo/a --wait 30s")
-        click.echo(f"  {cli} wake demo/a --wait 30s")
-        click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
-        sys.stdout.flush()
-        while True:
-            stack.check_alive()
-            time.sleep(0.5)
-    return result.ok

@@ -1,9 +1,5 @@
-"""`cocoon-hibernation devstack up|kube`: the local stack, by hand.
-
-`kube` serves the embedded Kubernetes API (docs/design.md#local-stack) until SIGINT/SIGTERM;
-`up` starts the whole stack (API, registry, the four targets, the cluster
-simulator, the sweep tick), prints how to reach it and waits for Ctrl-C.
-Heavy modules load inside the commands, so `--help` stays instant.
+"""`cocoon-hibernation devstack up|kube`: the local stack (or only its embedded Kubernetes
+API) by hand, until Ctrl-C. Heavy modules load inside the commands (`--help` stays instant).
 """
 
 from __future__ import annotations

@@ -1,40 +1,13 @@
-"""`cocoon-hibernation status`: every CocoonSet, its phase, hint node and snapshot.
-
-One row per set, release and retain alike (a retain set holds a seat too):
-policy, phase, the `hibernated-on-node` hint, whether the `<vm>:hibernate`
-snapshot is in the registry (release-policy sets only), the main pod and its
-node, and a flag when the set is `Suspended` while a main pod without the
-restore marker exists -- the mark of an operator that predates
-`hibernatePolicy` recreating the pod and keeping the seat (docs/cli.md).
-
-Then the seat view, per node pool: seats used of the pool's capacity (the
-`allocatable.pods` of its Ready, schedulable nodes labelled `cocoonstack.io/pool`),
-the wakes waiting for a seat, their place in the pool's line (and the seat they
-reclaimed), and the sets that may give their seat (`reclaimable-after`) with
-their idle time. `--seats` prints only that view.
-
-Each set also says why it waits, when it does: its main pod's Unschedulable message
-from kube-scheduler (the pod's PodScheduled condition), else, for a set in
-transition (Pending, Suspending, Waking, Failed), its latest Warning Event (an
-admission refusal, a wake with no free seat, the operator's SuspendTimedOut).
-
-`-w/--watch` is kubectl's: the table, then one line per set each time what it shows
-changes, until Ctrl-C: watches on the sets and their pods (the light reader), each
-event applied in order; the Warning Events are read only while a set is in
-transition (at most once a second), a snapshot is probed again only when its set
-changed. With the official client (a kubeconfig the reader does not cover), a poll
-every second.
-
-Exit 1 when a set is flagged, or when something could not be checked (a snapshot
-the registry did not answer for, a capacity the nodes could not be read for)
-unless `--allow-unchecked`.
+"""`cocoon-hibernation status`: every CocoonSet (policy, phase, hint, snapshot, pod, a
+stale-operator flag, why it waits), then the seats of each node pool; `-w` as kubectl's.
+What each column means: docs/cli.md.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,14 +28,9 @@ from cocoon_hibernation._common import (
     output_option,
     progress,
 )
-from cocoon_hibernation._kube import (
-    Snapshot,
-    cli_settings,
-    list_sets,
-    read_client,
-    registry_probe,
-)
+from cocoon_hibernation._kube import Snapshot, cli_settings, list_sets, read_client, registry_probe
 from shared import constants as k
+from shared import log
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
@@ -89,30 +57,12 @@ class StatusRow:
     why: str | None = None  # why it waits or is stuck, in the cluster's words
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "policy": self.policy,
-            "phase": self.phase,
-            "suspend": self.suspend,
-            "hint": self.hint,
-            "snapshot": self.snapshot,
-            "snapshot_unknown": self.snapshot_unknown,
-            "main_pod": self.main_pod,
-            "node": self.node,
-            "flag": self.flag,
-            "why": self.why,
-        }
+        return asdict(self)
 
 
 def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | None:
-    """Pure: why the set is not where it is going, from what the cluster already says.
-
-    The scheduler's verdict on a Pending main pod first (it names the node selector,
-    the affinity, the seats); else, while the set is in transition (not where its
-    spec asks), its latest Warning Event. A settled set shows none: an old warning
-    there is history, not a reason.
-    """
+    """Pure: the scheduler's verdict on a Pending main pod, else, while the set is in
+    transition, its latest Warning Event (on a settled set an old warning is history)."""
     if main is not None and (main.status.phase or "Pending") == "Pending":
         message = main.unschedulable_message()
         if message is not None:
@@ -123,11 +73,8 @@ def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | N
 
 
 def _settled(cs: CocoonSet) -> bool:
-    """Where its spec asks it to be: Running and not suspended, or Suspended and suspended.
-
-    A Running set asked to suspend is in transition too: a refused `spec.suspend`
-    write (an admission webhook) leaves it exactly there, and its Event says why.
-    """
+    """Running and not suspended, or Suspended and suspended (a Running set asked to
+    suspend is in transition: a refused `spec.suspend` write leaves it there)."""
     if cs.phase is CocoonSetPhase.RUNNING:
         return not cs.suspended
     return cs.phase is CocoonSetPhase.SUSPENDED and cs.suspended
@@ -209,11 +156,8 @@ def _snapshot_cell(r: StatusRow) -> str:
 def _table(
     header: Sequence[str], lines: Sequence[Sequence[str]], widths: list[int] | None = None
 ) -> list[int]:
-    """kubectl's plain columns: padded, the last one free; returns the widths used.
-
-    `widths` given (a watch's later lines): the header is not printed again and the
-    columns keep the first table's widths, wider only where a cell needs it.
-    """
+    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
+    watch's later lines) no header, and the first table's widths."""
     rows = [list(x) for x in lines]
     if widths is None:
         rows.insert(0, list(header))
@@ -356,7 +300,7 @@ def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
 
 @dataclass
 class _Reader:
-    """One read of everything status shows; kept between the polls of a watch."""
+    """One read of everything status shows; kept between a watch's reads."""
 
     client: Any
     settings: Any
@@ -387,11 +331,11 @@ class _Reader:
             key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
             by_set.setdefault(key, []).append(pod)
         warnings: dict[tuple[str, str], str] = {}
-        fresh = time.monotonic() - self.warned_at < WARNINGS_TTL_S
-        if fresh and any(needs_events(cs) for cs in every):
+        if not any(needs_events(cs) for cs in every):
+            pass  # the Events are read only while a set is in transition
+        elif time.monotonic() - self.warned_at < WARNINGS_TTL_S:
             warnings = self.warnings  # a watch's burst of changes: one LIST a second
-        elif any(needs_events(cs) for cs in every):
-            # One LIST per scope, and only while a set is in transition.
+        else:
             try:
                 events = [
                     e
@@ -401,8 +345,6 @@ class _Reader:
                     )
                 ]
             except CocoonError as err:
-                from shared import log  # noqa: PLC0415
-
                 log.info("events not read", error=str(err))
                 events = []
             warnings = latest_warnings(events)
@@ -498,8 +440,7 @@ def command(
     _exit(rows, caps, allow_unchecked)
 
 
-# How often a watch reads the sets again when the client cannot watch (the official
-# client's fallback), and how long the Warning Events read for WHY are reused.
+# A watch's poll when the client cannot watch; how long the Warning Events for WHY are reused.
 WATCH_INTERVAL_S = 1.0
 WARNINGS_TTL_S = 1.0
 
@@ -507,15 +448,8 @@ Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
 
 
 def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str | None) -> None:
-    """kubectl get -w: the table, then a line for each set whose line changed, until Ctrl-C.
-
-    In JSON or YAML, one compact JSON object per line per change (the first read
-    included), as `kubectl get -w -o json` streams objects. A set that disappears
-    gets one line saying so. A read that fails is said on stderr and retried.
-    Changes come from watches on the sets and their pods (each event applied in
-    order, so a phase held for a moment is still shown); a client that cannot watch
-    is polled every WATCH_INTERVAL_S instead.
-    """
+    """kubectl get -w: the table, then a line per changed or deleted set until Ctrl-C (with
+    -o json/yaml, one JSON object a line); a failed read is said on stderr and retried."""
     import json  # noqa: PLC0415
 
     def emit(changed: Sequence[StatusRow], widths: list[int] | None) -> list[int] | None:
@@ -564,12 +498,8 @@ def _polled(reader: _Reader) -> Iterator[Update]:
 
 
 def _streamed(reader: _Reader) -> Iterator[Update]:
-    """The rows after each change the API server reports (watches on sets and pods).
-
-    One thread per watch feeds a queue; this generator applies each event to the
-    sets and pods it keeps and yields the rows. An expired watch (410) or a broken
-    stream is answered with a fresh list and a new watch from it.
-    """
+    """The rows after each change, from one watch thread per (resource, scope) feeding a
+    queue, each event applied in order; an expired or broken watch lists and watches again."""
     import queue  # noqa: PLC0415
     import threading  # noqa: PLC0415
 
@@ -578,56 +508,42 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
     client = reader.client
     selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
     feed: queue.Queue[tuple[Any, ...]] = queue.Queue()
-    sets: dict[tuple[str, str], CocoonSet] = {}
-    pods: dict[str, Pod] = {}
+    # Sets by (namespace, name), the order of the rows; pods by uid.
+    stores: dict[str, dict[Any, Any]] = {"cocoonsets": {}, "pods": {}}
 
     def load(resource: str, scope: str | None, items: list[dict[str, Any]]) -> None:
-        if resource == "cocoonsets":
-            for key in [key for key in sets if scope is None or key[0] == scope]:
-                del sets[key]
-            for item in items:
-                apply(resource, "ADDED", item)
-        else:
-            for uid in [
-                u for u, p in pods.items() if scope is None or p.metadata.namespace == scope
-            ]:
-                del pods[uid]
-            for item in items:
-                apply(resource, "ADDED", item)
+        store = stores[resource]
+        for key in [key for key, o in store.items() if scope in (None, o.metadata.namespace)]:
+            del store[key]
+        for item in items:
+            apply(resource, "ADDED", item)
 
     def apply(resource: str, kind: str, obj: dict[str, Any]) -> None:
         try:
-            if resource == "cocoonsets":
-                cs = parse(CocoonSet, obj)
-                key = (cs.namespace, cs.name)
-                if kind == "DELETED":
-                    sets.pop(key, None)
-                else:
-                    sets[key] = cs
-            else:
-                pod = parse(Pod, obj)
-                uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.name}"
-                if kind == "DELETED":
-                    pods.pop(uid, None)
-                else:
-                    pods[uid] = pod
+            item = parse(CocoonSet, obj) if resource == "cocoonsets" else parse(Pod, obj)
         except CocoonError:
             return  # an unreadable object is left out, as a LIST leaves it out
+        if isinstance(item, CocoonSet):
+            key: Any = (item.namespace, item.name)
+        else:
+            key = item.metadata.uid or f"{item.metadata.namespace}/{item.name}"
+        if kind == "DELETED":
+            stores[resource].pop(key, None)
+        else:
+            stores[resource][key] = item
 
     def follow(resource: str, scope: str | None, version: str) -> None:
         while True:
             try:
                 for event in client.watch(resource, scope, selectors[resource], version):
-                    obj = event.get("object") or {}
-                    meta = obj.get("metadata") or {}
                     if event.get("type") == "ERROR":
-                        raise _Expired
-                    version = str(meta.get("resourceVersion") or version)
+                        break  # the resourceVersion is too old (410): list again
+                    obj = event.get("object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":
                         feed.put(("event", resource, event.get("type"), obj))
-                continue  # the server's timeout ended the stream: watch on from `version`
-            except _Expired:
-                pass
+                else:
+                    continue  # the server's timeout ended the stream: watch on from `version`
             except CocoonError as err:
                 feed.put(("error", str(err)))
                 time.sleep(WATCH_INTERVAL_S)
@@ -637,6 +553,10 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
             except CocoonError as err:
                 feed.put(("error", str(err)))
                 time.sleep(WATCH_INTERVAL_S)
+
+    def rows() -> list[StatusRow]:
+        sets = stores["cocoonsets"]
+        return reader.rows([sets[key] for key in sorted(sets)], list(stores["pods"].values()))
 
     try:
         for resource in ("cocoonsets", "pods"):
@@ -650,7 +570,7 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         yield str(err)
         yield from _polled(reader)
         return
-    yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+    yield rows()
     while True:
         try:
             item = feed.get(timeout=0.5)  # a timeout, so Ctrl-C is not held up
@@ -664,13 +584,9 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         else:
             apply(str(item[1]), str(item[2]), dict(item[3]))
         try:
-            yield reader.rows([sets[key] for key in sorted(sets)], list(pods.values()))
+            yield rows()
         except CocoonError as err:
             yield str(err)
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:

@@ -1,9 +1,5 @@
-"""`cocoon-hibernation suspend NAME...`: ask for sets to hibernate, as a user would.
-
-Patches `spec.suspend=true` (desired state, no precondition). For a
-release-policy set the functions take it from there (hibernate, verify,
-release the seat); with `--wait` the command follows the phase until
-`Suspended`.
+"""`cocoon-hibernation suspend NAME...`: patch `spec.suspend=true` as a user would; `--wait`
+follows the phase to `Suspended`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""`cocoon-hibernation sweep [--dry-run]`: run one sweep from a terminal and show what it did.
-
-The same code the scheduled `sweep` function runs. With `--dry-run` it only
-reads (set and pod lists) and prints every action it would take. `-n NS`
-narrows the run to one namespace (inside COCOON_NAMESPACES), `-l SELECTOR` to the
-sets matching it. Exit status: 0
-when the run completed without an error, 1 when any error (a list that failed,
-the CRD not installed, no cluster, a set left undone) was met -- the table still
-shows everything that was done --, 2 on bad usage or a variable with a bad value.
+"""`cocoon-hibernation sweep [--dry-run]`: one run of the scheduled sweep's code from a terminal
+(`--dry-run` only reads and prints what it would do); exit codes: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -28,7 +21,7 @@ from cocoon_hibernation._common import (
     output_option,
     plain_table,
 )
-from shared.errors import CocoonError, ConfigError, CrdNotInstalled
+from shared.errors import CocoonError, ConfigError
 from shared.ports import KubeApi
 from shared.sweep.report import Result, SweepIncomplete, SweepSummary
 
@@ -43,10 +36,7 @@ _STYLE = {
 
 
 def render(summary: SweepSummary) -> None:
-    """The actions as a table, then one line of totals (stdout).
-
-    A rich table on a terminal; kubectl's plain columns into a pipe or a file.
-    """
+    """The actions as a table (rich on a terminal, else plain columns), then the totals."""
     title = "sweep (dry run: nothing written)" if summary.dry_run else "sweep"
     counts = ", ".join(f"{key}={n}" for key, n in summary.counts().items()) or "no actions"
     totals = (
@@ -155,9 +145,7 @@ def command(
         summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
     except SweepIncomplete as err:
         summary = err.summary
-    except CrdNotInstalled as err:
-        fail(str(err))
-    except ConfigError as err:  # e.g. no kubeconfig and not in a cluster
+    except ConfigError as err:  # the CRD not installed; no kubeconfig and not in a cluster
         fail(str(err))
     except CocoonError as err:
         fail(f"sweep failed: {err}")

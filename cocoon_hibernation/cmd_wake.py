@@ -1,20 +1,12 @@
-"""`cocoon-hibernation wake NAME...`: a wake request from a terminal.
-
-The same path as the wake function's `io.cocoonstack.cocoonset.wake.requested`:
-`request_wake` makes `spec.suspend=false` durable, then runs the wake
-reconcile (probe the snapshot, persist `Waking`, create the restore-marked
-main pod with the hint). The restore itself completes as the cluster
-schedules the pod; `--wait` follows the phase until `Running`, and when it
-gives up says why the pod is not running (the pool has no free seat: the
-WakeNoCapacity Event, else the pod's Unschedulable condition).
-
-A set already `Running` (and not asked to suspend) is a no-op success.
+"""`cocoon-hibernation wake NAME...`: the wake function's path from a terminal (`request_wake`:
+durable `spec.suspend=false`, then the wake reconcile). `--wait` follows the phase to `Running`
+and, when it gives up, says why (no free seat, or not yet). A Running set is a no-op success.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -44,21 +36,14 @@ class WakeResult:
     steps: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "set": self.set,
-            "ok": self.ok,
-            "phase": self.phase,
-            "message": self.message,
-            "steps": list(self.steps),
-        }
+        return {**asdict(self), "steps": list(self.steps)}
 
 
 def why_not_running(client: KubeClient, ref: SetRef) -> str:
     """Why a waking set's pod is not running, in words: no free seat, or just not yet."""
     try:
         events = client.list_events(
-            ref.namespace,
-            f"involvedObject.name={ref.name},reason={k.REASON_WAKE_NO_CAPACITY}",
+            ref.namespace, f"involvedObject.name={ref.name},reason={k.REASON_WAKE_NO_CAPACITY}"
         )
     except CocoonError:
         events = []
@@ -70,11 +55,9 @@ def why_not_running(client: KubeClient, ref: SetRef) -> str:
         pod = client.get_pod(ref.namespace, f"{ref.name}-0")
     except CocoonError:
         pod = None
-    if pod is not None:
-        raw = pod.model_dump(by_alias=True, mode="json")
-        for cond in (raw.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return f"the pool has no free seat (main pod unschedulable: {cond.get('message')})"
+    message = pod.unschedulable_message() if pod is not None else None
+    if message is not None:
+        return f"the pool has no free seat (main pod unschedulable: {message})"
     return "the restore has not finished"
 
 

@@ -3,16 +3,8 @@
     uv run python -m cocoon_hibernation.dashboards          # rewrite both files
     uv run python -m cocoon_hibernation.dashboards --check  # exit 1 if either is stale
 
-* `infra/observability/grafana-dashboard.json`: for the self-hosted `serve`
-  (Prometheus scraping `/metrics`); import it in Grafana.
-* `terraform/modules/cocoon-hibernation/dashboard.json.tftpl`: the Cloud
-  Monitoring dashboard the module creates (`google_monitoring_dashboard`), on
-  the log-based metrics, `${prefix}` being the module's name_prefix.
-
-One panel per metric: a counter as its per-second rate, summed by its most
-telling label; a histogram as its 50th and 95th percentiles. tests/deploy
-holds the committed files equal to this output, so a panel can only name a
-metric the code emits.
+Grafana (for `serve`'s `/metrics`) and the Terraform module's Cloud Monitoring dashboard (on
+the log-based metrics); tests/deploy holds the committed files equal to this output.
 """
 
 from __future__ import annotations
@@ -30,21 +22,11 @@ GRAFANA = REPO / "infra" / "observability" / "grafana-dashboard.json"
 CLOUD = REPO / "terraform" / "modules" / "cocoon-hibernation" / "dashboard.json.tftpl"
 
 # The label a panel splits by: the one a person reads first.
-_SPLIT = (
-    "reason",
-    "placement",
-    "target",
-    "operation",
-    "step",
-    "source",
-    "pool",
-    "namespace",
-    "dry_run",
-)
+_SPLIT = "reason placement target operation step source pool namespace dry_run"
 
 
 def _split(metric: Metric) -> str:
-    return next(label for label in _SPLIT if label in metric.labels)
+    return next(label for label in _SPLIT.split() if label in metric.labels)
 
 
 def grafana() -> dict[str, Any]:
@@ -82,24 +64,35 @@ def grafana() -> dict[str, Any]:
                 "targets": targets,
             }
         )
+    source = {
+        "name": "datasource",
+        "type": "datasource",
+        "query": "prometheus",
+        "label": "Prometheus",
+    }
     return {
         "title": "cocoon-hibernation",
         "uid": "cocoon-hibernation",
         "schemaVersion": 39,
         "editable": True,
         "time": {"from": "now-6h", "to": "now"},
-        "templating": {
-            "list": [
-                {
-                    "name": "datasource",
-                    "type": "datasource",
-                    "query": "prometheus",
-                    "label": "Prometheus",
-                }
-            ]
-        },
+        "templating": {"list": [source]},
         "panels": panels,
     }
+
+
+def _data_set(
+    metric_filter: str, legend: str, aligner: str, reducer: str, by: str | None = None
+) -> dict[str, Any]:
+    aggregation: dict[str, Any] = {
+        "alignmentPeriod": "60s",
+        "perSeriesAligner": aligner,
+        "crossSeriesReducer": reducer,
+    }
+    if by is not None:
+        aggregation["groupByFields"] = [by]
+    query = {"timeSeriesFilter": {"filter": metric_filter, "aggregation": aggregation}}
+    return {"plotType": "LINE", "legendTemplate": legend, "timeSeriesQuery": query}
 
 
 def cloud_monitoring() -> dict[str, Any]:
@@ -110,40 +103,12 @@ def cloud_monitoring() -> dict[str, Any]:
             'resource.type="cloud_run_revision"'
         )
         if m.kind == "counter":
-            data_sets = [
-                {
-                    "plotType": "LINE",
-                    # `$${` is a literal `${` once templatefile has run.
-                    "legendTemplate": f"$${{metric.labels.{_split(m)}}}",
-                    "timeSeriesQuery": {
-                        "timeSeriesFilter": {
-                            "filter": metric_filter,
-                            "aggregation": {
-                                "alignmentPeriod": "60s",
-                                "perSeriesAligner": "ALIGN_RATE",
-                                "crossSeriesReducer": "REDUCE_SUM",
-                                "groupByFields": [f"metric.label.{_split(m)}"],
-                            },
-                        }
-                    },
-                }
-            ]
+            # `$${` is a literal `${` once templatefile has run.
+            legend, by = f"$${{metric.labels.{_split(m)}}}", f"metric.label.{_split(m)}"
+            data_sets = [_data_set(metric_filter, legend, "ALIGN_RATE", "REDUCE_SUM", by)]
         else:
             data_sets = [
-                {
-                    "plotType": "LINE",
-                    "legendTemplate": f"p{p}",
-                    "timeSeriesQuery": {
-                        "timeSeriesFilter": {
-                            "filter": metric_filter,
-                            "aggregation": {
-                                "alignmentPeriod": "60s",
-                                "perSeriesAligner": "ALIGN_DELTA",
-                                "crossSeriesReducer": f"REDUCE_PERCENTILE_{p}",
-                            },
-                        }
-                    },
-                }
+                _data_set(metric_filter, f"p{p}", "ALIGN_DELTA", f"REDUCE_PERCENTILE_{p}")
                 for p in (50, 95)
             ]
         tiles.append(

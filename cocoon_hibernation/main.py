@@ -1,26 +1,6 @@
-"""`cocoon-hibernation`: the command line of the project.
-
-Every subcommand lives in its own module, `cocoon_hibernation/cmd_<name>.py`, which defines a
-click command named `command`. The group below imports a module only when its
-command runs (or its own `--help` is asked for): `cocoon-hibernation --help`
-reads the one-line summaries from :data:`COMMANDS` and imports nothing but
-click, so it stays fast however heavy a command's imports are (the local
-stack, the kubernetes client, ...).
-
-Adding a command is one line in :data:`COMMANDS`:
-
-    "status": ("cocoon_hibernation.cmd_status", "Show a set's hibernation state."),
-
-plus the module `cocoon_hibernation/cmd_status.py` with `command = click.Command(...)` (or a
-`@click.command()` function named `command`).
-
-Exit codes, for every command (cocoon_hibernation/_common.py, docs/cli.md):
-0 checked and fine, 1 a finding or a failure (what could not be checked counts,
-unless `--allow-unchecked`), 2 bad usage or unreadable input. Errors are one
-line on stderr prefixed `error: `, click's usage errors included.
-
-The version is the installed distribution's (pyproject.toml's `version`, the
-one source), so `--version` and the wheel always agree.
+"""`cocoon-hibernation`: the command line. Each command is `command` in its own module,
+listed in :data:`COMMANDS` with its summary, imported only when it runs, so `--help` imports
+nothing but click. The version is the installed distribution's.
 """
 
 from __future__ import annotations
@@ -127,13 +107,9 @@ def kubectl_plugin() -> None:
 
 
 def kubectl_complete() -> None:
-    """`kubectl_complete-hibernation`: what kubectl (1.26+) runs for `kubectl hibernation <TAB>`.
-
-    kubectl passes the words typed after the plugin's name, the last one the word being
-    completed, and reads cobra's answer: one candidate a line (`value<TAB>help`), then
-    `:<directive>`: 4 (no file names) after commands, options and choices, 0 (let the
-    shell complete file names) where click offers nothing or would complete a path.
-    """
+    """`kubectl_complete-hibernation`, run by kubectl for `kubectl hibernation <TAB>` with
+    the words typed: cobra's answer, a candidate a line (`value<TAB>help`), then `:4` (no
+    file names) or `:0` (let the shell complete paths) where click offers none or a path."""
     from click.shell_completion import ShellComplete  # noqa: PLC0415 - only when completing
 
     args = sys.argv[1:]

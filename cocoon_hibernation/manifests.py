@@ -1,9 +1,5 @@
-"""Reading Kubernetes manifests the way kubectl does.
-
-YAML or JSON, several documents per file (`---`), `kind: List` flattened into
-its items. Timestamps stay strings (kubectl turns YAML into JSON, where a
-`creationTimestamp` is a string; PyYAML would make it a datetime). Any
-failure to read or parse is a :class:`ManifestError` with a one-line message.
+"""Reading Kubernetes manifests as kubectl does: YAML or JSON, `---` documents, `kind: List`
+flattened, timestamps kept as strings; any failure is a one-line :class:`ManifestError`.
 """
 
 from __future__ import annotations

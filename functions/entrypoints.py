@@ -1,15 +1,6 @@
-"""The targets (docs/design.md#targets): `release`, `wake`, `sweep` (CloudEvent), `ingest` (HTTP).
-
-Kept thin on purpose: functions-framework imports this file on cold start
-(through the top-level `main.py` on Cloud Run, or by its installed path under
-`cocoon-hibernation serve` and the local stack), so it imports nothing heavy.
-
-Each CloudEvent target is defined by the event types it accepts; the adapters
-drop everything else with a reason *before* any client is built, so an
-irrelevant or malformed event costs no API or registry call and is
-acknowledged (a 2xx: redelivering it cannot help). `ingest` hands the request
-to `functions.ingest`, which parses the body and only then loads the clients
-it needs.
+"""The targets: `release`, `wake`, `sweep` (CloudEvent) and `ingest` (HTTP), kept thin since
+functions-framework imports this on cold start. The adapters drop irrelevant or malformed
+events with a reason (acknowledged) before any client is built.
 """
 
 from __future__ import annotations
@@ -31,12 +22,8 @@ from shared.errors import PermanentError
 
 
 def _caller() -> doors.Caller:
-    """Who sent this request: what `serve` authenticated, else the platform in front of us.
-
-    A per-target function on Cloud Run is reached only through its trigger
-    (Eventarc's service account with the invoker role); under `serve` every
-    CloudEvent route sets the caller before the framework reads the body.
-    """
+    """Who sent this request: what `serve` authenticated, else the platform in front of us
+    (a Cloud Run function is reached only through its trigger's invoker identity)."""
     if flask.has_request_context():
         caller = flask.request.environ.get(doors.ENVIRON_KEY)
         if isinstance(caller, doors.Caller):
@@ -80,8 +67,7 @@ def _run(event: Any, *, target: str, accept: frozenset[str]) -> None:
         )
     if not kept:
         return
-    # The dispatcher pulls in the reconciler and the client wrappers: loaded only
-    # once an event matters, so an irrelevant one is answered at import cost zero.
+    # The reconciler and the clients load only once an event matters (cold start).
     from functions import dispatch  # noqa: PLC0415 - lazy: cold start
 
     dispatch.run(kept, settings=settings, target=target)

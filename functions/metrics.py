@@ -1,16 +1,6 @@
-"""The project's metrics (`shared.metric_names`) as Prometheus metrics, for `serve`.
-
-Dashboards and alerts built for cocoon-operator query the operator's counter
-names and labels; `serve` (the self-hosted deployment: a Deployment or
-Knative) exposes them, and ours (histograms included), on `GET /metrics`. The
-Cloud Run functions never import this module (importing prometheus-client
-costs a cold start hundreds of milliseconds on a small instance): there the
-same counts and samples are log lines that Terraform's log-based metrics turn
-into counters and distributions.
-
-Counts and samples arrive through `shared.log.count` / `observe`, the one
-place the code records them, so the log line and the Prometheus sample can
-never disagree. A name outside the catalogue is a log line only.
+"""The project's metrics as Prometheus metrics on `serve`'s `GET /metrics`, under the
+operator's counter names so its dashboards work. Fed by `shared.log.count`/`observe` (so the
+log line and the sample agree); the Cloud Run functions never import prometheus-client.
 """
 
 from __future__ import annotations
@@ -24,50 +14,43 @@ import prometheus_client
 from shared import log
 from shared.metric_names import BY_NAME, CATALOGUE
 
-# name -> (help, labels): the counters, as the operator's metrics package defines its own.
-COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    m.name: (m.help, m.labels) for m in CATALOGUE if m.kind == "counter"
-}
-HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    m.name: (m.help, m.labels) for m in CATALOGUE if m.kind == "histogram"
-}
-
 _lock = threading.Lock()
-_counters: dict[str, Any] = {}
-_histograms: dict[str, Any] = {}
+_metrics: dict[str, Any] = {}  # name -> the registered Counter or Histogram
+
+
+def _child(metric: str, kind: str, labels: Mapping[str, str]) -> Any:
+    spec = BY_NAME.get(metric)
+    if spec is None or spec.kind != kind or metric not in _metrics:
+        return None  # not in the catalogue: logs only
+    return _metrics[metric].labels(*(labels.get(n, "") for n in spec.labels))
 
 
 def _count(metric: str, value: int, labels: Mapping[str, str]) -> None:
-    counter = _counters.get(metric)
-    if counter is None:
-        return  # not in the catalogue: logs only
-    names = COUNTERS[metric][1]
-    counter.labels(*(labels.get(n, "") for n in names)).inc(value)
+    if (child := _child(metric, "counter", labels)) is not None:
+        child.inc(value)
 
 
 def _observe(metric: str, seconds: float, labels: Mapping[str, str]) -> None:
-    histogram = _histograms.get(metric)
-    if histogram is None:
-        return
-    names = HISTOGRAMS[metric][1]
-    histogram.labels(*(labels.get(n, "") for n in names)).observe(seconds)
+    if (child := _child(metric, "histogram", labels)) is not None:
+        child.observe(seconds)
 
 
 def install() -> Any:
     """Register the metrics (once per process) and route counts and samples to them."""
     with _lock:
-        if not _counters:
+        if not _metrics:
             # The operator's counters have no `_created` series; neither do ours.
             prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
-            for name, (help_text, labels) in COUNTERS.items():
-                # The client appends `_total` to a counter's name itself.
-                _counters[name] = prometheus_client.Counter(
-                    name.removesuffix("_total"), help_text, labels
-                )
-            for name, (help_text, labels) in HISTOGRAMS.items():
-                _histograms[name] = prometheus_client.Histogram(
-                    name, help_text, labels, buckets=BY_NAME[name].buckets
-                )
+            for m in sorted(CATALOGUE, key=lambda m: m.kind != "counter"):  # counters first
+                if m.kind == "counter":
+                    # The client appends `_total` to a counter's name itself.
+                    _metrics[m.name] = prometheus_client.Counter(
+                        m.name.removesuffix("_total"), m.help, m.labels
+                    )
+                else:
+                    _metrics[m.name] = prometheus_client.Histogram(
+                        m.name, m.help, m.labels, buckets=m.buckets
+                    )
     log.add_counter_sink(_count)
     log.add_observation_sink(_observe)
     return prometheus_client.REGISTRY

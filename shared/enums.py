@@ -1,9 +1,6 @@
-"""Policy types of the CocoonSet API (values exactly as the CRD's enums).
-
-A type's docstring is its description in the generated CRD (shared/crd.py),
-as a Go type's doc comment is for controller-gen: keep the text as upstream
-wrote it, and leave a type without a docstring when the CRD describes the
-field instead (HibernatePolicy).
+"""Policy types of the CocoonSet API, values exactly as the CRD's enums. A type's docstring
+is its description in the generated CRD (keep upstream's text); none where the field describes
+itself (HibernatePolicy).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Typed errors: whether to acknowledge or retry is a type, decided once.
-
-Nothing above a client wrapper sees a library's exception: the wrappers
-translate `kubernetes`, `requests`, `botocore` and `google.api_core` errors
-into these (with `raise ... from`).
+"""Typed errors: whether to acknowledge or retry is a type, decided once. Client wrappers
+translate library errors into these (`raise ... from`); nothing above them sees a library's.
 """
 
 from __future__ import annotations
@@ -29,17 +26,13 @@ class MalformedEvent(PermanentError):
 
 
 class ConfigError(CocoonError):
-    """The deployment is misconfigured (a missing variable, a 401 from the registry).
-
-    Reported loudly and treated as retryable by the targets: a fix to the
-    configuration should let the redelivered event succeed.
-    """
+    """The deployment is misconfigured (a missing variable, a 401 from the registry):
+    reported loudly and retried, so a fixed configuration lets the redelivery succeed."""
 
 
 class AccessDenied(ConfigError):
-    """403 from the API server's authorizer (RBAC): the identity lacks `verb` on
-    `resource` in `namespace` — a missing RoleBinding, say. A configuration error:
-    logged loudly and retried, so the redelivery succeeds once the binding is applied."""
+    """403 from the API server's authorizer (RBAC): the identity lacks `verb` on `resource`
+    in `namespace`; retried, so the redelivery succeeds once the binding is applied."""
 
     def __init__(self, message: str, *, verb: str, resource: str, namespace: str) -> None:
         super().__init__(message)
@@ -49,10 +42,8 @@ class AccessDenied(ConfigError):
 
 
 class AdmissionDenied(PermanentError):
-    """403 from an admission plugin (ResourceQuota, PodSecurity, a missing
-    ServiceAccount, a terminating namespace): the write was authorised and refused on
-    its merits. Redelivery within minutes will not change that: acknowledge, tell the
-    set's owner (a Warning Event with the server's message), leave it to the sweep."""
+    """403 from an admission plugin (ResourceQuota, PodSecurity, ...): refused on its merits,
+    so acknowledged, told to the set's owner in a Warning Event, and left to the sweep."""
 
     def __init__(self, message: str, *, server_message: str) -> None:
         super().__init__(message)
@@ -60,11 +51,8 @@ class AdmissionDenied(PermanentError):
 
 
 class WebhookDenied(AdmissionDenied):
-    """An admission webhook refused the write (`admission webhook "<name>" denied the
-    request: ...`; 400 when the webhook sets no code, as cocoon-webhook does). Permanent
-    like the plugins' refusals: what changes it is the webhook's configuration (its
-    `POD_CREATORS`) or the object, so the wake acknowledges with one Warning naming
-    `webhook`, `user` and `fix`, and the sweep tries again at its own pace."""
+    """An admission webhook refused the write (400 when it sets no code, as cocoon-webhook
+    does); permanent like the plugins', told in one Warning naming `webhook`, `user`, `fix`."""
 
     def __init__(
         self, message: str, *, server_message: str, webhook: str, user: str, fix: str
@@ -76,8 +64,7 @@ class WebhookDenied(AdmissionDenied):
 
 
 class CrdNotInstalled(ConfigError):
-    """404 on a CocoonSet path where the server does not serve the type at all (no
-    object named): the CRD is not installed. A configuration error, never read as
+    """404 because the server does not serve the CocoonSet type at all: never read as
     "this set does not exist"."""
 
 
@@ -106,5 +93,4 @@ class RegistryAuthError(ConfigError):
 
 
 class UnreadableObject(PermanentError):
-    """The API server returned an object the models reject (e.g. written under
-    another CRD version): redelivering cannot make it readable."""
+    """The API server returned an object the models reject (another CRD version, say)."""

@@ -1,47 +1,8 @@
-"""Lifecycle CloudEvents (docs/design.md#lifecycle): what a set went through, told to Pub/Sub.
+"""Lifecycle CloudEvents to Pub/Sub: what a set went through, beside its Kubernetes Events.
 
-Five kinds, each emitted at exactly the point where its Kubernetes Event is:
-
-| kind               | when                                                   | Kubernetes Event |
-|--------------------|--------------------------------------------------------|------------------|
-| `released`         | an owed release report (the round's pods are gone)     | `SeatReleased`   |
-| `waking`           | the compare-and-swap winner persisted phase `Waking`   | (none)           |
-| `woken`            | an owed wake report (the hint-clearing CAS landed)     | `WakeCompleted`  |
-| `wake-no-capacity` | `WakeNoCapacity` was newly emitted (not on a repeat)   | `WakeNoCapacity` |
-| `idle-suspended`   | the sweep's CAS patch `spec.suspend=true` landed       | `IdleSuspended`  |
-| `seat-reclaimed`   | a waiting wake's CAS suspend of an idle victim landed  | `SeatReclaimed`  |
-
-The builders here are pure (a set and a few facts in, an event value out);
-the wire form is the CloudEvents *structured* content mode of the Pub/Sub
-protocol binding: the message data is the whole event as JSON
-(`Content-Type: application/cloudevents+json`), so the event survives any hop
-that keeps only the data (a BigQuery or Cloud Storage subscription, a log
-sink, Eventarc's `messagePublished` wrapping, a re-publish). The binding lets
-a structured message carry the `ce-*` attributes too (§3.2.3, "MAY"), and we
-do: subscriptions can then filter on `attributes.ce-type` without decoding.
-
-Invariants:
-
-- `id` is deterministic per occurrence where the occurrence has an identity:
-  `released:<set uid>:g<release round>` and `woken:<set uid>:<restored pod uid>`
-  (the durable identities of `shared.reconcile.owed`, which also name their
-  Kubernetes Events); `waking`/`idle-suspended`:
-  `<kind>:<set uid>:<resourceVersion of the write that caused it>`; the
-  no-capacity warning: `<kind>:<set uid>:<pod uid>:<message hash>`. A consumer
-  dedupes a redelivery on (`source`, `id`). Only when the set has no uid or
-  version (never on a real API object) is a random id used.
-- `ordering_key` is `<namespace>/<name>`: one set's events stay in order, sets
-  are independent. Across function instances the order holds because each
-  publish waits for its acknowledgement and the next kind needs a later state
-  (`woken` cannot be decided before `waking` was persisted and published).
-- At least once, per occurrence: a `Waking` that a stale status write
-  overwrote and the reconcile persists again is a new write, so a new `waking`
-  (with its own id) goes out; consumers treat `waking` as "a restore is in
-  flight", not as "a new wake started".
-- `released` and `woken` are at least once (:func:`publish` raises, the owed
-  marker stays, the platform redelivers and the same `id` goes out again).
-  The others are best-effort (:func:`emit`): a lost one is logged, never a
-  failed or retried invocation.
+Pure builders (a set and a few facts in, an event out) and the two ways to send one:
+`publish` for owed reports (`released`, `woken`: a failure raises, the marker stays, the
+redelivery sends the same `id`), `emit` for the rest (best-effort, a failure is a warning).
 """
 
 from __future__ import annotations
@@ -65,7 +26,7 @@ if TYPE_CHECKING:
 
 SPECVERSION: Final = "1.0"
 DATA_CONTENT_TYPE: Final = "application/json"
-# The binding's structured-mode marker (Pub/Sub protocol binding §3.2.1).
+# Structured content mode: the data is the whole event, so it survives any hop keeping only data.
 STRUCTURED_CONTENT_TYPE: Final = "application/cloudevents+json; charset=utf-8"
 CONTENT_TYPE_ATTRIBUTE: Final = "Content-Type"
 SOURCE_PREFIX: Final = "//cocoon-hibernation"
@@ -82,9 +43,6 @@ class LifecycleKind(StrEnum):
     @property
     def ce_type(self) -> str:
         return f"{k.CE_LIFECYCLE_PREFIX}{self.value}"
-
-
-LIFECYCLE_TYPES: Final = frozenset(kind.ce_type for kind in LifecycleKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +76,7 @@ class LifecycleEvent:
     def subject(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @property
-    def ordering_key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    ordering_key = subject  # one set's events stay in order; sets are independent
 
     def cloudevent(self) -> dict[str, Any]:
         """The structured-mode CloudEvent (JSON event format, specversion 1.0)."""
@@ -166,35 +122,25 @@ def _random_id() -> str:
 IdFactory = Callable[[], str]
 
 
-def _occurrence(kind: LifecycleKind, cs: CocoonSet, *parts: str | None, fallback: IdFactory) -> str:
-    uid = cs.metadata.uid
-    if not uid or not parts or not all(parts):
-        return fallback()
-    return ":".join((kind.value, uid, *(p for p in parts if p)))
-
-
 def _event(
     kind: LifecycleKind,
     cs: CocoonSet,
+    parts: tuple[str | None, ...],
     *,
-    id: str,
+    fallback: IdFactory,
     now: datetime,
     details: Mapping[str, Any],
 ) -> LifecycleEvent:
-    return LifecycleEvent(
-        kind=kind,
-        namespace=cs.namespace,
-        name=cs.name,
-        uid=cs.metadata.uid,
-        id=id,
-        time=now,
-        details=dict(details),
-    )
+    """`id` is `<kind>:<set uid>:<parts>`, naming the occurrence so a consumer can dedupe;
+    random only when the set has no uid or a part is missing (never on a real API object)."""
+    uid = cs.metadata.uid
+    ok = uid and all(parts)
+    id = ":".join((kind.value, uid or "", *(p or "" for p in parts))) if ok else fallback()
+    return LifecycleEvent(kind, cs.namespace, cs.name, uid, id, now, dict(details))
 
 
-# --- the builders (pure) ---------------------------------------------------------------
-# `cs` is the set as the write that caused the event returned it: its
-# resourceVersion names the occurrence.
+# The builders: `cs` is the set as the write that caused the event returned it, so its
+# resourceVersion names the occurrence unless a durable identity is given.
 
 
 def released(
@@ -207,11 +153,11 @@ def released(
     occurrence: str | None = None,
 ) -> LifecycleEvent:
     """`occurrence`: the release round's durable identity (else the write's resourceVersion)."""
-    kind = LifecycleKind.RELEASED
     return _event(
-        kind,
+        LifecycleKind.RELEASED,
         cs,
-        id=_occurrence(kind, cs, occurrence or cs.metadata.resource_version, fallback=fallback_id),
+        (occurrence or cs.metadata.resource_version,),
+        fallback=fallback_id,
         now=now,
         details={"deletedPods": sorted(deleted_pods), "hintNode": hint or None},
     )
@@ -220,11 +166,11 @@ def released(
 def waking(
     cs: CocoonSet, *, hint: str, now: datetime, fallback_id: IdFactory = _random_id
 ) -> LifecycleEvent:
-    kind = LifecycleKind.WAKING
     return _event(
-        kind,
+        LifecycleKind.WAKING,
         cs,
-        id=_occurrence(kind, cs, cs.metadata.resource_version, fallback=fallback_id),
+        (cs.metadata.resource_version,),
+        fallback=fallback_id,
         now=now,
         details={"hintNode": hint or None},
     )
@@ -241,11 +187,11 @@ def woken(
     occurrence: str | None = None,
 ) -> LifecycleEvent:
     """`occurrence`: the wake's durable identity, the restored pod's uid."""
-    kind = LifecycleKind.WOKEN
     return _event(
-        kind,
+        LifecycleKind.WOKEN,
         cs,
-        id=_occurrence(kind, cs, occurrence or cs.metadata.resource_version, fallback=fallback_id),
+        (occurrence or cs.metadata.resource_version,),
+        fallback=fallback_id,
         now=now,
         details={"placement": placement, "node": node or None, "hintNode": hint or None},
     )
@@ -260,13 +206,13 @@ def wake_no_capacity(
     now: datetime,
     fallback_id: IdFactory = _random_id,
 ) -> LifecycleEvent:
-    kind = LifecycleKind.WAKE_NO_CAPACITY
     # The situation, not a write: the same (pod, message) its Kubernetes Event is named after.
     digest = hashlib.sha256(message.encode()).hexdigest()[:16]
     return _event(
-        kind,
+        LifecycleKind.WAKE_NO_CAPACITY,
         cs,
-        id=_occurrence(kind, cs, pod_uid, digest, fallback=fallback_id),
+        (pod_uid, digest),
+        fallback=fallback_id,
         now=now,
         details={"pod": pod, "podUid": pod_uid or None, "message": message},
     )
@@ -281,11 +227,11 @@ def idle_suspended(
     now: datetime,
     fallback_id: IdFactory = _random_id,
 ) -> LifecycleEvent:
-    kind = LifecycleKind.IDLE_SUSPENDED
     return _event(
-        kind,
+        LifecycleKind.IDLE_SUSPENDED,
         cs,
-        id=_occurrence(kind, cs, cs.metadata.resource_version, fallback=fallback_id),
+        (cs.metadata.resource_version,),
+        fallback=fallback_id,
         now=now,
         details={
             "idleSeconds": int(idle_for.total_seconds()),
@@ -306,11 +252,11 @@ def seat_reclaimed(
     fallback_id: IdFactory = _random_id,
 ) -> LifecycleEvent:
     """About the victim (its seat is what moves); `waker` is `<ns>/<name>` of the wake."""
-    kind = LifecycleKind.SEAT_RECLAIMED
     return _event(
-        kind,
+        LifecycleKind.SEAT_RECLAIMED,
         victim,
-        id=_occurrence(kind, victim, victim.metadata.resource_version, fallback=fallback_id),
+        (victim.metadata.resource_version,),
+        fallback=fallback_id,
         now=now,
         details={
             "reclaimedFor": waker,
@@ -321,9 +267,6 @@ def seat_reclaimed(
     )
 
 
-# --- publishing --------------------------------------------------------------------------
-
-
 class LifecyclePublisher(Protocol):
     """What the executor and the sweep need of :class:`shared.clients.pubsub.PubSubPublisher`."""
 
@@ -332,21 +275,27 @@ class LifecyclePublisher(Protocol):
         ...
 
 
-def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
-    """Publish `event` when a publisher is configured; best-effort, never raises CocoonError.
+def _send(publisher: LifecyclePublisher, event: LifecycleEvent) -> None:
+    msg = event.message()
+    message_id = publisher.publish(
+        msg.data, ordering_key=msg.ordering_key, attributes=msg.attributes
+    )
+    log.debug(
+        "lifecycle event published",
+        cocoonset=event.subject,
+        event_type=event.type,
+        event_id=event.id,
+        message_id=message_id,
+    )
 
-    True when the topic acknowledged it. A failure is a warning in the log: the
-    Kubernetes Events and the counters are the record of what happened, and
-    failing (or retrying) a reconcile whose writes already landed would not
-    bring the lost event back.
-    """
+
+def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
+    """Best-effort: True when the topic acknowledged it. The Kubernetes Events and counters
+    are the record; retrying a reconcile whose writes landed would not bring it back."""
     if publisher is None:
         return False
-    msg = event.message()
     try:
-        message_id = publisher.publish(
-            msg.data, ordering_key=msg.ordering_key, attributes=msg.attributes
-        )
+        _send(publisher, event)
     except CocoonError as err:
         log.warning(
             "lifecycle event not published",
@@ -357,41 +306,20 @@ def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
             error_type=type(err).__name__,
         )
         return False
-    log.debug(
-        "lifecycle event published",
-        cocoonset=event.subject,
-        event_type=event.type,
-        event_id=event.id,
-        message_id=message_id,
-    )
     return True
 
 
 def publish(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> None:
-    """Publish an owed lifecycle event; a failure raises TransientError (the report stays owed).
-
-    For effects whose report is durable (`released`, `woken`): the caller has
-    not cleared the owed marker yet, so the redelivery publishes the same `id`
-    again. No publisher configured = nothing owed.
-    """
+    """An owed event: a failure raises TransientError, so the report stays owed and the
+    redelivery publishes the same `id` again. No publisher configured = nothing owed."""
     if publisher is None:
         return
-    msg = event.message()
     try:
-        message_id = publisher.publish(
-            msg.data, ordering_key=msg.ordering_key, attributes=msg.attributes
-        )
+        _send(publisher, event)
     except CocoonError as err:
         raise TransientError(
             f"lifecycle event {event.type} {event.id} for {event.subject} not published: {err}"
         ) from err
-    log.debug(
-        "lifecycle event published",
-        cocoonset=event.subject,
-        event_type=event.type,
-        event_id=event.id,
-        message_id=message_id,
-    )
 
 
 class _FromSettings(Enum):
@@ -405,11 +333,8 @@ PublisherArg = LifecyclePublisher | None | _FromSettings
 
 
 def resolve_publisher(arg: PublisherArg, settings: Settings | None) -> LifecyclePublisher | None:
-    """An explicit publisher (or None) as given; the default from `settings`, built lazily.
-
-    Building the process's publisher imports nothing heavy: the Pub/Sub library
-    loads on its first publish, so a run that emits nothing never pays for it.
-    """
+    """An explicit publisher (or None) as given; else the process's one for `settings`
+    (cheap: the Pub/Sub library loads on the first publish)."""
     if not isinstance(arg, _FromSettings):
         return arg
     if settings is None or settings.events_topic is None:

@@ -1,15 +1,12 @@
 """Structured logs: one JSON line per record, with Cloud Logging's field names.
 
-Cloud Run forwards stdout lines that parse as JSON as `jsonPayload`, lifting
-`severity` and `message`; counters (docs/design.md#counters) are log lines too (a field
-`metric`), so log-based metrics in Terraform count them without a metrics
-client on the cold-start path; histograms (`observe`) likewise, as
-distribution metrics. A long-running process (`serve`) adds sinks that also
-feed Prometheus (`functions/metrics.py`). The names: `shared.metric_names`.
+Counters and histograms are log lines too (a field `metric`), so Terraform's log-based metrics
+count them without a metrics client on the cold-start path; `serve` adds Prometheus sinks.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -21,10 +18,9 @@ from shared.config import LogFormat
 
 _lock = threading.Lock()
 
-# Called with (metric, value, labels) on every count: `serve` feeds Prometheus from here.
+# Called with (metric, value, labels) on every count or sample: `serve` feeds Prometheus.
 CounterSink = Callable[[str, int, Mapping[str, str]], None]
 _counter_sinks: list[CounterSink] = []
-# Called with (metric, seconds, labels) on every histogram sample.
 ObservationSink = Callable[[str, float, Mapping[str, str]], None]
 _observation_sinks: list[ObservationSink] = []
 
@@ -78,53 +74,31 @@ def emit(severity: str, message: str, **fields: Any) -> None:
         line = f"{datetime.now(UTC):%H:%M:%S} {severity:<7} {message} {extras}".rstrip()
     else:
         line = json.dumps(
-            {"severity": severity, "message": message, **record},
-            default=str,
-            separators=(",", ":"),
+            {"severity": severity, "message": message, **record}, default=str, separators=(",", ":")
         )
     with _lock:
         out.write(line + "\n")
         out.flush()
 
 
-def debug(message: str, **fields: Any) -> None:
-    emit("DEBUG", message, **fields)
-
-
-def info(message: str, **fields: Any) -> None:
-    emit("INFO", message, **fields)
-
-
-def warning(message: str, **fields: Any) -> None:
-    emit("WARNING", message, **fields)
-
-
-def error(message: str, **fields: Any) -> None:
-    emit("ERROR", message, **fields)
+debug = functools.partial(emit, "DEBUG")
+info = functools.partial(emit, "INFO")
+warning = functools.partial(emit, "WARNING")
+error = functools.partial(emit, "ERROR")
 
 
 def count(metric: str, value: int = 1, **labels: str) -> None:
-    """One increment of a counter (docs/design.md#counters), read by log-based metrics."""
+    """One increment of a counter, read by log-based metrics."""
     emit("INFO", f"{metric} +{value}", metric=metric, value=value, labels=labels)
     for sink in tuple(_counter_sinks):
         sink(metric, value, labels)
 
 
 def observe(metric: str, seconds: float, **labels: str) -> None:
-    """One sample of a histogram of `shared.metric_names` (a distribution log metric).
-
-    A negative duration (clocks of two writers disagreeing) is recorded as 0:
-    a histogram has no negative bucket, and dropping it would hide the sample.
-    """
+    """One sample of a histogram (a distribution log metric); a negative duration (two
+    writers' clocks disagreeing) is recorded as 0 rather than hidden."""
     value = round(max(0.0, seconds), 3)
-    emit(
-        "INFO",
-        f"{metric} {value}s",
-        metric=metric,
-        value=value,
-        kind="histogram",
-        labels=labels,
-    )
+    emit("INFO", f"{metric} {value}s", metric=metric, value=value, kind="histogram", labels=labels)
     for sink in tuple(_observation_sinks):
         sink(metric, value, labels)
 

@@ -1,19 +1,9 @@
 """Pydantic models of the CocoonSet and of the pod fields the reconciler reads.
 
-Defaults are exactly the CRD's. Every model keeps fields it does not know
-(`extra="allow"`) so a read-modify-write never drops what another component
-wrote; dump with :func:`dump` (aliases, unset fields left out) to get back the
-object as it was read, plus only what we changed.
-
-The CocoonSet models are also the single source of the CRD: `shared.crd`
-walks them to build the OpenAPI schema. So everything the schema says lives
-here, on the models: a field's alias is the property name, its type the schema
-type, its default the schema default, `ge`/`le`/`min_length`/`max_length`/
-`pattern` the bounds, `description=` the description, and
-`json_schema_extra` carries the rest (`format`, `x-kubernetes-*` markers). A
-model's docstring (or a StrEnum's) is the description of that type wherever a
-field does not describe itself. Keys starting `x-cocoon-` are hints to the
-generator and never reach the CRD.
+The CocoonSet models are the single source of the CRD (`shared.crd`): alias, type, default,
+bounds, `description=` and `json_schema_extra` are the schema's; a model's or StrEnum's
+docstring describes its type; `x-cocoon-*` keys are generator hints, never in the CRD.
+Unknown fields are kept (`extra="allow"`) so a read-modify-write never drops another's.
 """
 
 from __future__ import annotations
@@ -24,6 +14,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from shared import constants as k
 from shared.enums import (
@@ -39,14 +30,11 @@ from shared.enums import (
 )
 from shared.names import LABEL_VALUE_MAX, LABEL_VALUE_PATTERN
 
-# --- generator hints (read by shared.crd, stripped from the CRD) ---------------------
-
-# The field is not in the schema's `required` list although the model needs it
-# (the Go type says `omitempty`; the API accepts an object without it).
+# Not in the schema's `required` list although the model needs it (the API accepts it absent).
 X_OPTIONAL: Final = "x-cocoon-optional"
 # The model's default is a convenience for readers, not an API default.
 X_NO_DEFAULT: Final = "x-cocoon-no-default"
-# The type is described elsewhere (ObjectMeta): the schema says only `type: object`.
+# Described elsewhere (ObjectMeta): the schema says only `type: object`.
 X_OPAQUE: Final = "x-cocoon-opaque"
 
 INT32: Final[dict[str, Any]] = {"format": "int32"}
@@ -58,10 +46,7 @@ def list_map(*keys: str) -> dict[str, Any]:
     return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
 
 
-# --- patterns and messages of the CRD ------------------------------------------------
-
-# resource.Quantity's serialization (k8s.io/apimachinery): what kube-apiserver
-# accepts as a string quantity.
+# What kube-apiserver accepts as a string quantity.
 QUANTITY_PATTERN: Final = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -73,8 +58,7 @@ CONDITION_TYPE_PATTERN: Final = (
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 
-# The spec's x-kubernetes-validations (CEL). shared.validation checks the same
-# rules in plain Python and reports these exact messages.
+# The spec's CEL rules; shared.validation checks them in Python with these exact messages.
 MSG_RELEASE_MAIN_ONLY: Final = "hibernatePolicy=release requires agent.replicas=0 and no toolboxes"
 MSG_CLASS_IMMUTABLE: Final = "snapshotCompatibilityClass is immutable once set"
 RULE_RELEASE_MAIN_ONLY: Final = (
@@ -101,27 +85,27 @@ def _check_quantity(value: int | str) -> int | str:
     return value
 
 
-# Rust/Go regex `$` is end of text; Python's would also match before a final newline.
+# The CRD's `$` is end of text; Python's would also match before a final newline.
 _QUANTITY_RE: Final = re.compile(QUANTITY_PATTERN.removesuffix("$") + r"\Z")
 
 Quantity = Annotated[int | str, IntOrString(QUANTITY_PATTERN), AfterValidator(_check_quantity)]
 
 
 class _Model(BaseModel):
-    # validate_assignment: `cs.status.phase = "Suspended"` stores the enum member, so
+    # Aliases are the camelCase API names unless a field says otherwise; validate_assignment:
     # what is assigned is checked and dumped exactly as what is parsed.
     model_config = ConfigDict(
-        extra="allow", populate_by_name=True, use_enum_values=False, validate_assignment=True
+        extra="allow",
+        populate_by_name=True,
+        use_enum_values=False,
+        validate_assignment=True,
+        alias_generator=to_camel,
     )
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
-    """The object as the API would hold it: aliases, and only fields that were set.
-
-    A field that was not in the input but was changed in place since (an
-    annotation added to a defaulted `metadata.annotations`, a phase set on a
-    defaulted `status`) counts as set: a read-modify-write must not lose it.
-    """
+    """The object as the API would hold it: aliases, and only fields that were set
+    (a defaulted field changed in place since counts as set)."""
     _mark_changed(model)
     return model.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
@@ -146,12 +130,12 @@ def _mark_changed(value: Any) -> bool:
 
 
 class OwnerReference(_Model):
-    api_version: str = Field(alias="apiVersion")
+    api_version: str
     kind: str
     name: str
     uid: str
     controller: bool | None = None
-    block_owner_deletion: bool | None = Field(default=None, alias="blockOwnerDeletion")
+    block_owner_deletion: bool | None = None
 
 
 class ObjectMeta(_Model):
@@ -160,17 +144,15 @@ class ObjectMeta(_Model):
     name: str = ""
     namespace: str | None = None
     uid: str | None = None
-    resource_version: str | None = Field(default=None, alias="resourceVersion")
+    resource_version: str | None = None
     generation: int | None = None
-    creation_timestamp: str | None = Field(default=None, alias="creationTimestamp")
-    deletion_timestamp: str | None = Field(default=None, alias="deletionTimestamp")
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
-    owner_references: list[OwnerReference] = Field(default_factory=list, alias="ownerReferences")
+    owner_references: list[OwnerReference] = Field(default_factory=list)
     finalizers: list[str] = Field(default_factory=list)
 
-
-# --- spec ----------------------------------------------------------------------------
 
 _NAME_OF_REFERENT: Final = (
     "Name of the referent.\n"
@@ -205,7 +187,7 @@ class EnvFromSource(_Model):
     """EnvFromSource represents the source of a set of ConfigMaps or Secrets"""
 
     config_map_ref: ConfigMapEnvSource | None = Field(
-        default=None, alias="configMapRef", description="The ConfigMap to select from"
+        default=None, description="The ConfigMap to select from"
     )
     prefix: str | None = Field(
         default=None,
@@ -215,7 +197,7 @@ class EnvFromSource(_Model):
         ),
     )
     secret_ref: SecretEnvSource | None = Field(
-        default=None, alias="secretRef", description="The Secret to select from"
+        default=None, description="The Secret to select from"
     )
 
 
@@ -272,7 +254,7 @@ class ResourceRequirements(_Model):
     )
 
 
-# Field descriptions the agent and the toolbox share (one Go doc comment upstream).
+# Field descriptions the agent and the toolbox share.
 _FORCE_PULL: Final = "ForcePull bypasses the image cache and re-pulls from upstream."
 _NETWORK: Final = "Network selects the cluster network to attach the VM to."
 _NO_DIRECT_IO: Final = (
@@ -283,28 +265,25 @@ _NO_DIRECT_IO: Final = (
 _PROBE_PORT: Final = "ProbePort overrides the default ICMP probe with a TCP port check."
 _STORAGE: Final = "Storage sizes the VM root volume."
 PORT_MAX: Final = 65535
+ProbePort = Annotated[
+    int | None,
+    Field(ge=0, le=PORT_MAX, description=_PROBE_PORT, json_schema_extra=INT32),
+]
 
 
 class AgentSpec(_Model):
     """AgentSpec defines the configuration for agent VMs in a CocoonSet."""
 
     backend: Backend = Backend.CLOUD_HYPERVISOR
-    conn_type: ConnType | None = Field(default=None, alias="connType")
-    env_from: list[EnvFromSource] | None = Field(default=None, alias="envFrom")
-    force_pull: bool | None = Field(default=None, alias="forcePull", description=_FORCE_PULL)
+    conn_type: ConnType | None = None
+    env_from: list[EnvFromSource] | None = None
+    force_pull: bool | None = Field(default=None, description=_FORCE_PULL)
     image: str = Field(min_length=1)
     mode: AgentMode = AgentMode.CLONE
     network: str | None = Field(default=None, description=_NETWORK)
     no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
     os: OSType = OSType.LINUX
-    probe_port: int | None = Field(
-        default=None,
-        alias="probePort",
-        ge=0,
-        le=PORT_MAX,
-        description=_PROBE_PORT,
-        json_schema_extra=INT32,
-    )
+    probe_port: ProbePort = None
     replicas: int = Field(
         default=0,
         ge=0,
@@ -314,7 +293,7 @@ class AgentSpec(_Model):
         json_schema_extra=INT32,
     )
     resources: ResourceRequirements | None = None
-    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    service_account_name: str | None = None
     storage: Quantity | None = Field(default=None, description=_STORAGE)
 
 
@@ -322,29 +301,20 @@ class ToolboxSpec(_Model):
     """ToolboxSpec defines the configuration for a toolbox VM in a CocoonSet."""
 
     backend: Backend = Backend.CLOUD_HYPERVISOR
-    conn_type: ConnType | None = Field(default=None, alias="connType")
-    force_pull: bool | None = Field(default=None, alias="forcePull", description=_FORCE_PULL)
+    conn_type: ConnType | None = None
+    force_pull: bool | None = Field(default=None, description=_FORCE_PULL)
     image: str | None = None
     mode: ToolboxMode = ToolboxMode.RUN
     name: str = Field(min_length=1, pattern=DNS1123_LABEL_PATTERN)
     network: str | None = Field(default=None, description=_NETWORK)
     no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
     os: OSType = OSType.LINUX
-    probe_port: int | None = Field(
-        default=None,
-        alias="probePort",
-        ge=0,
-        le=PORT_MAX,
-        description=_PROBE_PORT,
-        json_schema_extra=INT32,
-    )
+    probe_port: ProbePort = None
     resources: ResourceRequirements | None = None
     static_ip: str | None = Field(default=None, alias="staticIP")
     static_vm_id: str | None = Field(default=None, alias="staticVMID")
     storage: Quantity | None = Field(default=None, description=_STORAGE)
-    vnc_port: int | None = Field(
-        default=None, alias="vncPort", ge=0, le=PORT_MAX, json_schema_extra=INT32
-    )
+    vnc_port: int | None = Field(default=None, ge=0, le=PORT_MAX, json_schema_extra=INT32)
 
 
 class CocoonSetSpec(_Model):
@@ -362,7 +332,6 @@ class CocoonSetSpec(_Model):
     agent: AgentSpec
     hibernate_policy: HibernatePolicy = Field(
         default=HibernatePolicy.RETAIN,
-        alias="hibernatePolicy",
         description=(
             "HibernatePolicy keeps (retain) or frees (release) the VM's scheduling\n"
             "seat while suspended; release requires a main-only set until sub-agent/\n"
@@ -371,17 +340,15 @@ class CocoonSetSpec(_Model):
     )
     node_name: str | None = Field(
         default=None,
-        alias="nodeName",
         description=(
             "NodeName pins the VM to a node (cross-node migrate). Empty = let the\n"
             "scheduler place it within NodePool and leave it alone; a value adds a\n"
             "hostname nodeAffinity so the pod lands there or stays Pending if it won't fit."
         ),
     )
-    node_pool: str = Field(default=k.DEFAULT_POOL, alias="nodePool")
+    node_pool: str = Field(default=k.DEFAULT_POOL)
     snapshot_compatibility_class: str | None = Field(
         default=None,
-        alias="snapshotCompatibilityClass",
         max_length=LABEL_VALUE_MAX,  # a label value: the class is used as a node label value
         pattern=LABEL_VALUE_PATTERN,
         description=(
@@ -390,25 +357,22 @@ class CocoonSetSpec(_Model):
             "NodePool so multiple workload pools can share one snapshot class."
         ),
     )
-    snapshot_policy: SnapshotPolicy = Field(default=SnapshotPolicy.ALWAYS, alias="snapshotPolicy")
+    snapshot_policy: SnapshotPolicy = Field(default=SnapshotPolicy.ALWAYS)
     suspend: bool | None = None
     toolboxes: list[ToolboxSpec] | None = None
-
-
-# --- status --------------------------------------------------------------------------
 
 
 class AgentStatus(_Model):
     """AgentStatus represents the observed state of a single agent VM."""
 
-    forked_from: str | None = Field(default=None, alias="forkedFrom")
+    forked_from: str | None = None
     ip: str | None = None
     phase: str | None = None
-    pod_name: str | None = Field(default=None, alias="podName")
+    pod_name: str | None = None
     role: str
     slot: int = Field(json_schema_extra=INT32)
     vm_id: str | None = Field(default=None, alias="vmID")
-    vm_name: str | None = Field(default=None, alias="vmName")
+    vm_name: str | None = None
 
 
 class ConditionStatus(StrEnum):
@@ -420,9 +384,7 @@ class ConditionStatus(StrEnum):
 class Condition(_Model):
     """Condition contains details for one aspect of the current state of this API Resource."""
 
-    # metav1.Condition, descriptions as upstream wrote them.
     last_transition_time: str = Field(
-        alias="lastTransitionTime",
         description=(
             "lastTransitionTime is the last time the condition transitioned from one status "
             "to another.\n"
@@ -440,7 +402,6 @@ class Condition(_Model):
     )
     observed_generation: int | None = Field(
         default=None,
-        alias="observedGeneration",
         ge=0,
         description=(
             "observedGeneration represents the .metadata.generation that the condition was "
@@ -478,14 +439,14 @@ class Condition(_Model):
 class ToolboxStatus(_Model):
     """ToolboxStatus represents the observed state of a single toolbox VM."""
 
-    conn_type: ConnType | None = Field(default=None, alias="connType")
+    conn_type: ConnType | None = None
     ip: str | None = None
     name: str
     phase: str | None = None
-    pod_name: str | None = Field(default=None, alias="podName")
+    pod_name: str | None = None
     vm_id: str | None = Field(default=None, alias="vmID")
-    vm_name: str | None = Field(default=None, alias="vmName")
-    vnc_port: int | None = Field(default=None, alias="vncPort", json_schema_extra=INT32)
+    vm_name: str | None = None
+    vnc_port: int | None = Field(default=None, json_schema_extra=INT32)
 
 
 class CocoonSetStatus(_Model):
@@ -493,18 +454,12 @@ class CocoonSetStatus(_Model):
 
     agents: list[AgentStatus] | None = Field(default=None, json_schema_extra=list_map("slot"))
     conditions: list[Condition] | None = Field(default=None, json_schema_extra=list_map("type"))
-    desired_agents: int | None = Field(default=None, alias="desiredAgents", json_schema_extra=INT32)
-    desired_toolboxes: int | None = Field(
-        default=None, alias="desiredToolboxes", json_schema_extra=INT32
-    )
-    observed_generation: int | None = Field(
-        default=None, alias="observedGeneration", json_schema_extra=INT64
-    )
+    desired_agents: int | None = Field(default=None, json_schema_extra=INT32)
+    desired_toolboxes: int | None = Field(default=None, json_schema_extra=INT32)
+    observed_generation: int | None = Field(default=None, json_schema_extra=INT64)
     phase: CocoonSetPhase | None = None
-    ready_agents: int | None = Field(default=None, alias="readyAgents", json_schema_extra=INT32)
-    ready_toolboxes: int | None = Field(
-        default=None, alias="readyToolboxes", json_schema_extra=INT32
-    )
+    ready_agents: int | None = Field(default=None, json_schema_extra=INT32)
+    ready_toolboxes: int | None = Field(default=None, json_schema_extra=INT32)
     toolboxes: list[ToolboxStatus] | None = Field(default=None, json_schema_extra=list_map("name"))
 
 
@@ -514,7 +469,6 @@ class CocoonSet(_Model):
     # TypeMeta: the defaults help readers of a bare spec; the API has none.
     api_version: str = Field(
         default=k.API_VERSION,
-        alias="apiVersion",
         description=(
             "APIVersion defines the versioned schema of this representation of an object.\n"
             "Servers should convert recognized schemas to the latest internal value, and\n"
@@ -537,7 +491,7 @@ class CocoonSet(_Model):
         json_schema_extra={X_NO_DEFAULT: True},
     )
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    # The Go field is `omitempty`: the API accepts a CocoonSet without spec; we never read one.
+    # The API accepts a CocoonSet without spec; we never read one.
     spec: CocoonSetSpec = Field(json_schema_extra={X_OPTIONAL: True})
     status: CocoonSetStatus = Field(default_factory=CocoonSetStatus)
 
@@ -582,20 +536,14 @@ class CocoonSet(_Model):
         return frozenset(n.strip() for n in names if n.strip())
 
 
-# --- pods (only what the reconciler reads) -------------------------------------------
-
 _GO_INT: Final = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
 
 
 def parse_go_int(raw: str) -> int:
-    """An integer annotation as the operator reads it: strconv.ParseInt(raw, 10, 64).
-
-    ASCII digits with an optional sign only; anything else (`1_0`, ` 7`, `٣`,
-    out of int64 range) reads as 0, where Python's int() would accept the first
-    three and disagree with the operator about a generation.
-    """
+    """An integer annotation as the operator reads it: a signed ASCII int64, anything
+    else (`1_0`, ` 7`, `٣`, out of range) 0, where int() would disagree about a generation."""
     if not _GO_INT.match(raw):
         return 0
     value = int(raw)
@@ -603,7 +551,7 @@ def parse_go_int(raw: str) -> int:
 
 
 class ContainerStateRunning(_Model):
-    started_at: str | None = Field(default=None, alias="startedAt")
+    started_at: str | None = None
 
 
 class ContainerState(_Model):
@@ -626,17 +574,15 @@ class PodCondition(_Model):
 class PodStatus(_Model):
     phase: str | None = None
     conditions: list[PodCondition] = Field(default_factory=list)
-    container_statuses: list[ContainerStatus] = Field(
-        default_factory=list, alias="containerStatuses"
-    )
+    container_statuses: list[ContainerStatus] = Field(default_factory=list)
 
 
 class PodSpec(_Model):
-    node_name: str | None = Field(default=None, alias="nodeName")
+    node_name: str | None = None
 
 
 class Pod(_Model):
-    api_version: str = Field(default="v1", alias="apiVersion")
+    api_version: str = Field(default="v1")
     kind: str = "Pod"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodSpec = Field(default_factory=PodSpec)
@@ -664,17 +610,16 @@ class Pod(_Model):
 
     @property
     def is_main(self) -> bool:
-        # The role label alone, as the operator classifies pods (classifyPods).
+        # The role label alone, as the operator classifies pods.
         return self.role == k.ROLE_MAIN
 
     @property
     def managed(self) -> bool:
-        # The annotation alone, as the operator reads it (meta.ParseVMSpec): it writes
-        # `managed: "true"` on every agent, and a pod without it has no VM to gate on.
+        # The annotation alone, as the operator reads it: a pod without it has no VM to gate on.
         return self.annotations.get(k.ANN_MANAGED) == k.TRUE
 
     def controlled_by(self, owner_uid: str | None) -> bool:
-        """metav1.IsControlledBy: the pod's controller reference names this uid."""
+        """The pod's controller reference names this uid."""
         ref = next((r for r in self.metadata.owner_references if r.controller), None)
         return ref is not None and bool(owner_uid) and ref.uid == owner_uid
 
@@ -697,16 +642,13 @@ class Pod(_Model):
 
     @property
     def lifecycle_generation(self) -> int:
-        """Missing or garbage reads as 0, as Go's strconv.ParseInt does (docs/design.md#keys)."""
+        """Missing or garbage reads as 0 (see parse_go_int)."""
         return parse_go_int(self.annotations.get(k.ANN_LIFECYCLE_GENERATION, ""))
 
     @property
     def terminal(self) -> bool:
-        """meta.IsPodTerminal of today's cocoon-common: the kubelet's `Failed` phase only.
-
-        A suspend skips such a pod (no VM state to keep); vk-cocoon's sticky lifecycle
-        `failed` is not terminal there: the pod still holds a VM the release waits for.
-        """
+        """The kubelet's `Failed` phase only, as the operator reads it: vk-cocoon's sticky
+        `failed` is not terminal, the pod still holds a VM the release waits for."""
         return self.status.phase == "Failed"
 
     @property
@@ -716,7 +658,7 @@ class Pod(_Model):
 
     @property
     def live(self) -> bool:
-        """VM id annotation non-empty and a container Running (docs/design.md#wake)."""
+        """VM id annotation non-empty and a container Running."""
         if not self.annotations.get(k.ANN_VM_ID):
             return False
         return any(
@@ -737,7 +679,7 @@ class Pod(_Model):
     @property
     def preferred_node(self) -> str:
         """The hostname a wake's preferred node affinity names ("" = none): the hint it
-        was created for, kept on the pod after whoever completed the wake cleared it."""
+        was created for, kept after the wake cleared it."""
         affinity = (self.spec.model_extra or {}).get("affinity") or {}
         terms = (affinity.get("nodeAffinity") or {}).get(
             "preferredDuringSchedulingIgnoredDuringExecution"

@@ -1,9 +1,7 @@
-"""Names: DNS-1123 validation and cocoonstack's VM names, both generations (docs/compatibility.md).
+"""Names: DNS-1123 and OCI validation, and cocoonstack's VM names in both generations.
 
-Every namespace, set name, pod name and registry repository that comes from
-an event is checked here before it reaches a URL, a label selector or a log
-field used as a key. Invalid input raises :class:`InvalidName` (a permanent
-error: redelivering the event cannot make the name valid).
+Every name that comes from an event is checked here before it reaches a URL, a label
+selector or a log key; invalid input raises :class:`InvalidName` (permanent).
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from enum import StrEnum
 
 from shared.errors import InvalidName
 
-# Kubernetes' own limits (k8s.io/apimachinery/pkg/util/validation).
+# Kubernetes' own limits.
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
 _LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
@@ -28,9 +26,7 @@ OCI_REPOSITORY_MAX = 255
 _OCI_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 
-# A Kubernetes label value (apimachinery IsValidLabelValue): empty, or at most 63
-# characters, alphanumeric at both ends and `-_.` inside. The one spelling of the
-# rule: the CRD's schema (shared.models) and the checks in code use it.
+# A Kubernetes label value: the one spelling, used by the CRD's schema and the code's checks.
 LABEL_VALUE_MAX = 63
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 _LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
@@ -110,11 +106,8 @@ class SetRef:
 
 
 class Naming(StrEnum):
-    """Which generation of cocoon-common's VM naming produced a name.
-
-    A cluster mid-upgrade has both (docs/compatibility.md): VMs created by an
-    older vk-cocoon keep their legacy name until their pod is recreated.
-    """
+    """Which generation of VM naming produced a name: mid-upgrade, VMs of an older
+    vk-cocoon keep their legacy name until their pod is recreated."""
 
     HASHED = "hashed"  # cocoon-common after v0.3.0: vk-<ns>-<pod>-<6 hex>
     LEGACY = "legacy"  # cocoon-common v0.3.0: vk-<ns>-<set>-<slot>
@@ -122,12 +115,8 @@ class Naming(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class VMCandidate:
-    """One (namespace, set, slot) a VM name may stand for.
-
-    A HASHED candidate is proven by its hash (the name is recomputed from the
-    split); a LEGACY one is only a split of an ambiguous string, which is why
-    the reconciler accepts it only when the set itself records the name.
-    """
+    """One (namespace, set, slot) a VM name may stand for. A HASHED one is proven by its
+    hash; a LEGACY one is only a split, accepted only when the set records the name."""
 
     namespace: str
     set_name: str
@@ -139,9 +128,7 @@ class VMCandidate:
         return SetRef(self.namespace, self.set_name)
 
 
-# cocoon-webhook refuses a set whose derived VM name is longer than this, so
-# the pulled snapshot can be imported beside the live VM under
-# `<vm>-hibernate-import` (63 characters for macOS guests, which never import).
+# cocoon-webhook keeps VM names short enough for `<vm>-hibernate-import` beside the live VM.
 HIBERNATE_IMPORT_SUFFIX = "-hibernate-import"
 VM_NAME_MAX = 63
 MANAGED_VM_NAME_MAX = VM_NAME_MAX - len(HIBERNATE_IMPORT_SUFFIX)
@@ -152,10 +139,7 @@ _MAX_DOT_GUESSES = 12
 
 
 def vm_name_for_pod(namespace: str, pod_name: str) -> str:
-    """Today's name of the VM behind pod `pod_name`: unique and recomputable.
-
-    `vk-<ns>-<pod, dots as dashes>-<first 3 bytes of sha256("<ns>/<pod>"), hex>`.
-    """
+    """`vk-<ns>-<pod, dots as dashes>-<first 3 bytes of sha256("<ns>/<pod>"), hex>`."""
     digest = hashlib.sha256(f"{namespace}/{pod_name}".encode()).hexdigest()[:_HASH_HEX]
     return f"{VM_PREFIX}{namespace}-{pod_name.replace('.', '-')}-{digest}"
 
@@ -178,9 +162,8 @@ def vm_names(namespace: str, set_name: str, slot: int) -> tuple[str, str]:
 def recorded_vm_names(
     namespace: str, set_name: str, slot: int, recorded: frozenset[str]
 ) -> tuple[str, ...]:
-    """The names a VM's snapshot may be under, today's first: of its only two names, those
-    the set recorded (its release stash); with no record, today's. Whatever a pod's
-    annotation says never enters: it must not steer a probe or a delete elsewhere."""
+    """The names a VM's snapshot may be under, today's first: of its two names those the set
+    recorded, else today's. A pod's annotation never enters: it must not steer a delete."""
     names = vm_names(namespace, set_name, slot)
     return tuple(n for n in names if n in recorded) or names[:1]
 
@@ -219,6 +202,15 @@ def _dotted_spellings(flat: str) -> list[str]:
     return out
 
 
+def _ns_splits(text: str) -> list[tuple[str, str]]:
+    """Every (namespace, rest) a dash of `text` may separate, the namespace a DNS-1123 label."""
+    return [
+        (text[:i], text[i + 1 :])
+        for i, ch in enumerate(text)
+        if ch == "-" and is_dns1123_label(text[:i])
+    ]
+
+
 def _hashed_candidates(name: str) -> list[VMCandidate]:
     body, dash, digest = name[len(VM_PREFIX) :].rpartition("-")
     if not dash or len(digest) != _HASH_HEX or any(c not in "0123456789abcdef" for c in digest):
@@ -227,17 +219,12 @@ def _hashed_candidates(name: str) -> list[VMCandidate]:
     slot = _slot_of(slot_text)
     if not dash or slot is None:
         return []
-    out: list[VMCandidate] = []
-    for i, ch in enumerate(flat_pod):
-        if ch != "-":
-            continue
-        ns, flat_set = flat_pod[:i], flat_pod[i + 1 :]
-        if not is_dns1123_label(ns):
-            continue
-        for set_name in _dotted_spellings(flat_set):
-            if is_dns1123_subdomain(set_name) and vm_name(ns, set_name, slot) == name:
-                out.append(VMCandidate(ns, set_name, slot, Naming.HASHED))
-    return out
+    return [
+        VMCandidate(ns, set_name, slot, Naming.HASHED)
+        for ns, flat_set in _ns_splits(flat_pod)
+        for set_name in _dotted_spellings(flat_set)
+        if is_dns1123_subdomain(set_name) and vm_name(ns, set_name, slot) == name
+    ]
 
 
 def _legacy_candidates(name: str) -> list[VMCandidate]:
@@ -245,24 +232,16 @@ def _legacy_candidates(name: str) -> list[VMCandidate]:
     slot = _slot_of(slot_text)
     if not dash or slot is None:
         return []
-    out: list[VMCandidate] = []
-    for i, ch in enumerate(body):
-        if ch != "-":
-            continue
-        ns, set_name = body[:i], body[i + 1 :]
-        if is_dns1123_label(ns) and is_dns1123_subdomain(set_name):
-            out.append(VMCandidate(ns, set_name, slot, Naming.LEGACY))
-    return out
+    return [
+        VMCandidate(ns, set_name, slot, Naming.LEGACY)
+        for ns, set_name in _ns_splits(body)
+        if is_dns1123_subdomain(set_name)
+    ]
 
 
 def parse_vm_name(name: str) -> list[VMCandidate]:
-    """Every (namespace, set, slot) an agent VM name may stand for, in either naming.
-
-    A name whose hash checks out for a split is today's and names that set
-    alone (the legacy reading of its digits as a slot is then not offered);
-    otherwise every legacy split is a candidate: `vk-a-b-c-0` may be (`a`,
-    `b-c`) or (`a-b`, `c`), and only the sets' own records tell which.
-    """
+    """Every (namespace, set, slot) an agent VM name may stand for: the hashed split
+    when its hash checks out, else every legacy split (`vk-a-b-c-0`: `a`/`b-c` or `a-b`/`c`)."""
     if not name.startswith(VM_PREFIX) or len(name) > VM_NAME_MAX + len(HIBERNATE_IMPORT_SUFFIX):
         return []
     hashed = _hashed_candidates(name)
@@ -278,26 +257,12 @@ def legacy_owners(name: str) -> list[SetRef]:
     """Every set a v0.3.0 name `vk-<ns>-<set>-<slot or toolbox>` may belong to."""
     if not name.startswith(VM_PREFIX):
         return []
-    body = name[len(VM_PREFIX) :]
-    dashes = [i for i, ch in enumerate(body) if ch == "-"]
     out: dict[SetRef, None] = {}
-    for a in dashes:
-        ns = body[:a]
-        if not is_dns1123_label(ns):
-            continue
-        for b in dashes:
-            set_name = body[a + 1 : b]
-            if b > a + 1 and b < len(body) - 1 and is_dns1123_subdomain(set_name):
-                out[SetRef(ns, set_name)] = None
+    for ns, rest in _ns_splits(name[len(VM_PREFIX) :]):
+        for b, ch in enumerate(rest):
+            if ch == "-" and 0 < b < len(rest) - 1 and is_dns1123_subdomain(rest[:b]):
+                out[SetRef(ns, rest[:b])] = None
     return list(out)
-
-
-def agent_slot(namespace: str, set_name: str, name: str) -> int | None:
-    """The agent slot of `set_name` whose VM (either naming) is `name`, else None."""
-    for c in parse_vm_name(name):
-        if c.namespace == namespace and c.set_name == set_name:
-            return c.slot
-    return None
 
 
 def pod_set_candidates(pod_name: str) -> list[str]:

@@ -1,12 +1,8 @@
 """A write refused by admission, told once: one Warning Event on the set and one count.
 
-Shared by the reconciler (the wake's pod create, the wake's `spec.suspend=false`)
-and the sweep (idle suspend, sleep windows): an admission refusal is permanent
-for the invocation, so it is acknowledged, never retried blindly; the sweep
-tries again at its own pace. The Event is named by (write, the set's generation,
-the server's message): a redelivery or the next sweep meeting the same refusal
-adds no second Warning and no second count, while a later wake (the generation
-moves with every spec.suspend flip) that is refused again is told again.
+Permanent for the invocation (acknowledged; the sweep tries again at its pace). The Event is
+keyed by (write, generation, server message): a redelivery adds nothing, a later refused wake
+(the generation moves with each suspend flip) is told again.
 """
 
 from __future__ import annotations

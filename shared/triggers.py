@@ -1,11 +1,7 @@
 """The few trigger shapes every event source is reduced to (envelope -> trigger).
 
-Triggers are hints: the functions re-read live state and reconcile, so a
-trigger carries only what is needed to find the sets to look at.
-
-`event_id` is the producer's id (registry event id, CloudEvent id, auditID,
-Pub/Sub messageId): a correlation id for logs only. It is left out of
-equality so that two deliveries of the same fact compare equal.
+Triggers are hints (the functions re-read live state), carrying only what finds the sets.
+`event_id`, the producer's id, is for logs only: out of equality, so redeliveries compare equal.
 """
 
 from __future__ import annotations
@@ -33,13 +29,9 @@ class Source(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SnapshotPushed:
-    """A `<vm>:hibernate` manifest landed (repository is already under the base).
-
-    `sets`: every set the VM name may belong to (docs/design.md#names) in an
-    allowed namespace, in the order `shared.names.parse_vm_name` gives them;
-    computed once, by the adapter that accepted the push. Derived from
-    `vm_name`, so left out of equality like `event_id`.
-    """
+    """A `<vm>:hibernate` manifest landed (repository already under the base). `sets`: the
+    sets in allowed namespaces the VM name may belong to (`parse_vm_name`'s order), computed
+    once by the adapter; derived, so out of equality like `event_id`."""
 
     repository: str
     tag: str

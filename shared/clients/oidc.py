@@ -1,15 +1,7 @@
-"""Google-signed OIDC tokens of a Pub/Sub push subscription (docs/design.md#pubsub-push).
-
-A push subscription with `oidc_token` puts `Authorization: Bearer <JWT>` on
-every delivery: signed by Google, `iss` accounts.google.com, `aud` the
-configured audience (`COCOON_PUSH_AUDIENCE`). This module checks signature,
-expiry, audience and issuer, and translates google-auth's exceptions into
-ours. Those checks prove only that Google signed a token for a URL anyone can
-guess: any Google account can mint one. `require_caller` is the check that
-authorises, the verified `email` of one of `COCOON_PUSH_SERVICE_ACCOUNTS`;
-the caller (`functions.ingest`) applies it after every verification.
-`google.auth` is imported on first use only: most deployments never verify a
-push token, and cold start pays for every import.
+"""Google-signed OIDC tokens of a Pub/Sub push subscription: signature, expiry, audience,
+issuer (`verify_push_token`), then the check that authorises, the verified email of an
+allowlisted caller (`require_caller`: any Google account can mint a token for a URL).
+`google.auth` loads on first use only.
 """
 
 from __future__ import annotations
@@ -35,13 +27,9 @@ class _Transport:
 def verify_push_token(
     token: str, *, audience: str, certs: Mapping[str, str] | None = None
 ) -> Mapping[str, Any]:
-    """The token's claims if it is valid for `audience`; else `TokenRejected`.
-
-    `certs` (key id -> PEM certificate) replaces Google's published
-    certificates: tests sign tokens with a locally generated key and pass its
-    certificate here, so the real verification code runs without the network.
-    A failure to fetch Google's certificates is a `TransientError` (retry).
-    """
+    """The token's claims if it is valid for `audience`; else `TokenRejected` (TransientError
+    when Google's certificates cannot be fetched). `certs` (key id -> PEM) lets tests verify
+    offline."""
     if not audience:
         # google-auth skips the audience check for audience=None: never allow that.
         raise TokenRejected("no audience configured for push-token verification")
@@ -74,12 +62,8 @@ def verify_push_token(
 
 
 def require_caller(claims: Mapping[str, Any], allowed: frozenset[str]) -> str:
-    """The caller's email if the claims name a verified, allowlisted one; else `TokenRejected`.
-
-    `email_verified` must be the JSON boolean true (Google sends a boolean; a
-    string "true" is not what Google signs). The rejection message never quotes
-    the email: it is the caller's claim, not ours to log.
-    """
+    """The caller's email if the claims name a verified (JSON `true`, as Google signs it),
+    allowlisted one; else `TokenRejected`, never quoting the caller's claimed email."""
     if claims.get("email_verified") is not True:
         raise TokenRejected("push token rejected: email not verified")
     email = claims.get("email")

@@ -1,33 +1,9 @@
-"""The Pub/Sub publisher the lifecycle CloudEvents go out through (docs/design.md#lifecycle).
+"""The Pub/Sub publisher of the lifecycle CloudEvents; the only module importing
+`google.cloud.pubsub_v1`, on the first publish only (cold start).
 
-The only module that imports `google.cloud.pubsub_v1`, and only on the first
-publish: building a :class:`PubSubPublisher` (or asking :func:`get_publisher`
-for one) loads nothing but the standard library, so an invocation that emits
-no lifecycle event never imports the Pub/Sub library (cold start).
-
-Invariants:
-
-- One library client per process and topic (:func:`get_publisher`), with
-  message ordering enabled; every message carries the ordering key it is
-  given (`<namespace>/<name>`), so one set's events stay in order.
-- Each publish waits for the server's acknowledgement, bounded by `timeout`:
-  a function instance may be frozen as soon as it returns, so a
-  fire-and-forget publish could sit in a batch until the next invocation, or
-  forever. The library's own retry is turned off (`retry=None`): with ordering
-  enabled it retries an ordered publish with an *unbounded* deadline, which
-  would leave work running after the invocation returned and queue the set's
-  later events behind it. One attempt, bounded, then report.
-- On a failure the ordering key is resumed (`resume_publish`): the library
-  pauses a key after an error and refuses every later publish on it until then.
-- Nothing above this module sees a `google.*` exception: they become
-  :class:`TransientError` (unavailable, timed out, paused), :class:`ConfigError`
-  (no credentials, no permission, no such topic) or :class:`PermanentError`
-  (a message the topic refuses).
-
-Publishing is best-effort with respect to the reconcile: the caller
-(`shared.lifecycle.emit`) logs a failed publish as a warning and carries on;
-it never fails or retries the invocation. The Kubernetes Events and the
-counters are the record; these events are a notification for consumers.
+One client per process and topic, message ordering on. Each publish waits for its
+acknowledgement, bounded (a returned instance may be frozen), with the library's retry off
+(unbounded for ordered publishes); a failed key is resumed. Library errors become ours.
 """
 
 from __future__ import annotations
@@ -40,8 +16,7 @@ from shared import log
 from shared.clients.cache import ProcessCache
 from shared.errors import CocoonError, ConfigError, PermanentError, TransientError
 
-# Bounds the RPC and, with a small margin for the batch's commit, the wait for
-# its acknowledgement. A reconcile pays at most this per event when Pub/Sub is down.
+# Bounds the RPC and (with a margin for the batch's commit) the wait for its acknowledgement.
 PUBLISH_TIMEOUT: Final = 5.0
 _WAIT_MARGIN: Final = 1.0
 
@@ -57,12 +32,17 @@ def _library_client() -> Any:
     )
 
 
-def _library_errors() -> tuple[type[BaseException], ...]:
-    """What the library raises for a failed publish (imported only once it is loaded)."""
+def _exceptions() -> tuple[Any, Any, Any]:
     from google.api_core import exceptions as api  # noqa: PLC0415
     from google.auth import exceptions as auth  # noqa: PLC0415
     from google.cloud.pubsub_v1.publisher import exceptions as pub  # noqa: PLC0415
 
+    return api, auth, pub
+
+
+def _library_errors() -> tuple[type[BaseException], ...]:
+    """What the library raises for a failed publish (imported only once it is loaded)."""
+    api, auth, pub = _exceptions()
     return (
         api.GoogleAPIError,
         auth.GoogleAuthError,
@@ -76,10 +56,7 @@ def _library_errors() -> tuple[type[BaseException], ...]:
 
 def translate(err: BaseException, topic: str) -> CocoonError:
     """A library exception as this project's error type (the caller raises it `from err`)."""
-    from google.api_core import exceptions as api  # noqa: PLC0415
-    from google.auth import exceptions as auth  # noqa: PLC0415
-    from google.cloud.pubsub_v1.publisher import exceptions as pub  # noqa: PLC0415
-
+    api, auth, pub = _exceptions()
     what = f"publish to {topic}"
     if isinstance(err, TimeoutError):
         return TransientError(f"{what}: no acknowledgement within the timeout")
@@ -97,12 +74,8 @@ def translate(err: BaseException, topic: str) -> CocoonError:
 
 
 class PubSubPublisher:
-    """Publishes to one topic; build one per process (see :func:`get_publisher`).
-
-    `client` (a ready `PublisherClient`) or `client_factory` (called once, on the
-    first publish) replace the default library client: tests use them for a
-    client on a local fake server or a recording fake.
-    """
+    """Publishes to one topic, one per process (:func:`get_publisher`); `client` or
+    `client_factory` (called on the first publish) replace the library client in tests."""
 
     def __init__(
         self,

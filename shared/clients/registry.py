@@ -1,45 +1,8 @@
-"""The OCI registry client release and wake use (docs/design.md#registry).
+"""The OCI registry client release and wake use: HEAD a manifest, resolve a tag, drop a tag.
 
-Three questions are asked of the registry, and answered with three outcomes each:
-
-- is `<vm>:hibernate` there?  -> `ManifestInfo` (present) / `None` (404: absent) / an error;
-- which digest does a tag name? -> the digest / `None` / an error;
-- drop the `:hibernate` tag    -> `True` (gone, or already gone) / `False` (refused: the
-  manifest is shared with another tag) / an error.
-
-Invariants:
-
-- An error is never read as "absent" nor as "present": 401/403 raise
-  :class:`RegistryAuthError` (a configuration problem, reported loudly); 429, 5xx,
-  timeouts and connection failures raise :class:`RegistryError` (transient, retried).
-  No `requests`/`botocore`/`google.auth` exception leaves this module.
-- Distribution 2.x deletes manifests, not tags. Deleting the manifest `:hibernate`
-  names would silently remove every other tag on the same digest, so `delete_tag`
-  first lists the repository's tags and refuses when another one shares the digest.
-  (A tag pushed between that check and the DELETE is a race the HTTP API cannot close.)
-- Repository names, tags and digests are validated before any URL is built.
-- Cold start: importing this module loads only the standard library and `shared`;
-  `requests`, `boto3` and `google.auth` are imported on first use.
-
-Auth modes (`COCOON_REGISTRY_AUTH`):
-
-- `none`; `basic` (sent on every request);
-- `bearer`: the Docker token flow. A 401 with `Bearer realm=...,service=...,scope=...` is
-  answered by fetching a token from the realm (with the basic credentials when set),
-  cached per (realm, service, scope) until its expiry, and the request retried once.
-  The challenge for each (repository, pull|delete) is remembered, so warm calls send the
-  cached token up front and cost one request, not two.
-- `google`: an access token from application default credentials (refreshed when
-  expired) sent as `Authorization: Bearer <token>`, which Artifact Registry accepts
-  directly (its Docker API docs use `curl -H "Authorization: Bearer $(gcloud auth
-  print-access-token)"`). Should a registry answer with a token challenge instead (as
-  gcr.io does), the access token is exchanged at the realm as basic
-  `oauth2accesstoken:<token>`, the documented Docker-login username.
-- `ecr`: the ECR API through boto3 (not the HTTP API): `describe_images` for presence
-  and digests, `batch_delete_image` by tag for deletion. ECR deletes a *tag* natively
-  (when other tags point at the image only this tag goes), so the shared-manifest check
-  is not needed there. Region and account come from the registry host
-  (`<account>.dkr.ecr.<region>.amazonaws.com`).
+An error is never read as "absent" nor "present": 401/403 raise RegistryAuthError, 429/5xx/
+timeouts RegistryError; no `requests`/`botocore`/`google.auth` exception leaves this module,
+and those libraries load on first use (cold start). Auth modes: docs/design.md#registry.
 """
 
 from __future__ import annotations
@@ -87,6 +50,10 @@ GOOGLE_BASIC_USER = "oauth2accesstoken"
 # The page size asked of `tags/list`; Distribution may answer with fewer and a Link.
 TAGS_PAGE = 100
 _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_ECR_AUTH_CODES = frozenset(
+    {"AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"}
+    | {"ExpiredTokenException", "InvalidClientTokenId"}
+)
 _ECR_HOST = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
 )
@@ -114,11 +81,8 @@ class _Token:
 
 
 class RegistryClient:
-    """One registry's client; build it once per instance (see :func:`get_client`).
-
-    `session`, `ecr_client` and `clock` are parameters so tests can substitute them;
-    by default they are built lazily on first use.
-    """
+    """One registry's client, built once per instance (:func:`get_client`); `session`,
+    `ecr_client` and `clock` are built lazily unless a test passes them."""
 
     def __init__(
         self,
@@ -141,8 +105,6 @@ class RegistryClient:
         self._google_creds: Any = None
         self.requests_made = 0  # HTTP requests and ECR API calls, token fetches included
         self.token_fetches = 0
-
-    # ------------------------------------------------------------------ public API
 
     def head_manifest(self, repository: str, tag_or_digest: str) -> ManifestInfo | None:
         """The manifest `repository:tag_or_digest` names, or None when the registry says 404."""
@@ -206,11 +168,9 @@ class RegistryClient:
         raise RegistryError(f"tags of {repo}: too many pages")
 
     def delete_tag(self, repository: str, tag: str) -> bool:
-        """Remove `repository:tag`. True when it is gone (or was already); False when refused.
-
-        Refused (False, logged) when the manifest is also named by another tag:
-        Distribution can only delete the manifest, which would take that tag too.
-        """
+        """Remove `repository:tag`: True when gone (or already); False (logged) when another
+        tag names the manifest, since Distribution deletes manifests, not tags (a tag pushed
+        between the check and the DELETE is a race the HTTP API cannot close)."""
         repo = check_repository(repository)
         check_tag(tag)
         if self.settings.registry_auth is RegistryAuth.ECR:
@@ -258,8 +218,6 @@ class RegistryClient:
             self._session.close()
             self._session = None
 
-    # ------------------------------------------------------------------ HTTP
-
     def _host(self) -> str:
         return self.settings.require_registry().host
 
@@ -269,10 +227,8 @@ class RegistryClient:
 
     def _sess(self) -> requests.Session:
         with self._lock:
-            return self._sess_locked()
-
-    def _sess_locked(self) -> requests.Session:
-        if self._session is None:
+            if self._session is not None:
+                return self._session
             import requests  # noqa: PLC0415  (cold start: only loaded when the registry is used)
             from requests.adapters import HTTPAdapter  # noqa: PLC0415
 
@@ -342,8 +298,7 @@ class RegistryClient:
             # A rejected cached token must not be offered again.
             self._tokens.pop(self._token_key(challenge), None)
         token = self._fetch_token(challenge)
-        hdrs = dict(headers or {})
-        hdrs["Authorization"] = f"Bearer {token}"
+        hdrs = {**(headers or {}), "Authorization": f"Bearer {token}"}
         retry = self._send(method, url, headers=hdrs, what=what)
         if retry.status_code == 401:
             raise self._auth_error(retry, what)
@@ -361,10 +316,8 @@ class RegistryClient:
         elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
             with self._lock:
                 challenge = self._challenges.get(key)
-            token = self._cached_token(challenge) if challenge is not None else None
-            if token is None and challenge is not None:
-                # The scope is known from an earlier challenge: fetch ahead of the 401.
-                token = self._fetch_token(challenge)
+            # The scope known from an earlier challenge: the cached token, or one fetched ahead.
+            token = self._fetch_token(challenge) if challenge is not None else None
             if token is not None:
                 hdrs["Authorization"] = f"Bearer {token}"
             elif mode is RegistryAuth.GOOGLE:
@@ -487,8 +440,6 @@ class RegistryClient:
             raise RegistryError(f"{what}: the registry {self._host()} answered {code}")
         raise RegistryError(f"{what}: unexpected status {code} from {self._host()}")
 
-    # ------------------------------------------------------------------ ECR
-
     def _ecr_client(self) -> Any:
         if self._ecr is None:
             host = self._host()
@@ -531,13 +482,7 @@ class RegistryClient:
             status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
             if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
                 return None
-            if code in (
-                "AccessDeniedException",
-                "UnrecognizedClientException",
-                "InvalidSignatureException",
-                "ExpiredTokenException",
-                "InvalidClientTokenId",
-            ) or status in (401, 403):
+            if code in _ECR_AUTH_CODES or status in (401, 403):
                 raise RegistryAuthError(f"ECR {op}: {code or status}: {err}") from err
             raise RegistryError(f"ECR {op}: {code or status}: {err}") from err
         except (bexc.NoCredentialsError, bexc.PartialCredentialsError) as err:

@@ -1,12 +1,6 @@
-"""Pure pieces of registry authentication: the `WWW-Authenticate` challenge and token expiry.
-
-No I/O and no third-party imports, so they are unit-tested as tables and shared by
-the registry client and the local stack's `push_image`.
-
-The token flow is the Docker/OCI one: a 401 carries
-`Bearer realm="...",service="...",scope="..."`; the client GETs the realm with
-`service` and `scope` as query parameters (basic credentials when it has them)
-and receives `{"token"|"access_token": ..., "expires_in": N, "issued_at": ...}`.
+"""Pure pieces of the Docker token flow: the `WWW-Authenticate` challenge, the realm check,
+a token answer's token and expiry. No I/O, so the registry client and the local stack's
+`push_image` share them.
 """
 
 from __future__ import annotations
@@ -14,7 +8,8 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass, field
-from datetime import datetime
+
+from shared.durations import parse_rfc3339
 
 # Docker's token spec: a missing or too-small `expires_in` means 60 seconds.
 DEFAULT_TOKEN_TTL = 60.0
@@ -46,15 +41,8 @@ class Challenge:
 
 
 def realm_allowed(realm: str, registry_host: str, allowed: frozenset[str]) -> bool:
-    """Whether a challenge's token realm may receive our registry credentials.
-
-    The realm comes from the registry's 401 answer, and the client sends its
-    credentials there (basic, or a Google access token): whoever can make a
-    registry answer, or sit in front of it, could point them anywhere. So the
-    realm's host must be the registry's own (any port: Distribution's token
-    server often runs beside it) or one listed in `allowed`
-    (`COCOON_REGISTRY_TOKEN_REALMS`: `host` or `host:port`, e.g. `auth.docker.io`).
-    """
+    """Whether a challenge's realm may receive our credentials: the registry's own host (any
+    port) or one listed in `allowed`, since whoever answers for the registry names the realm."""
     parts = urllib.parse.urlsplit(realm)
     host = (parts.hostname or "").lower()
     if not host:
@@ -89,30 +77,9 @@ def parse_challenge(header: str | None) -> Challenge | None:
     return Challenge(scheme=scheme, params=params)
 
 
-def _parse_rfc3339(text: str) -> float | None:
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    # Go writes nanoseconds; fromisoformat takes at most microseconds.
-    m = re.match(r"^(.*?\.\d{6})\d+(.*)$", value)
-    if m:
-        value = m.group(1) + m.group(2)
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.timestamp()
-
-
 def token_expiry(body: dict[str, object], *, now: float) -> float:
-    """When a token answer stops being usable, as a Unix time (already minus the margin).
-
-    `issued_at` (RFC 3339) anchors the lifetime when present and sane; otherwise our
-    own clock at receipt does. The margin never makes a token expire before it is used
-    once: the floor is `now` plus a second.
-    """
+    """When a token answer stops being usable (Unix time, minus the margin, at least a
+    second from `now`), from `issued_at` when it is sane, else from our clock."""
     raw_ttl = body.get("expires_in")
     ttl = DEFAULT_TOKEN_TTL
     if isinstance(raw_ttl, int | float) and not isinstance(raw_ttl, bool) and raw_ttl > 0:
@@ -120,7 +87,10 @@ def token_expiry(body: dict[str, object], *, now: float) -> float:
     start = now
     issued = body.get("issued_at")
     if isinstance(issued, str):
-        at = _parse_rfc3339(issued)
+        try:
+            at: float | None = parse_rfc3339(issued).timestamp()
+        except ValueError:
+            at = None
         # A token server with a skewed clock must not make us cache a dead token or
         # one from the future: only trust issued_at when it is close to our clock.
         if at is not None and abs(at - now) < ttl:

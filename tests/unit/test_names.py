@@ -12,7 +12,6 @@ from shared.names import (
     Naming,
     SetRef,
     VMCandidate,
-    agent_slot,
     check_name,
     check_namespace,
     check_repository,
@@ -70,13 +69,6 @@ def test_ambiguous_legacy_name_yields_every_valid_split() -> None:
         VMCandidate("a", "b-c", 0),
         VMCandidate("a-b", "c", 0),
     ]
-
-
-def test_agent_slot_reads_both_generations() -> None:
-    assert agent_slot("prod", "demo", vm_name("prod", "demo", 3)) == 3
-    assert agent_slot("prod", "demo", legacy_vm_name("prod", "demo", 3)) == 3
-    assert agent_slot("prod", "demo", vm_name("prod", "other", 0)) is None
-    assert agent_slot("prod", "demo", toolbox_vm_name("prod", "demo", "shell")) is None
 
 
 def test_the_managed_length_limit_leaves_room_for_the_import_suffix() -> None:
