@@ -7,11 +7,16 @@ before any client. The per-target functions on Cloud Run are `PLATFORM`: authent
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable, Mapping, Sequence
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+import flask
+
+from shared import log
 from shared.config import Settings
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
 
@@ -146,3 +151,79 @@ def read_capped(stream: Any, limit: int) -> bytes | None:
         buf += chunk
         if len(buf) > limit:
             return None
+
+
+# A CloudEvent is a few hundred bytes; ingest has its own, equal cap.
+MAX_BODY = 1 << 20
+CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def refuse(
+    status: str, body: dict[str, object], start_response: Callable[..., Any], **headers: str
+) -> list[bytes]:
+    """A refusal sent without reading the body; the connection is not reused with it unread."""
+    data = json.dumps(body).encode()
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "close"),
+            *headers.items(),
+        ],
+    )
+    return [data]
+
+
+def _too_deep(body: bytes, content_type: str) -> bool:
+    """JSON the parser cannot survive (RecursionError), which the framework would answer 500."""
+    if "json" not in content_type.lower():
+        return False
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # not JSON at all: the framework's own 400
+    return False
+
+
+def capped(app: WSGIApp, route: str) -> WSGIApp:
+    """`app` behind a size and nesting check: functions-framework reads and parses the body first."""
+
+    def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        too_large = {"error": "body too large", "limit": MAX_BODY}
+        raw_length = environ.get("CONTENT_LENGTH") or ""
+        if raw_length and (not raw_length.isdigit() or int(raw_length) > MAX_BODY):
+            log.warning("body too large", route=route, content_length=raw_length[:20])
+            return refuse("413 Content Too Large", too_large, start_response)
+        body = read_capped(environ["wsgi.input"], MAX_BODY)
+        if body is None:
+            log.warning("body too large while reading", route=route)
+            return refuse("413 Content Too Large", too_large, start_response)
+        if _too_deep(body, environ.get("CONTENT_TYPE", "")):
+            log.warning("body nested too deeply", route=route)
+            return refuse("400 Bad Request", {"error": "JSON nested too deeply"}, start_response)
+        # The framework reads the buffered copy; a chunked framing is spent.
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        environ.pop("HTTP_TRANSFER_ENCODING", None)
+        environ["wsgi.input_terminated"] = True
+        return app(environ, start_response)
+
+    return guard
+
+
+def cap_current_app() -> None:
+    """Put `capped` in front of the CloudEvent target functions-framework is loading us for.
+
+    The framework imports the source inside its app's context and names the app after
+    the target; `ingest` guards itself (credential first), so it is left alone.
+    """
+    if not flask.has_app_context():
+        return
+    app = flask.current_app
+    if app.name in CLOUDEVENT_TARGETS and not app.config.get("COCOON_CAPPED"):
+        app.config["COCOON_CAPPED"] = True
+        app.wsgi_app = capped(app.wsgi_app, "/" + app.name)  # type: ignore[method-assign]

@@ -20,6 +20,9 @@ from shared.adapters.result import DropReason
 from shared.constants import METRIC_DROPPED
 from shared.errors import PermanentError
 
+# Size and nesting before the framework parses a CloudEvent body (its parser answers 500).
+doors.cap_current_app()
+
 
 def _caller() -> doors.Caller:
     """Who sent this request: what `serve` authenticated, else the platform in front of us

@@ -8,8 +8,6 @@ Each CloudEvent route is functions-framework's own app for that target behind a 
 from __future__ import annotations
 
 import importlib.util
-import io
-import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,6 @@ from functions.metrics import install
 from shared import log
 from shared.errors import ConfigError
 
-CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
 # The credentials each CloudEvent route accepts (functions.doors): a registry's
 # CloudEvents and the cluster's event sources release; wake requests and the
 # sources' set changes wake; only the sweep token ticks.
@@ -39,7 +36,6 @@ CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
     "wake": (Door.WAKE, Door.AUDIT),
     "sweep": (Door.SWEEP,),
 }
-MAX_BODY = 1 << 20  # 1 MiB, as ingest: a CloudEvent here is a few hundred bytes
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
@@ -62,43 +58,15 @@ def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list
     return [body]
 
 
-def _refuse(
-    status: str, body: dict[str, object], start_response: Callable[..., Any], **headers: str
-) -> list[bytes]:
-    """A refusal sent without reading the body; the connection is not reused with it unread."""
-    data = json.dumps(body).encode()
-    start_response(
-        status,
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(data))),
-            ("Connection", "close"),
-            *headers.items(),
-        ],
-    )
-    return [data]
-
-
-def _too_deep(body: bytes, content_type: str) -> bool:
-    """A JSON body the parser cannot survive (RecursionError): the SDK would answer 500."""
-    if "json" not in content_type.lower():
-        return False
-    try:
-        json.loads(body)
-    except RecursionError:
-        return True
-    except ValueError:
-        return False  # not JSON at all: the framework's own 400
-    return False
-
-
 def _guarded(target: str, app: WSGIApp) -> WSGIApp:
-    """`app` behind its door: credential, method and size before the body is read."""
+    """`app` behind its door: method and credential before the body is read; the target's
+    app checks size and nesting itself (`doors.cap_current_app`, run as functions-framework
+    loads it)."""
     accepted = CLOUDEVENT_DOORS[target]
 
     def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") != "POST":
-            return _refuse(
+            return doors.refuse(
                 "405 Method Not Allowed",
                 {"error": "method not allowed"},
                 start_response,
@@ -108,11 +76,11 @@ def _guarded(target: str, app: WSGIApp) -> WSGIApp:
             config = process.settings()
         except ConfigError as err:
             log.error("serve refuses requests: invalid configuration", error=str(err))
-            return _refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+            return doors.refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
         if not doors.configured(accepted, config):
             needed = " or ".join(doors.VARIABLES[d] for d in accepted)
             log.error(f"serve refuses /{target}: {needed} is not set", route=f"/{target}")
-            return _refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+            return doors.refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
         headers = {
             "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
             doors.EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
@@ -121,36 +89,12 @@ def _guarded(target: str, app: WSGIApp) -> WSGIApp:
         caller = doors.authenticate(secret, accepted, config) if secret else None
         if caller is None:
             log.warning("serve request unauthenticated", route=f"/{target}", presented=presented)
-            return _refuse(
+            return doors.refuse(
                 "401 Unauthorized",
                 {"error": "unauthenticated"},
                 start_response,
                 **{"WWW-Authenticate": "Bearer"},
             )
-        raw_length = environ.get("CONTENT_LENGTH") or ""
-        if raw_length and (not raw_length.isdigit() or int(raw_length) > MAX_BODY):
-            log.warning("serve body too large", route=f"/{target}", content_length=raw_length[:20])
-            return _refuse(
-                "413 Content Too Large",
-                {"error": "body too large", "limit": MAX_BODY},
-                start_response,
-            )
-        body = doors.read_capped(environ["wsgi.input"], MAX_BODY)
-        if body is None:
-            log.warning("serve body too large while reading", route=f"/{target}")
-            return _refuse(
-                "413 Content Too Large",
-                {"error": "body too large", "limit": MAX_BODY},
-                start_response,
-            )
-        if _too_deep(body, environ.get("CONTENT_TYPE", "")):
-            log.warning("serve body nested too deeply", route=f"/{target}")
-            return _refuse("400 Bad Request", {"error": "JSON nested too deeply"}, start_response)
-        # The framework reads the buffered copy; the chunked framing is spent.
-        environ["wsgi.input"] = io.BytesIO(body)
-        environ["CONTENT_LENGTH"] = str(len(body))
-        environ.pop("HTTP_TRANSFER_ENCODING", None)
-        environ["wsgi.input_terminated"] = True
         environ[doors.ENVIRON_KEY] = caller
         return app(environ, start_response)
 
@@ -198,7 +142,7 @@ def create_app(source: Path | None = None) -> Any:
             target,
             functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
         )
-        for target in CLOUDEVENT_TARGETS
+        for target in doors.CLOUDEVENT_TARGETS
     }
     ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
     metrics_app: WSGIApp = prometheus_client.make_wsgi_app(install())

@@ -30,7 +30,8 @@ import pytest
 from cloudevents.http import CloudEvent, to_binary, to_structured
 
 from functions import process
-from functions.serve import MAX_BODY, create_app
+from functions.doors import MAX_BODY
+from functions.serve import create_app
 from shared import constants as k
 from shared.adapters.budget import MAX_SETS_PER_REQUEST
 from shared.names import vm_name
@@ -567,12 +568,6 @@ def test_a_target_drops_what_it_does_not_take_without_any_client(
         assert answer.startswith("HTTP/1.1 2"), (target, answer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the per-target CloudEvent functions have no body cap or nesting guard of their own: "
-    "functions-framework reads and parses the body before our code; on Cloud Run only their "
-    "Eventarc trigger can call them (docs/security.md)",
-)
 @pytest.mark.parametrize("target", ["release", "wake", "sweep"])
 def test_a_target_answers_a_nested_body_with_a_clean_400(
     targets: dict[str, int], target: str
@@ -581,3 +576,12 @@ def test_a_target_answers_a_nested_body_with_a_clean_400(
     head = _head("/", {"Content-Type": "application/cloudevents+json"}, len(nested))
     answer = _raw_post(targets[target], head, iter([nested]))
     assert answer.startswith("HTTP/1.1 400"), answer
+
+
+@pytest.mark.parametrize("target", ["release", "wake", "sweep"])
+def test_a_target_refuses_five_mib_before_reading_it(targets: dict[str, int], target: str) -> None:
+    head = _head("/", {"Content-Type": "application/cloudevents+json"}, FIVE_MIB)
+    assert _raw_post(targets[target], head, iter(())).startswith("HTTP/1.1 413")
+    # Still answering: a real event after the refusal is acknowledged.
+    ok_head, body = _event(k.CE_WAKE_REQUESTED, OTHER_NS)
+    assert _raw_post(targets[target], ok_head, iter([body])).startswith("HTTP/1.1 2")
