@@ -397,5 +397,6 @@ def test_an_image_change_wake_beside_an_operator_that_cannot_untag(today: Cluste
         assert not any(c.world.snapshot_present(vm) for vm in vm_names(NS, name, 0)), name
         cs_ann = c.world.get_set(NS, name)["metadata"].get("annotations") or {}
         assert k.ANN_HIBERNATED_IMAGE not in cs_ann and k.ANN_HIBERNATED_ON_NODE not in cs_ann
+        assert k.ANN_WAKE_REQUESTED_BY not in cs_ann
         assert reasons(c, name, k.REASON_SNAPSHOT_DISCARDED) == 1, name
     assert c.inv.violations == []
