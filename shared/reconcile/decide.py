@@ -150,7 +150,7 @@ def decide(o: Observed) -> Step:
     if behind is not None:
         # Every effect below acts on this generation; a report owed from an
         # earlier occurrence (above) is not an act on the set and goes out.
-        return Wait(behind)
+        return _discard_for_operator(o) or Wait(behind)
     # `spec.suspend` before the failed main, in today's operator's order: a suspend
     # skips only kubelet-terminal pods and settles, whatever the main's lifecycle.
     if cs.suspended:
@@ -161,6 +161,19 @@ def decide(o: Observed) -> Step:
     if failed is not None:
         return failed
     return decide_wake(o)
+
+
+def _discard_for_operator(o: Observed) -> Step | None:
+    """The image-change discard even for a generation the operator has not seen: today's
+    operator tries it before any status write, so a registry refusing its DELETE by tag
+    keeps it behind for ever. A probe and a tag drop touch no pod and no phase."""
+    cs = o.cs
+    if cs.suspended or not cs.hibernated_image or cs.hibernated_image == cs.spec.agent.image:
+        return None
+    if main_pod(o.pods) is not None:
+        return None
+    step = decide_wake(o)
+    return step if isinstance(step, ProbeRegistry | DiscardSnapshot) else None
 
 
 def _failed_main(o: Observed) -> Step | None:

@@ -587,13 +587,15 @@ class _Run:
         self.registry.drop_snapshot(step.vm)
         self.dropped.add(step.vm)
         self.probes[step.vm] = Probe.ABSENT
+        # No WakeCompleted follows a fresh boot: the requester goes with the record.
+        gone = {
+            k.ANN_HIBERNATED_ON_NODE: None,
+            k.ANN_HIBERNATED_IMAGE: None,
+            k.ANN_WAKE_REQUESTED_BY: None,
+        }
         self.cs = self.kube.patch_set(
             self.ref,
-            {
-                "metadata": {
-                    "annotations": {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
-                }
-            },
+            {"metadata": {"annotations": gone}},
             resource_version=self.set.metadata.resource_version,
         )
 

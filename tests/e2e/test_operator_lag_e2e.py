@@ -370,3 +370,33 @@ def test_what_the_operator_completes_first_is_booked_once(cluster: Cluster) -> N
         assert k.ANN_WAKE_STARTED not in ann and ANN_SEAT_WAIT not in ann
         assert reasons(cluster, name, k.REASON_WAKE_COMPLETED) == 1, name
     assert cluster.inv.violations == []
+
+
+@pytest.fixture
+def today(world: World) -> Iterator[Cluster]:
+    yield from make_cluster(world, OperatorMode.PRESENT, Upstream.TODAY)
+
+
+def test_an_image_change_wake_beside_an_operator_that_cannot_untag(today: Cluster) -> None:
+    """Today's operator discards the snapshot of an image-changed set before writing any
+    status, and Distribution refuses its DELETE by tag: it never observes the wake's
+    generation. The functions do the discard for it, so the set boots fresh on the new
+    image instead of staying Suspended forever (seen beside the real operator binary)."""
+    c = today
+    c.start()
+    release(c, "restarted")
+    for name in SETS:
+        c.world.patch_set(NS, name, {"spec": {"agent": {"image": "ghcr.io/acme/agent:2"}}})
+    c.wake_all()
+    c.drive("woken fresh on the new image", c.all_running)
+    for name in SETS:
+        (pod,) = c.world.pods(NS, name)
+        ann = pod.metadata.annotations
+        assert ann.get(k.ANN_RESTORE) != k.TRUE, name
+        assert ann.get(k.ANN_IMAGE) == "ghcr.io/acme/agent:2", name
+        assert not any(c.world.snapshot_present(vm) for vm in vm_names(NS, name, 0)), name
+        cs_ann = c.world.get_set(NS, name)["metadata"].get("annotations") or {}
+        assert k.ANN_HIBERNATED_IMAGE not in cs_ann and k.ANN_HIBERNATED_ON_NODE not in cs_ann
+        assert k.ANN_WAKE_REQUESTED_BY not in cs_ann
+        assert reasons(c, name, k.REASON_SNAPSHOT_DISCARDED) == 1, name
+    assert c.inv.violations == []

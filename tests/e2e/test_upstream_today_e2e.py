@@ -116,6 +116,9 @@ def test_after_an_image_change_a_wake_never_creates_a_restore_pod(
     annotations = world.get_set(NS, SET)["metadata"]["annotations"]
     assert k.ANN_HIBERNATED_ON_NODE not in annotations
     assert k.ANN_HIBERNATED_IMAGE not in annotations
+    # No WakeCompleted follows a fresh boot: the requester is forgotten with the record,
+    # or the next wake the operator completes alone would be booked to this caller.
+    assert k.ANN_WAKE_REQUESTED_BY not in annotations
     (event,) = warnings(world, NS, k.REASON_SNAPSHOT_DISCARDED)
     assert "ghcr.io/acme/agent:0" in event.message
 

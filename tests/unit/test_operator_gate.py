@@ -22,9 +22,11 @@ from shared.reconcile.decide import Observed, decide
 from shared.reconcile.status import build_status
 from shared.reconcile.steps import (
     CreateMain,
+    DiscardSnapshot,
     FlagAndDelete,
     PersistWaking,
     Probe,
+    ProbeRegistry,
     ReportWoken,
     RequestHibernation,
     StampGeneration,
@@ -102,6 +104,55 @@ CASES: list[tuple[str, Observed, type[Step] | Step]] = [
         "no-observed-generation-at-all-is-behind",
         obs({}, [{}], observed=None),
         Wait(BEHIND_0),
+    ),
+    # --- behind, but the image changed since the release: today's operator tries the
+    # discard before any status write, so a registry refusing its DELETE by tag would
+    # keep it behind for ever; the probe and the discard go ahead, nothing else does
+    (
+        "image-changed-not-seen-probes",
+        obs({**WAKE, "annotations": {k.ANN_HIBERNATED_IMAGE: "old:1"}}, [], observed=1),
+        ProbeRegistry,
+    ),
+    (
+        "image-changed-not-seen-discards",
+        obs(
+            {**WAKE, "annotations": {k.ANN_HIBERNATED_IMAGE: "old:1"}},
+            [],
+            observed=1,
+            probes={VM0: Probe.PRESENT},
+        ),
+        DiscardSnapshot,
+    ),
+    (
+        "image-changed-not-seen-a-discard-cut-short-is-finished",
+        obs(
+            {**WAKE, "annotations": {k.ANN_HIBERNATED_IMAGE: "old:1"}},
+            [],
+            observed=1,
+            probes={VM0: Probe.ABSENT},
+            dropped=frozenset({VM0}),
+        ),
+        DiscardSnapshot,
+    ),
+    (
+        "image-unchanged-not-seen-waits",
+        obs(
+            {**WAKE, "annotations": {k.ANN_HIBERNATED_IMAGE: "ghcr.io/acme/agent:1"}},
+            [],
+            observed=1,
+            probes={VM0: Probe.PRESENT},
+        ),
+        Wait(BEHIND_1),
+    ),
+    (
+        "image-changed-still-suspended-not-seen-waits",
+        obs(
+            {"hint": "node-a", "annotations": {k.ANN_HIBERNATED_IMAGE: "old:1"}},
+            [],
+            observed=1,
+            probes={VM0: Probe.PRESENT},
+        ),
+        Wait(BEHIND_1),
     ),
     # --- seen: exactly what the functions do alone
     ("suspend-seen-requests-hibernation", obs({}, [{}], observed=2), RequestHibernation),
