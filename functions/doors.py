@@ -190,7 +190,7 @@ def _too_deep(body: bytes, content_type: str) -> bool:
 
 
 def capped(app: WSGIApp, route: str) -> WSGIApp:
-    """`app` behind a size and nesting check: functions-framework reads and parses the body first."""
+    """`app` behind a size and nesting check, before functions-framework parses the body."""
 
     def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         too_large = {"error": "body too large", "limit": MAX_BODY}

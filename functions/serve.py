@@ -76,11 +76,15 @@ def _guarded(target: str, app: WSGIApp) -> WSGIApp:
             config = process.settings()
         except ConfigError as err:
             log.error("serve refuses requests: invalid configuration", error=str(err))
-            return doors.refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+            return doors.refuse(
+                "500 Internal Server Error", {"error": "misconfigured"}, start_response
+            )
         if not doors.configured(accepted, config):
             needed = " or ".join(doors.VARIABLES[d] for d in accepted)
             log.error(f"serve refuses /{target}: {needed} is not set", route=f"/{target}")
-            return doors.refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+            return doors.refuse(
+                "500 Internal Server Error", {"error": "misconfigured"}, start_response
+            )
         headers = {
             "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
             doors.EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
