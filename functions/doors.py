@@ -226,4 +226,4 @@ def cap_current_app() -> None:
     app = flask.current_app
     if app.name in CLOUDEVENT_TARGETS and not app.config.get("COCOON_CAPPED"):
         app.config["COCOON_CAPPED"] = True
-        app.wsgi_app = capped(app.wsgi_app, "/" + app.name)  # type: ignore[method-assign]
+        app.wsgi_app = capped(app.wsgi_app, "/" + app.name)  # type: ignore[method-assign,assignment]
