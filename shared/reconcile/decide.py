@@ -240,9 +240,8 @@ def decide_release(o: Observed) -> Step:
             return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs))
         stamp = round_to_stamp(cs, ())
         if cs.hint and stamp is not None:
-            # Released, and not by us (our stash stamps the round before any delete):
-            # cocoon-operator's slot release wrote the hint and deleted the pods. The
-            # round is booked now so its SeatReleased goes out once, like ours.
+            # Released by cocoon-operator's slot release (ours stamps the round before any
+            # delete): the round is booked now so its SeatReleased goes out once, like ours.
             return Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
@@ -254,9 +253,8 @@ def decide_release(o: Observed) -> Step:
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
         if unbound_restore(pod):
-            # Nothing to snapshot: its state is the `:hibernate` it was to restore from
-            # (checked in the registry below like every other VM's), so it goes without
-            # waiting for a report vk-cocoon will never write.
+            # Its state is the `:hibernate` it was to restore from (probed below): no
+            # report will come, and none is needed.
             continue
         why = _hibernation_pending(cs, pod)
         if why is not None:
@@ -418,15 +416,11 @@ def decide_wake(o: Observed) -> Step:
         if shared is not None:
             return shared
         if cs.hibernated_image and cs.hibernated_image != cs.spec.agent.image:
-            # Never a restore across an image change (vk-cocoon refuses one): drop the
-            # snapshot and the record, as today's operator does; checked before "lost"
-            # so a discard a crash cut short is finished, not reported.
+            # Checked before "lost", so a discard a crash cut short is finished, not reported.
             return DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
         if not present:
             if hint or cs.hibernated_image:
-                # Released (a release records the hint or the image): the VM's state was
-                # in that tag. Loud, and nothing created: a restore pod would fail, a
-                # fresh boot would hide the loss.
+                # Released (a hint or image is recorded): the VM's state was in that tag.
                 return LostSnapshot(vm0)
             return NotOurs(
                 "no snapshot: suspended before first boot (a fresh boot is the normal flow's)"
@@ -469,9 +463,8 @@ def decide_wake(o: Observed) -> Step:
                     pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
                 )
             return Wait(f"restoring {main.name}: VM not live yet")
-        # One of the set's own two names, never any other the pod's annotation says:
-        # whoever can annotate the pod must not steer the delete to another set's
-        # snapshot, and a legacy name another set records is left alone.
+        # One of the set's own two names: whoever can annotate the pod must not steer the
+        # delete to another set's snapshot.
         vm0 = restored_vm(cs, main)
         shared = _shared_name(o, _legacy(cs, vm0))
         if shared is not None:
@@ -509,8 +502,7 @@ def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
     if not alive:
         return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
     if _stale_hint_suspect(main):
-        # The stash wrote the hint but the delete lost (409/5xx) and the user
-        # unsuspended: nothing was released, so the hint only marks a wake that
-        # will never come (and blocks idle suspend). The VM-name stash stays.
+        # The stash wrote the hint but the delete lost and the user unsuspended: nothing
+        # was released, so the hint marks a wake that will never come.
         return ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
     return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")
