@@ -1,8 +1,6 @@
-"""The executor: perform one step, fold its answer into the view, decide again.
-
-Every set write that depends on the read carries its resourceVersion (a 409 re-reads and
-re-decides); pod deletes carry a uid precondition. Reports that must go out once are
-decided from durable evidence (`owed.py`), never from this invocation's memory.
+"""The executor: perform one step, fold its answer into the view, decide again. Set writes
+that depend on the read carry its resourceVersion (a 409 re-reads and re-decides), pod
+deletes a uid; reports owed once come from durable evidence (`owed.py`), never memory.
 """
 
 from __future__ import annotations

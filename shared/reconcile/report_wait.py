@@ -1,9 +1,6 @@
-"""A push that beat vk-cocoon's `hibernated` report: wait for the report, bounded, then reconcile.
-
-vk-cocoon pushes `:hibernate` before it reports, so the push's reconcile often waits. Retrying
-costs the platform's backoff and blocks a registry's notification queue; acknowledging leaves the
-seat to a later event. So the invocation watches that one pod until the report lands or the bound
-(COCOON_REPORT_WAIT) passes, and then acknowledges: a stuck VM must not hold the queue forever.
+"""A push that beat vk-cocoon's `hibernated` report (it pushes first): watch that one pod until
+the report lands, then reconcile again. Retrying would cost the platform's backoff and block a
+registry's queue; past the bound (COCOON_REPORT_WAIT) the push is acknowledged.
 """
 
 from __future__ import annotations
