@@ -1,21 +1,6 @@
-"""Ack or retry, decided in one place.
-
-`run` executes triggers. It returns normally when every trigger was handled
-or was permanently irrelevant (acknowledge: 2xx), and raises when a transient
-failure left work undone (functions-framework answers 500 and the platform
-redelivers with backoff):
-
-- PermanentError (a set that vanished, an invalid name, a 422) → logged, acknowledged;
-- TransientError (API 5xx/429/timeouts, registry errors, persisting conflicts)
-  and ConfigError (no registry, bad credentials) → logged, re-raised.
-
-Every trigger is attempted even when an earlier one failed (reconciles are
-idempotent, so the redelivery repeating the successful ones is harmless), and
-each gets exactly one structured log line with its outcome.
-
-Clients are built lazily, once per process (`functions.process`), on the
-first trigger that needs them: an event dropped by the adapters never imports
-`kubernetes`.
+"""Ack or retry, decided in one place: a PermanentError is logged and acknowledged (2xx); a
+TransientError or ConfigError is logged and re-raised (500: the platform redelivers). Every
+trigger is attempted even after a failure (reconciles are idempotent), one log line each.
 """
 
 from __future__ import annotations
@@ -24,17 +9,14 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from functions import report_wait
 from functions.process import kube_client, registry_client
-from shared import log, seat_freed
+from shared import log
 from shared.config import Settings
 from shared.constants import METRIC_RETRIES
 from shared.errors import ConfigError, PermanentError, TransientError
 from shared.reconcile import Outcome, OutcomeResult, SnapshotRegistry, reconcile_set, request_wake
+from shared.reconcile.report_wait import settle
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
-
-# (The reconciler finds the lifecycle-event publisher itself, from
-# `settings.events_topic`.)
 
 
 def _summary(out: Outcome) -> dict[str, Any]:
@@ -47,10 +29,7 @@ def _summary(out: Outcome) -> dict[str, Any]:
 
 
 def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str, Any]]:
-    """Every set the VM name may belong to (docs/design.md#names): a wrong one is a no-op.
-
-    The candidates are the trigger's own (`SnapshotPushed.sets`, from the adapter).
-    """
+    """Every set the VM name may belong to (from the adapter): a wrong one is a no-op."""
     refs = trigger.sets
     if not refs:
         raise PermanentError(f"VM name {trigger.vm_name!r} names no set in an allowed namespace")
@@ -61,15 +40,14 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
         try:
             out = reconcile_set(ref, kube=kube, registry=registry, settings=s)
             if out.result == OutcomeResult.WAITING:
-                # The push beat vk-cocoon's report (it pushes, removes the VM, then
-                # reports): wait for the report here, bounded (functions.report_wait).
-                out = report_wait.settle(
+                # The push beat vk-cocoon's report: wait for it here, bounded.
+                out = settle(
                     ref,
                     trigger.vm_name,
                     out,
                     kube=kube,
                     reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
-                    settings=s,
+                    budget=s.report_wait,
                 )
             if out.result == OutcomeResult.WAITING and _announced_but_not_served(trigger, registry):
                 raise TransientError(
@@ -94,16 +72,9 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
 
 
 def _announced_but_not_served(trigger: SnapshotPushed, registry: SnapshotRegistry | None) -> bool:
-    """The pushed tag is absent although its push was just announced.
-
-    A real Distribution server queues the manifest-push notification before it
-    links the tag (docs/design.md#announced-not-served; how often: see
-    `seat_freed_notified_before_tag` in benchmarks/results/latest.md), so the gate
-    can read "absent" for a snapshot that is landing. Acknowledging would leave the
-    seat held until the next sweep; answering "retry" lets the registry (or
-    Pub/Sub) redeliver at once. Asked only when the reconcile is waiting, so a
-    normal release pays no extra HEAD.
-    """
+    """The pushed tag is absent although its push was just announced: a registry may notify
+    before it links the tag (docs/design.md#announced-not-served), so "retry" lets it
+    redeliver at once. Asked only when the reconcile waits: a normal release pays no HEAD."""
     if registry is None:
         return False
     return not registry.snapshot_present(trigger.vm_name)
@@ -125,10 +96,11 @@ def _handle(trigger: Trigger, s: Settings) -> Any:
                 requester=trigger.requester,
             )
             return _summary(wake)
-        # An audit event of vk-cocoon's report carries its time: the DELETE it
-        # leads to observes the seat-freed histogram (shared/seat_freed.py).
-        with seat_freed.reported(trigger.report):
-            return _summary(reconcile_set(trigger.ref, kube=kube, registry=registry, settings=s))
+        # An audit event of vk-cocoon's report carries its time (the seat-freed histogram).
+        out = reconcile_set(
+            trigger.ref, kube=kube, registry=registry, settings=s, report=trigger.report
+        )
+        return _summary(out)
     if isinstance(trigger, SweepTick):
         # The sweep is another function's code: it loads only for ticks.
         from functions import sweep  # noqa: PLC0415 - lazy: cold start

@@ -1,22 +1,18 @@
-"""What the engines need from the outside world, as Protocols (docs/design.md#reconciler).
-
-Below every engine (reconcile, seats, sweep) and above only the models: importing
-it loads no engine and no client. `shared.clients.kube.KubeClient` and the
-registry client satisfy these; the engines depend only on the shapes.
-
-`KubeApi` is the one Kubernetes port, every call any engine makes; the narrow
-protocols it is made of name what a single piece of code reads. A test fake
-implements the methods its code path calls: no engine asks a client which
-methods it has.
+"""What the engines need from the outside world, as shapes: importing it loads no engine
+and no client. `KubeApi` is every Kubernetes call any engine makes; the narrow protocols
+it is made of name what a single piece of code reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from shared.models import CocoonSet, Pod
-from shared.names import SetRef
+if TYPE_CHECKING:  # the cold path's trigger carries a `Report`: no pydantic for it
+    from shared.models import CocoonSet, Pod
+    from shared.names import SetRef
 
 # The page size of every paged LIST (the sweep's, the reclaimer's search).
 PAGE_SIZE = 500
@@ -41,7 +37,7 @@ class SetLister(Protocol):
 
 
 class LineReader(Protocol):
-    """The line of waiting wakes (shared/seats/line_act.py): read it, ungate a pod."""
+    """The line of waiting wakes: read it, ungate a pod."""
 
     def list_pods_matching(
         self,
@@ -63,7 +59,7 @@ class PodMetricsLister(Protocol):
 
 
 class PodWatcher(Protocol):
-    """The pod now, then after each change (functions/report_wait.py waits on it)."""
+    """The pod now, then after each change (the push's wait for vk-cocoon's report)."""
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]: ...
 
@@ -98,3 +94,14 @@ class KubeApi(SetLister, LineReader, PodMetricsLister, PodWatcher, Protocol):
         type: str = "Normal",
         key: str | None = None,
     ) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """vk-cocoon's `hibernated` report on pod `namespace/pod`, seen landing at `at` (UTC):
+    by the push's watch, or in the audit event of the report's own patch."""
+
+    namespace: str
+    pod: str
+    at: datetime
+    source: Literal["push", "audit"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from shared.names import SetRef
-from shared.seat_freed import Report
+from shared.ports import Report
 
 
 class Source(StrEnum):

@@ -38,7 +38,7 @@ from shared.enums import LifecycleState
 from shared.errors import MalformedEvent
 from shared.log import clip
 from shared.names import SetRef, check_name, check_namespace, pod_set_candidates
-from shared.seat_freed import Report
+from shared.ports import Report
 from shared.triggers import SetChanged, Source
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})

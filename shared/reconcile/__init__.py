@@ -1,8 +1,5 @@
-"""The level-triggered reconciler of released seats (docs/design.md#reconciler).
-
-`decide` (pure) picks the next step; `reconcile_set` / `request_wake` perform
-steps until the set waits or is done. Everything the three CloudEvent
-functions and the sweep do to a set goes through here.
+"""The level-triggered reconciler of released seats: `decide` (pure) picks the next step,
+`reconcile_set` / `request_wake` perform steps until the set waits or is done.
 """
 
 from __future__ import annotations

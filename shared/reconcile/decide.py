@@ -1,29 +1,6 @@
-"""The release and wake state machines of docs/design.md#reconciler as pure decisions.
-
-`decide(observed)` looks at one set, its owned pods and the registry answers
-gathered so far and returns the single next step (see `steps.py`). It reads no
-clock, no network and no environment: the executor feeds it what it learned
-and asks again, so every row of docs/design.md#steps is a row of a unit table.
-
-Invariants kept here (the reasons are in docs/design.md#invariants, and in cocoon-operator's
-source, which these decisions follow where both act on a set):
-- only pods the set controls (controller ownerReference with its uid) are
-  looked at; a labelled stranger is never flagged, stamped, gated on, stashed
-  or deleted;
-- a failed main is the operator's `Failed` phase, checked before suspend; it
-  is written once and never flipped back;
-- the set's generation is stamped on a pod in the same patch as `hibernate`
-  (vk-cocoon echoes the pod's stamp, never the set's);
-- release deletes nothing until every managed, non-terminal pod reports
-  `hibernated` for the set's current generation AND the registry answered
-  the `:hibernate` manifest present; a registry error is never an answer;
-- the stash (VM names + hint) is written before the first delete;
-- a wake persists `Waking` before creating the main pod, never trusts a tag
-  on a `Running` set (the registry is only consulted when the main is
-  missing), and only drops the tag once the restored VM is live;
-- the wake is gated on phase and state (hint, restore marker), not on the
-  current policy value, so a policy edit while suspended cannot turn a
-  snapshot restore into a fresh boot.
+"""The release and wake state machines as pure decisions: `decide(observed)` returns the
+one next step from the set, its owned pods and what this invocation learned; no clock,
+network or environment. The invariants they keep are listed in docs/design.md#invariants.
 """
 
 from __future__ import annotations
@@ -32,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from shared import constants as k
-from shared.constants import GATE_SEAT_ORDER as SEAT_GATE
-from shared.constants import LABEL_SEAT_LINE
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
@@ -100,20 +75,9 @@ class Observed:
 
 
 def operator_behind(o: Observed) -> str | None:
-    """Why the functions must hold off for the operator (None = they may act).
-
-    The rule of docs/operator.md: beside a cocoon-operator, the functions never
-    delete a pod, create a restore pod, request hibernation, stamp a generation
-    or write a phase for a set generation the operator has not yet observed.
-    The proof that its informer cache has seen generation N is
-    `status.observedGeneration >= N`: the operator writes `cs.Generation` of its
-    cached object there on every status patch (cocoonset/status.go buildStatus),
-    and with COCOON_OPERATOR=present the functions never write that field, so
-    only the operator moves it. An operator acting on an older cached view is
-    what turned a release into a fresh boot over the user's snapshot
-    (createMainAgent on a cache that still says "not suspended") and a wake
-    into a re-hibernation of the just-restored VM.
-    """
+    """Why the functions must hold off for the operator (None = they may act): nothing is
+    done for a generation its cache has not seen (`status.observedGeneration`, which only
+    the operator writes then), or it could undo the act from a stale view (docs/operator.md)."""
     if not o.operator_present:
         return None
     seen = o.cs.status.observed_generation or 0
@@ -126,12 +90,8 @@ def operator_behind(o: Observed) -> str | None:
 
 
 def owned_pods(cs: CocoonSet, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
-    """The pods `cs` controls (metav1.IsControlledBy), as the operator keeps them.
-
-    Pods are listed by the name label, but a label is only a hint: a pod that
-    carries it without the set's controller reference is never flagged,
-    stamped, gated on, stashed or deleted.
-    """
+    """The pods `cs` controls: a label is only a hint, and a labelled stranger is never
+    flagged, stamped, gated on, stashed or deleted."""
     return tuple(p for p in pods if p.controlled_by(cs.metadata.uid))
 
 
@@ -140,9 +100,7 @@ def decide(o: Observed) -> Step:
     o = replace(o, pods=owned_pods(cs, o.pods))
     if cs.metadata.deletion_timestamp is not None:
         return NotOurs("the set is being deleted")
-    # A completed wake whose report a crash left owed: emit it first (see
-    # docs/how-it-works.md#failure-semantics); the marker was written with the
-    # hint-clearing CAS.
+    # A completed wake whose report a crash left owed goes out first.
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
         return owed_wake
@@ -177,11 +135,8 @@ def _discard_for_operator(o: Observed) -> Step | None:
 
 
 def _failed_main(o: Observed) -> Step | None:
-    """A failed main is the operator's `Failed` phase, checked before suspend as it does.
-
-    Writing `Suspended` (or `Waking`) over it would flip the phase back and forth
-    with the operator on every pass; the failure is the operator's to triage.
-    """
+    """A failed main is the operator's `Failed` phase: written once, never flipped back (that
+    would flap with the operator); the failure is the operator's to triage."""
     cs = o.cs
     main = main_pod(o.pods)
     if main is None or not main.failed or not released_seat_evidence(cs):
@@ -192,7 +147,7 @@ def _failed_main(o: Observed) -> Step | None:
     return NotOurs(f"main pod {main.name} failed: the operator's to triage")
 
 
-# --- release (docs/design.md#release) -------------------------------------------------
+# --- release ---------------------------------------------------------------------------
 
 
 def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
@@ -219,12 +174,7 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
 
 def unbound_restore(pod: Pod) -> bool:
     """A wake's restore pod still waiting for a seat: no node, no VM, nothing to hibernate.
-
-    Suspending the set again while its wake waits (unschedulable or gated in the
-    seat line) must settle: vk-cocoon never sees an unbound pod, so it never
-    reports it `hibernated`, and the release would wait forever while the pod
-    kept its place in the line (and was the first to be ungated).
-    """
+    vk-cocoon never reports such a pod, so a release waiting for it would never settle."""
     return (
         pod.annotations.get(k.ANN_RESTORE) == k.TRUE
         and not pod.spec.node_name
@@ -234,8 +184,7 @@ def unbound_restore(pod: Pod) -> bool:
 
 def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
     if cs.phase is Phase.FAILED:
-        # Today's operator gives a suspend 3 minutes, then emits SuspendTimedOut and
-        # writes `Failed`: that verdict is its to revisit, never ours to flip back.
+        # The operator's suspend timeout: its verdict to revisit, never ours to flip back.
         return Wait(f"{reason} (phase Failed: the suspend timed out)")
     if cs.phase is not Phase.SUSPENDING:
         return SetPhase(Phase.SUSPENDING, reason)
@@ -291,9 +240,8 @@ def decide_release(o: Observed) -> Step:
             return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs))
         stamp = round_to_stamp(cs, ())
         if cs.hint and stamp is not None:
-            # Released, and not by us (our stash stamps the round before any delete):
-            # cocoon-operator's slot release wrote the hint and deleted the pods. The
-            # round is booked now so its SeatReleased goes out once, like ours.
+            # Released by cocoon-operator's slot release (ours stamps the round before any
+            # delete): the round is booked now so its SeatReleased goes out once, like ours.
             return Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
@@ -305,9 +253,8 @@ def decide_release(o: Observed) -> Step:
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
         if unbound_restore(pod):
-            # Nothing to snapshot: its state is the `:hibernate` it was to restore from
-            # (checked in the registry below like every other VM's), so it goes without
-            # waiting for a report vk-cocoon will never write.
+            # Its state is the `:hibernate` it was to restore from (probed below): no
+            # report will come, and none is needed.
             continue
         why = _hibernation_pending(cs, pod)
         if why is not None:
@@ -370,7 +317,7 @@ def decide_release(o: Observed) -> Step:
     return FlagAndDelete(targets)
 
 
-# --- wake (docs/design.md#wake) -------------------------------------------------------
+# --- wake ------------------------------------------------------------------------------
 
 
 def main_pod(pods: tuple[Pod, ...]) -> Pod | None:
@@ -389,15 +336,9 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
 
 
 def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
-    """A restore another actor completed first (cocoon-operator's wake arm drops the tag,
-    clears the hint and writes the phase the moment its pod watch sees the VM id).
-
-    The restored main is live, not being hibernated, the hint is gone, and the
-    functions have not booked this pod's wake (`last-wake-pod`): its completion
-    bookkeeping (the idle clock's `last-wake-completed`, the wake and seat-wait
-    records, the line's hand-off, WakeCompleted) is still to do, or the idle
-    sweep and reclaim would treat the just-woken set as idle since its suspend.
-    """
+    """A restore cocoon-operator completed first (hint gone) that the functions have not
+    booked (`last-wake-pod`): its bookkeeping is still to do, or the idle sweep and reclaim
+    would take the just-woken set as idle since its suspend."""
     return (
         main is not None
         and main.annotations.get(k.ANN_RESTORE) == k.TRUE
@@ -410,13 +351,9 @@ def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
 
 
 def main_vm_names(cs: CocoonSet) -> tuple[str, ...]:
-    """The names the main VM's snapshot may be under, the one to try first first.
-
-    What the set recorded at its release (the stash), of the only two names its main
-    can have: today's and v0.3.0's (a cluster mid-upgrade has both; whatever is in
-    a pod's annotation never steers a probe or a delete to another set's snapshot).
-    With no record (suspended before first boot), today's name.
-    """
+    """The names the main VM's snapshot may be under, first to try first: of today's and
+    v0.3.0's, those the release recorded (today's with no record). A pod's annotation
+    never steers a probe or a delete to another set's snapshot."""
     return recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)
 
 
@@ -431,12 +368,8 @@ def _legacy(cs: CocoonSet, vm: str) -> tuple[str, ...]:
 
 
 def released_seat_evidence(cs: CocoonSet) -> bool:
-    """Whether a wake may touch `cs`: release policy, or state a release left behind.
-
-    Evidence of a released seat, not the policy value: a release→retain edit
-    while suspended still restores (the hint is state), while a retain set
-    without that evidence is never touched.
-    """
+    """Whether a wake may touch `cs`: release policy, or state a release left behind (so a
+    release->retain edit while suspended still restores)."""
     return cs.is_release or bool(cs.hint) or cs.phase is Phase.WAKING
 
 
@@ -483,15 +416,11 @@ def decide_wake(o: Observed) -> Step:
         if shared is not None:
             return shared
         if cs.hibernated_image and cs.hibernated_image != cs.spec.agent.image:
-            # Never a restore across an image change (vk-cocoon refuses one): drop the
-            # snapshot and the record, as today's operator does; checked before "lost"
-            # so a discard a crash cut short is finished, not reported.
+            # Checked before "lost", so a discard a crash cut short is finished, not reported.
             return DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
         if not present:
             if hint or cs.hibernated_image:
-                # Released (a release records the hint or the image): the VM's state was
-                # in that tag. Loud, and nothing created: a restore pod would fail, a
-                # fresh boot would hide the loss.
+                # Released (a hint or image is recorded): the VM's state was in that tag.
                 return LostSnapshot(vm0)
             return NotOurs(
                 "no snapshot: suspended before first boot (a fresh boot is the normal flow's)"
@@ -519,14 +448,14 @@ def decide_wake(o: Observed) -> Step:
                 o.seat_order
                 and not main.spec.node_name
                 and main.annotations.get(k.ANN_RESTORE) == k.TRUE
-                and LABEL_SEAT_LINE not in main.labels
+                and k.LABEL_SEAT_LINE not in main.labels
             ):
                 # The operator's own restore pod (it often wins the create): outside
                 # the line it would race the gated waiters ungated, and go unseen.
                 return JoinLine(
                     main.name, main.metadata.uid or "", main.metadata.creation_timestamp or ""
                 )
-            if SEAT_GATE in main.scheduling_gates:
+            if k.GATE_SEAT_ORDER in main.scheduling_gates:
                 return WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
             message = main.unschedulable_message()
             if message is not None:
@@ -534,9 +463,8 @@ def decide_wake(o: Observed) -> Step:
                     pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
                 )
             return Wait(f"restoring {main.name}: VM not live yet")
-        # One of the set's own two names, never any other the pod's annotation says:
-        # whoever can annotate the pod must not steer the delete to another set's
-        # snapshot, and a legacy name another set records is left alone.
+        # One of the set's own two names: whoever can annotate the pod must not steer the
+        # delete to another set's snapshot.
         vm0 = restored_vm(cs, main)
         shared = _shared_name(o, _legacy(cs, vm0))
         if shared is not None:
@@ -566,7 +494,7 @@ def _stale_hint_suspect(main: Pod) -> bool:
 
 
 def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
-    """The main may be a ghost of the deleted pod: re-read it (docs/design.md#wake-ghost)."""
+    """The main may be a ghost of the deleted pod (a stale cache): re-read it."""
     uid = main.metadata.uid or ""
     alive = o.reread.get(uid)
     if alive is None:
@@ -574,8 +502,7 @@ def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
     if not alive:
         return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
     if _stale_hint_suspect(main):
-        # The stash wrote the hint but the delete lost (409/5xx) and the user
-        # unsuspended: nothing was released, so the hint only marks a wake that
-        # will never come (and blocks idle suspend). The VM-name stash stays.
+        # The stash wrote the hint but the delete lost and the user unsuspended: nothing
+        # was released, so the hint marks a wake that will never come.
         return ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
     return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")

@@ -1,10 +1,6 @@
-"""The main pod a wake creates (docs/design.md#main-pod), built purely from the set.
-
-The pod is a placeholder: vk-cocoon reads its annotations (the VM spec of
-docs/design.md#keys) and runs the VM; the container image is never pulled. The builder
-never sets `spec.nodeName`: a pin becomes a *required* node affinity so the
-scheduler still checks the node, and a hint only a *preferred* one so a wake
-never waits for one node while the rest of the pool has room.
+"""The main pod a wake creates, built purely from the set: a placeholder whose annotations
+vk-cocoon runs as the VM. Never `spec.nodeName`: a pin is a required node affinity (the
+scheduler still checks the node), a hint only a preferred one (no wake waits for one node).
 """
 
 from __future__ import annotations
@@ -20,10 +16,8 @@ __all__ = ["build_main_pod", "quantity_is_zero", "vm_spec_annotations"]
 
 
 def vm_spec_annotations(cs: CocoonSet, *, vm: str | None = None) -> dict[str, str]:
-    """The main VM's spec annotations for vk-cocoon (docs/design.md#keys); empty values omitted.
-
-    `vm`: the name the snapshot was recorded under (a wake); else today's derived name.
-    """
+    """The main VM's spec annotations for vk-cocoon, empty values omitted. `vm`: the name the
+    snapshot was recorded under (a wake); else today's derived name."""
     agent = cs.spec.agent
     ann: dict[str, str] = {
         k.ANN_VM_NAME: vm or vm_name(cs.namespace, cs.name, 0),
@@ -82,10 +76,7 @@ def _affinity(cs: CocoonSet, hint: str) -> dict[str, Any] | None:
 
 
 def build_main_pod(cs: CocoonSet, *, hint: str, vm: str | None = None) -> dict[str, Any]:
-    """The restore-intent main pod of `cs` as a Kubernetes manifest (docs/design.md#main-pod).
-
-    `vm`: the VM name its snapshot is under, so vk-cocoon restores that one.
-    """
+    """The restore-intent main pod of `cs`; `vm`: the name its snapshot is under."""
     agent = cs.spec.agent
     annotations = vm_spec_annotations(cs, vm=vm)
     annotations[k.ANN_GENERATION] = str(cs.generation)

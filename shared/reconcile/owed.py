@@ -1,23 +1,7 @@
-"""Durable "once" effects: which report is owed, and the identity that names it.
-
-A report (a Kubernetes Event, its counter, its lifecycle CloudEvent) must
-survive a crash at any point, so it is never emitted from an invocation's
-memory. The write that makes the effect real also records, in the same write
-or before it, durable evidence that its report is owed; the report is a step
-of the reconcile, idempotent by name (AlreadyExists = done), and the evidence
-is cleared only after the Event exists and the lifecycle event is published.
-Redelivery or the sweep finds the evidence and emits what is owed.
-
-- Release round: the stash (one write, before the first delete) stamps
-  `release-round` = the set's generation and `release-round-pods` = the pods
-  it sets out to delete. Once those pods are gone (phase `Suspended`, or a wake
-  has created its own main), round != `release-reported` means SeatReleased
-  is owed. Identity: `<set uid>:g<round>`.
-- Wake: the compare-and-swap that clears the hint also writes
-  `wake-report-owed` = `<placement>:<restored main pod uid>:<hint>`; it is
-  removed once WakeCompleted exists. Identity: `<set uid>:<pod uid>`.
-
-Pure: no I/O, no clock.
+"""Reports that survive a crash: the write that makes an effect real records that its report
+is owed, the report is named by the occurrence (AlreadyExists = done), and the record is
+cleared only after it went out. Release: `release-round` != `release-reported`; wake:
+`wake-report-owed` = `<placement>:<pod uid>:<hint>`. Pure.
 """
 
 from __future__ import annotations
@@ -45,10 +29,7 @@ def stamped_round(cs: CocoonSet) -> tuple[str, tuple[str, ...]]:
 
 def round_to_stamp(cs: CocoonSet, deleting: Iterable[str]) -> tuple[str, str] | None:
     """(round, pods) the stash must write before deleting `deleting`, or None when stamped.
-
-    A new round records only its own pods; within a round the record is a
-    union, so a pod that appears mid-round is counted too.
-    """
+    Within a round the record is a union, so a pod that appears mid-round is counted too."""
     want = round_of(cs)
     have_round, have_pods = stamped_round(cs)
     base = set(have_pods) if have_round == want else set()
@@ -59,12 +40,8 @@ def round_to_stamp(cs: CocoonSet, deleting: Iterable[str]) -> tuple[str, str] | 
 
 
 def release_owed(cs: CocoonSet) -> ReportReleased | None:
-    """The stamped round's SeatReleased, unless already reported.
-
-    Only meaningful once the round's pods are gone: callers ask at the points
-    where the seat is known to be free (the release settled `Suspended`, or a
-    wake is restoring).
-    """
+    """The stamped round's SeatReleased, unless already reported; asked only where the seat
+    is known to be free (the release settled, or a wake is restoring)."""
     rnd, pods = stamped_round(cs)
     if not rnd or cs.metadata.annotations.get(k.ANN_RELEASE_REPORTED) == rnd:
         return None

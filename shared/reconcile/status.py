@@ -1,15 +1,7 @@
 """The whole `status` the operator would write for a phase, built from the owned pods.
 
-When the functions write a phase, the rest of the status must agree with it:
-the operator derives `status` from the pods it controls on every pass
-(`buildStatus`: counts, agents, toolboxes, `observedGeneration`, the `Ready` and
-`Progressing` conditions), so a phase written alone would sit beside a stale
-`Ready=True` on a `Suspended` set, or an `observedGeneration` from before the
-suspend. Built here from the same inputs with the same rules, the two writers
-converge: whichever writes last, the status says the same thing.
-
-Conditions keep their `lastTransitionTime` unless their status flips
-(apimachinery's SetStatusCondition), and conditions of other types are kept.
+A phase written alone would sit beside a stale `Ready=True` or `observedGeneration`; built
+from the same inputs with the operator's rules, whichever writer writes last, the status agrees.
 """
 
 from __future__ import annotations
@@ -76,6 +68,7 @@ def _conditions(
 def _merge(
     previous: list[Condition] | None, new: list[dict[str, Any]], now: datetime
 ) -> list[dict[str, Any]]:
+    """Conditions keep `lastTransitionTime` unless their status flips; other types are kept."""
     merged: list[dict[str, Any]] = [
         c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in previous or ()
     ]
@@ -98,14 +91,9 @@ def build_status(
     now: datetime,
     observed_generation: bool = True,
 ) -> dict[str, Any]:
-    """The `status` object for a merge patch: the operator's buildStatus for `phase`.
-
-    `pods` are the set's owned pods as this invocation last saw them; pods being
-    deleted are left out, as the operator leaves them out. `observed_generation`
-    False leaves `status.observedGeneration` out of the patch: beside a
-    cocoon-operator that field is the operator's proof of what its cache has
-    seen, so only it may write it (docs/operator.md).
-    """
+    """The `status` merge patch for `phase` from the owned pods (those being deleted left out).
+    `observed_generation` False leaves that field out: beside a cocoon-operator it is the
+    operator's proof of what its cache has seen, so only it may write it."""
     live = [p for p in pods if not p.terminating]
     main = next((p for p in live if p.role == k.ROLE_MAIN), None)
     replicas = cs.spec.agent.replicas or 0

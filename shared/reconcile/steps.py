@@ -1,13 +1,5 @@
-"""The next step of a reconcile, as a value (decide first, then act).
-
-A decision is a pure function of what was read (the set, its pods, the
-registry answers gathered so far) and returns exactly one of these. The
-executor performs it, updates its view of the world and asks again, so every
-step is small and the sequence of docs/design.md#steps appears as a table of decisions.
-
-Terminal steps end the invocation: `Done`, `Wait`, `NotOurs`, `Retry`,
-`Refuse`, `ReportNoCapacity`, `WaitInLine`, `SharedVMName`, `LostSnapshot`.
-The others are effects.
+"""The next step of a reconcile, as a value: `decide` returns one, the executor performs it
+and asks again. Terminal steps end the invocation; the others are effects (or looks).
 """
 
 from __future__ import annotations
@@ -24,7 +16,7 @@ class Probe(StrEnum):
 
     PRESENT = "present"
     ABSENT = "absent"
-    # An error is its own answer: never "absent", never "present" (docs/design.md#release-gate).
+    # An error is its own answer: never "absent", never "present".
     ERROR = "error"
 
 
@@ -57,8 +49,7 @@ class Retry:
     """Stop and fail the invocation so the platform redelivers (registry error, ghost pod)."""
 
     reason: str
-    # The VMs whose registry probe failed: the executor re-raises that error
-    # (so an auth failure stays a ConfigError rather than a generic retry).
+    # The VMs whose probe failed: their own error is raised (auth stays a ConfigError).
     failed_probes: tuple[str, ...] = ()
 
 
@@ -95,12 +86,8 @@ class ProbeRegistry:
 
 @dataclass(frozen=True, slots=True)
 class RequestHibernation:
-    """Stamp `hibernate: "true"` and the generation, in one patch (docs/design.md#release-request).
-
-    vk-cocoon echoes the pod's generation stamp (never the set's) as the
-    observed generation of its `hibernated` report, so the stamp must be
-    current before vk-cocoon acts, or the gate never passes.
-    """
+    """Stamp `hibernate: "true"` and the generation in one patch: vk-cocoon echoes the pod's
+    stamp (never the set's) in its report, so a stale stamp would never pass the gate."""
 
     pods: tuple[str, ...]
     generation: int
@@ -116,12 +103,8 @@ class StampGeneration:
 
 @dataclass(frozen=True, slots=True)
 class SetPhase:
-    """Write `status.phase` (compare-and-swap on the set's resourceVersion).
-
-    `report`: a release settling `Suspended` with its round's SeatReleased owed; the
-    round's Event is created beside the phase write (neither reads the other), then the
-    report finishes as `ReportReleased` does.
-    """
+    """Write `status.phase` (compare-and-swap). `report`: a release settling `Suspended`
+    with its round's SeatReleased owed, created beside the phase write."""
 
     phase: CocoonSetPhase
     reason: str
@@ -130,21 +113,16 @@ class SetPhase:
 
 @dataclass(frozen=True, slots=True)
 class Stash:
-    """docs/design.md#release-stash: one write with the VM-name union and the placement hint."""
+    """One write before any delete: the VM-name union, the hint, the image and the round."""
 
     delete_vm_names: str
     hint: str | None  # None = leave the hint as it is (main has no node)
-    # The release round's durable identity (see `owed.py`): stamped in the same
-    # write, before any delete; None = already stamped.
+    # The release round's durable identity (`owed.py`); None = already stamped.
     round: str | None = None
     round_pods: str | None = None
-    # The pods the delete that follows will take, whose keep-snapshot flag is missing:
-    # flagged beside this write (neither reads the other), so the delete waits for no
-    # flag of its own.
+    # Pods the delete will take whose keep-snapshot flag is missing: flagged beside this write.
     flags: tuple[PodTarget, ...] = ()
-    # The main VM's image, recorded beside the hint as today's operator does
-    # (`hibernated-image`); None = leave it as it is.
-    image: str | None = None
+    image: str | None = None  # the main VM's image; None = leave it as it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +137,14 @@ class PodTarget:
 
 @dataclass(frozen=True, slots=True)
 class FlagAndDelete:
-    """Flag keep-snapshot (best-effort), delete preconditioned (docs/design.md#release-delete)."""
+    """Flag keep-snapshot (best-effort), then delete preconditioned on uid and version."""
 
     pods: tuple[PodTarget, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class PersistWaking:
-    """Persist the restore (`Waking`) before creating anything (docs/design.md#wake-sequence)."""
+    """Persist the restore (`Waking`) before creating anything."""
 
     stamp_started: bool  # a new wake: record when it started (the sweep's deadline clock)
 
@@ -202,20 +180,15 @@ class RereadMain:
 
 @dataclass(frozen=True, slots=True)
 class ClearStaleHint:
-    """The main is alive and no restore made it: the release never completed.
-
-    Clear `hibernated-on-node` (compare-and-swap) so it stops marking a wake in
-    flight (it blocks idle suspend and costs a safety-net reconcile every
-    sweep). The `delete-vm-names` stash stays: teardown still needs it.
-    """
+    """The main is alive and no restore made it: the release never completed. Clear the hint
+    (it blocks idle suspend); the `delete-vm-names` stash stays for teardown."""
 
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
 class ReportReleased:
-    """An owed SeatReleased: the round's Event (named by its identity), count, lifecycle event,
-    then `release-reported` = round (the durable "done")."""
+    """An owed SeatReleased: Event, count, lifecycle event, then `release-reported` = round."""
 
     round: str
     pods: tuple[str, ...]
@@ -223,8 +196,7 @@ class ReportReleased:
 
 @dataclass(frozen=True, slots=True)
 class ReportWoken:
-    """An owed WakeCompleted: Event (named by the wake's identity), count, lifecycle event,
-    then the `wake-report-owed` marker removed (the durable "done")."""
+    """An owed WakeCompleted: Event, count, lifecycle event, then the marker removed."""
 
     placement: str
     pod_uid: str
@@ -233,8 +205,8 @@ class ReportWoken:
 
 @dataclass(frozen=True, slots=True)
 class WaitInLine:
-    """The restored main pod is held by our scheduling gate (shared.seats.line_decide): an
-    older wake waits for the same seats. Tend the line; the pod goes when its turn comes."""
+    """The restored main pod is held by the seat line's gate: an older wake waits for the
+    same seats. Tend the line; the pod goes when its turn comes."""
 
     pod_uid: str
     pod_name: str
@@ -242,9 +214,8 @@ class WaitInLine:
 
 @dataclass(frozen=True, slots=True)
 class JoinLine:
-    """A restore pod another actor created (cocoon-operator's startReleasedWake) waits
-    outside the seat line: label it into its pool's line, its place the pod's creation
-    (shared.seats.line_decide), and stamp the wake's start on the set if nobody did."""
+    """A restore pod cocoon-operator created waits outside the seat line: give it its place
+    (the pod's creation) and stamp the wake's start on the set if nobody did."""
 
     pod_name: str
     pod_uid: str
@@ -253,19 +224,16 @@ class JoinLine:
 
 @dataclass(frozen=True, slots=True)
 class CheckSharedNames:
-    """Find the other existing sets that record these legacy-form VM names.
-
-    A v0.3.0 name such as `vk-a-b-c-0` is both `a/b-c` and `a-b/c`: the tag under it
-    proves nothing about whose VM was pushed (docs/compatibility.md#names).
-    """
+    """Find the other sets that record these legacy-form VM names: a v0.3.0 name such as
+    `vk-a-b-c-0` is both `a/b-c` and `a-b/c`, so its tag proves nothing about whose VM it is."""
 
     vms: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class SharedVMName:
-    """Terminal: another existing set records the same VM name. Nothing is released or
-    restored under it; a Warning on every set that shares it says so, once."""
+    """Terminal: another set records the same VM name; nothing is released or restored under
+    it, and a Warning on every set that shares it says so, once."""
 
     vm: str
     others: tuple[str, ...]  # "ns/name" of the other sets
@@ -273,20 +241,16 @@ class SharedVMName:
 
 @dataclass(frozen=True, slots=True)
 class LostSnapshot:
-    """Terminal: the set was released (hint or image record) but `<vm>:hibernate` is gone.
-
-    Creating a restore pod would fail, a fresh boot would silently lose the user's VM:
-    nothing is created, one Warning names the VM (docs/runbook.md#snapshot-missing).
-    """
+    """Terminal: the set was released but `<vm>:hibernate` is gone. A restore pod would
+    fail and a fresh boot would silently lose the VM: nothing is created, a Warning says so."""
 
     vm: str
 
 
 @dataclass(frozen=True, slots=True)
 class DiscardSnapshot:
-    """The image changed since the release: drop `:hibernate` and the release record
-    (hint, image) so the normal flow boots the new image fresh, as today's operator does;
-    vk-cocoon would refuse to restore a snapshot of another base image anyway."""
+    """The image changed since the release: drop `:hibernate` and the release record so the
+    normal flow boots the new image fresh (vk-cocoon refuses a restore across images)."""
 
     vm: str
     was: str
@@ -323,25 +287,8 @@ Step = (
 )
 
 
-TERMINAL = (
-    Done,
-    Wait,
-    NotOurs,
-    Retry,
-    Refuse,
-    ReportNoCapacity,
-    WaitInLine,
-    SharedVMName,
-    LostSnapshot,
-)
-# Steps that only look (and every terminal step but the two that report): never an
-# effect of the run.
-OBSERVING = (ProbeRegistry, RereadMain, CheckSharedNames, *TERMINAL)
-
-
 class OutcomeResult(StrEnum):
-    """How one reconcile of a set ended (`Outcome.result`): a StrEnum, so the value
-    is what the invocation's log line and the CLI's JSON carry."""
+    """How one reconcile of a set ended (`Outcome.result`), as logs and the CLI's JSON say it."""
 
     DONE = "done"
     WAITING = "waiting"

@@ -1,16 +1,6 @@
-"""Two API writes that do not depend on each other, sent at once.
-
-A release writes the set's stash and the pod's keep-snapshot flag, and later
-the set's `Suspended` and the round's SeatReleased Event; a wake start writes its
-start stamp and creates the main pod. Neither write of a pair reads what the
-other returns, and each is guarded on its own (a compare-and-swap, a uid, a
-deterministic name), so any subset of a pair can land before a crash: the
-reconciler already decides from every such state (docs/reads.md, "Writes sent
-at once"). On a real kube-apiserver a write costs 4–6 ms of server time, so a
-pair sent at once saves one of them.
-
-Nothing outlives the invocation: `together` returns only when both are answered,
-and a `Beside` is settled by the run that started it before the run returns.
+"""Two API writes that do not read each other, sent at once. Each is guarded on its own (a
+CAS, a uid, a deterministic name), so any subset can land before a crash and the reconciler
+decides from every such state. Nothing outlives the invocation: both are always awaited.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""When a push invocation waits for vk-cocoon's report (functions/report_wait.py), how long."""
+"""When a push invocation waits for vk-cocoon's report (shared/reconcile/report_wait.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from functions.report_wait import awaiting_report
 from shared.config import Settings
 from shared.errors import ConfigError
+from shared.reconcile.report_wait import awaiting_report
 from tests.fixtures.cocoon_objects import VM0, make_pod, make_set
 
 CS = make_set()  # generation 2

@@ -10,7 +10,6 @@ measure from the wrong write.
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 from datetime import UTC, datetime, timedelta
@@ -18,16 +17,17 @@ from typing import Any
 
 import pytest
 
-from functions.report_wait import settle
 from shared import constants as k
-from shared import log, seat_freed
+from shared import log
 from shared.adapters import parse_audit_eventlist
 from shared.adapters.audit_events import report_time
 from shared.config import LogFormat, Settings
 from shared.constants import METRIC_SEAT_FREED
 from shared.metric_names import BY_NAME
 from shared.names import SetRef
+from shared.ports import Report
 from shared.reconcile import Outcome
+from shared.reconcile.report_wait import observe_seat_freed, settle
 from shared.triggers import SetChanged
 from tests.fixtures.cocoon_objects import NS, SET, VM0, make_pod, make_set
 
@@ -126,7 +126,7 @@ def test_the_trigger_carries_the_report_even_after_an_earlier_write_in_the_batch
     trigger = parsed.triggers[0]
     assert isinstance(trigger, SetChanged)
     assert trigger.ref == SetRef("team-a", "agent")
-    assert trigger.report == seat_freed.Report(
+    assert trigger.report == Report(
         "team-a", "agent-0", datetime(2026, 12, 1, 19, 40, 11, 102331, tzinfo=UTC), "audit"
     )
 
@@ -152,11 +152,10 @@ REF = SetRef("team-a", "agent")
 
 
 def test_the_won_delete_of_the_main_pod_observes_now_minus_the_report() -> None:
-    report = seat_freed.Report("team-a", "agent-0", AT, "push")
+    report = Report("team-a", "agent-0", AT, "push")
 
     def run() -> None:
-        with seat_freed.reported(report):
-            seat_freed.main_pod_deleted(REF, "agent-0", now=AT + timedelta(milliseconds=180))
+        observe_seat_freed(REF, "agent-0", report, now=AT + timedelta(milliseconds=180))
 
     [m] = _observed(run)
     assert m["value"] == 0.18
@@ -164,14 +163,12 @@ def test_the_won_delete_of_the_main_pod_observes_now_minus_the_report() -> None:
 
 
 def test_nothing_is_observed_without_a_report_or_for_another_pod() -> None:
-    report = seat_freed.Report("team-a", "agent-0", AT, "audit")
+    report = Report("team-a", "agent-0", AT, "audit")
 
     def run() -> None:
-        seat_freed.main_pod_deleted(REF, "agent-0", now=AT)  # the sweep: no report known
-        with seat_freed.reported(report):
-            seat_freed.main_pod_deleted(REF, "agent-1", now=AT)  # a sub-agent pod
-            seat_freed.main_pod_deleted(SetRef("team-b", "agent"), "agent-0", now=AT)
-        seat_freed.main_pod_deleted(REF, "agent-0", now=AT)  # the block is over
+        observe_seat_freed(REF, "agent-0", None, now=AT)  # the sweep: no report known
+        observe_seat_freed(REF, "agent-1", report, now=AT)  # a sub-agent pod
+        observe_seat_freed(SetRef("team-b", "agent"), "agent-0", report, now=AT)
 
     assert _observed(run) == []
 
@@ -189,18 +186,11 @@ def test_serve_exposes_it_with_its_own_fine_buckets() -> None:
     assert registry.get_sample_value(f"{METRIC_SEAT_FREED}_bucket", {**labels, "le": "0.05"}) == 0
 
 
-def test_the_report_list_does_not_leak_out_of_the_block() -> None:
-    report = seat_freed.Report("team-a", "agent-0", AT, "push")
-    with seat_freed.reported(report), seat_freed.reported(copy.copy(report)):
-        pass
-    assert _observed(lambda: seat_freed.main_pod_deleted(REF, "agent-0", now=AT)) == []
-
-
 # --- the push path: only a report the watch saw land has a time ---------------------
 
 
 class _WatchingKube:
-    """The three reads `functions.report_wait.settle` makes, from a script.
+    """The three reads `shared.reconcile.report_wait.settle` makes, from a script.
 
     A fake, not the real client: which event of the watch carries the report
     (the first = the LIST's state, or a later change) is the point under test,
@@ -226,8 +216,9 @@ def _settle(states: list[str]) -> list[dict[str, Any]]:
     ref = SetRef(NS, SET)
     main = make_pod().name
 
-    def reconcile() -> Outcome:
-        seat_freed.main_pod_deleted(ref, main)  # what the executor's won DELETE calls
+    def reconcile(*, report: Report | None) -> Outcome:
+        # What the executor's won DELETE of the main pod calls.
+        observe_seat_freed(ref, main, report, now=datetime.now(UTC))
         return Outcome(ref, "done", "released")
 
     def run() -> None:
@@ -237,7 +228,7 @@ def _settle(states: list[str]) -> list[dict[str, Any]]:
             Outcome(ref, "waiting", "hibernating"),
             kube=_WatchingKube(states),  # type: ignore[arg-type]
             reconcile=reconcile,
-            settings=Settings(report_wait=timedelta(seconds=2)),
+            budget=timedelta(seconds=2),
         )
 
     return _observed(run)
