@@ -66,8 +66,7 @@ READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
 
 class ResourceVersionTooLarge(TransientError):
-    """A read bounded by a resourceVersion the server has not reached: it already
-    waited for it (kube-apiserver, 3 s), so the read is not repeated as it was."""
+    """A bounded read the server could not serve after its own wait: not repeated as is."""
 
 
 def _status_message(body: str | None) -> tuple[str, str]:
@@ -112,9 +111,8 @@ def translate(err: BaseException, what: str) -> CocoonError:
 
 
 def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
-    """An API server's error answer (HTTP `code`, its reason `phrase`, the Status `body`)
-    as one of the project's typed errors; shared by the official client's wrapper and
-    the light reader (shared.clients.kube_light)."""
+    """An API server's error answer (HTTP `code`, reason `phrase`, Status `body`) as one of
+    the project's typed errors (the light reader's too)."""
     reason, message = _status_message(body)
     text = f"{what}: HTTP {code} {reason or phrase or ''} {message}".strip()
     if 400 <= code < 500 and code not in (404, 409, 429):
@@ -144,7 +142,7 @@ def translate_status(code: int, phrase: str, body: str | None, what: str) -> Coc
     return PermanentError(text)
 
 
-# The authorizer's wording (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters):
+# The authorizer's wording:
 # `User "u" cannot patch resource "cocoonsets/status" in API group "g" in the namespace "ns"`.
 _RBAC_DENIAL = re.compile(
     r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)"'
@@ -199,13 +197,8 @@ def default_kubeconfig() -> str:
 
 
 def _merged_kubeconfig(paths: str) -> Any:
-    """The files of `paths` (os.pathsep-separated) merged by kubectl's rules.
-
-    Missing files are skipped, as kubectl skips them; the first file to define a
-    cluster, user or context wins, and so does the first `current-context` (the
-    library's merger lets the last one win: corrected here). The result is the
-    library's ConfigNode, which keeps each entry's file for relative cert paths.
-    """
+    """The files of `paths` merged by kubectl's rules: missing ones skipped, the first
+    definition wins, the first `current-context` too (the library lets the last win)."""
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
     for one in paths.split(os.pathsep):
@@ -222,12 +215,8 @@ def _merged_kubeconfig(paths: str) -> Any:
 
 
 def _check_kubeconfig_file(path: str) -> None:
-    """A file that is not a kubeconfig at all, as one line (ConfigError).
-
-    The library's merger lets a YAML parser error or a non-mapping document escape
-    as a traceback or as "'str' object does not support item assignment".
-    Missing files are left to the merger, which skips them as kubectl does.
-    """
+    """A file that is not a kubeconfig at all as a one-line ConfigError (the library's
+    merger lets it escape as a traceback). Missing files are left to the merger."""
     import yaml  # noqa: PLC0415 - lazy: cold start
 
     try:
@@ -326,13 +315,8 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
 
 
 def no_library_retries(conf: Any) -> Any:
-    """`conf` (a kubernetes Configuration) with every library-level retry off.
-
-    `retries=False` reaches urllib3's PoolManager (its default re-sends a
-    request after a read error, DELETE included); `client_go_retries` is the
-    client's own opt-in read retry. Must be set before the ApiClient is built:
-    the pool is created from it.
-    """
+    """`conf` with every library retry off: urllib3's would re-send a DELETE or PATCH whose
+    answer was lost behind our back. Set before the ApiClient is built (its pool reads it)."""
     conf.retries = False
     conf.client_go_retries = False
     return conf
@@ -512,12 +496,8 @@ class KubeClient:
     def from_kubeconfig(
         cls, path: str | None = None, *, context: str | None = None, **kw: Any
     ) -> Self:
-        """From kubeconfig files, merged as kubectl merges them.
-
-        `path` is one file or an os.pathsep-separated list (`KUBECONFIG`'s
-        form); None is `~/.kube/config`. `context` picks a context other than
-        the current one (kubectl's `--context`).
-        """
+        """From kubeconfig files (`KUBECONFIG`'s os.pathsep list; None: `~/.kube/config`)
+        merged as kubectl merges them; `context` as kubectl's `--context`."""
         from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
         from kubernetes.config import kube_config  # noqa: PLC0415 - lazy: cold start
 
@@ -745,17 +725,9 @@ class KubeClient:
     # --- pods -------------------------------------------------------------------
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
-        """The pods labelled with the set's name (one LIST).
-
-        `not_older_than`: a resourceVersion the caller already holds (the set's, as
-        read): the answer is any state at or after it (`resourceVersionMatch=
-        NotOlderThan`), which kube-apiserver serves from its watch cache at once when
-        the cache has reached it. Without it the LIST is a consistent read, which since
-        v1.31 waits until the cache has caught up with etcd's newest revision: after a
-        write to any other resource that is a progress notification away, up to
-        ~100 ms (k8s.io/apiserver/pkg/storage/cacher/progress/watch_progress.go).
-        docs/reads.md says why each caller's bound is fresh enough.
-        """
+        """The pods labelled with the set's name (one LIST). `not_older_than` (a
+        resourceVersion held) lets the watch cache answer at once instead of a consistent
+        read, which waits for the cache to catch up (docs/reads.md)."""
         what = f"LIST pods of {ref}"
         selector = f"{k.LABEL_SET_NAME}={ref.name}"
         if not not_older_than:
@@ -794,12 +766,8 @@ class KubeClient:
         field_selector: str | None = None,
         from_cache: bool = False,
     ) -> Iterator[list[Pod]]:
-        """Pages of pods matching a label (and field) selector (one namespace, or all).
-
-        `from_cache`: resourceVersion=0, served from the API server's watch cache
-        without a quorum read of etcd (possibly a moment stale; one page, as the
-        cache ignores `limit`): for reads whose decisions tolerate that.
-        """
+        """Pages of pods matching a selector (one namespace, or all). `from_cache`: from
+        the watch cache (resourceVersion=0; a moment stale, one page) for reads that tolerate it."""
         token: str | None = None
         while True:
             kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
@@ -826,11 +794,8 @@ class KubeClient:
                 return
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        """metrics.k8s.io/v1beta1 PodMetrics items (one LIST; served by metrics-server).
-
-        Raw items: only `metadata.name` and `containers[].usage.cpu` are read. Without
-        metrics-server the group is not served: NotFound (404) or TransientError (503).
-        """
+        """Raw metrics.k8s.io PodMetrics items (one LIST). Without metrics-server the group
+        is not served: NotFound (404) or TransientError (503)."""
         body = self._call(
             f"LIST podmetrics {label_selector} in {namespace}",
             self._custom.list_namespaced_custom_object,
@@ -853,16 +818,9 @@ class KubeClient:
         return parse(Pod, body)
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
-        """The pod now, then the pod after each change, for up to `timeout` seconds.
-
-        Two requests whatever happens: a LIST by name (the state and the
-        resourceVersion to watch from) and one WATCH from there, which the
-        server ends after `timeout` (its `timeoutSeconds`) and the client
-        too (the read deadline). None stands for "gone". Stopping the
-        iteration closes the stream. Never re-established: a closed or
-        failed stream ends the iteration and the caller decides (see
-        `functions.report_wait`).
-        """
+        """The pod now, then after each change, for up to `timeout` s (None: gone). Two
+        requests: a LIST by name and one WATCH from its resourceVersion, never re-established:
+        a closed or failed stream ends the iteration and the caller decides."""
         selector = f"metadata.name={name}"
         body = self._read(
             f"LIST pod {namespace}/{name}",
@@ -938,12 +896,8 @@ class KubeClient:
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
-        """Delete only the pod with this UID (and resourceVersion, when given).
-
-        A precondition that fails is a 409 Conflict (the name was reused, or the
-        pod changed since it was read). Returns False when the pod was already
-        gone (NotFound is success).
-        """
+        """Delete only the pod with this UID (and resourceVersion): a changed or reused pod
+        is a 409 Conflict. False when it was already gone."""
         preconditions = {"uid": uid}
         if resource_version:
             preconditions["resourceVersion"] = resource_version
@@ -970,12 +924,8 @@ class KubeClient:
         type: str = "Normal",
         key: str | None = None,
     ) -> bool:
-        """A core/v1 Event on the set (one request).
-
-        With `key`, the Event's name is derived from it: a repeat of the same
-        situation answers AlreadyExists and this returns False, so callers can
-        emit and count "once per situation" without keeping state.
-        """
+        """A core/v1 Event on the set. With `key` its name derives from it, so a repeat
+        answers AlreadyExists and this returns False: "once per situation", without state."""
         ns = cs.namespace
         if key is not None:
             suffix = hashlib.sha256(f"{reason}/{key}".encode()).hexdigest()[:16]

@@ -310,23 +310,17 @@ class LightKube(ClusterReads):
     def list_sets(
         self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
     ) -> Iterator[list[CocoonSet]]:
-        base = f"/apis/{k.GROUP}/{k.VERSION}"
-        path = (
-            f"{base}/{k.PLURAL}"
-            if namespace is None
-            else (f"{base}/namespaces/{namespace}/{k.PLURAL}")
-        )
         what = "LIST cocoonsets" + (f" in {namespace}" if namespace else "")
         params = {"limit": limit, "labelSelector": label_selector}
-        for items in self.pages(what, path, params):
+        for items in self.pages(what, self.resource_path(k.PLURAL, namespace), params):
             yield full.readable_sets(items)
 
     def list_pods_matching(
         self, namespace: str | None, label_selector: str, *, limit: int = 500
     ) -> Iterator[list[Pod]]:
-        path = "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
         what = f"LIST pods {label_selector}" + (f" in {namespace}" if namespace else "")
-        for items in self.pages(what, path, {"limit": limit, "labelSelector": label_selector}):
+        params = {"limit": limit, "labelSelector": label_selector}
+        for items in self.pages(what, self.resource_path("pods", namespace), params):
             yield [full.parse(Pod, item) for item in items]
 
     # --- watching (status -w) ------------------------------------------------------
