@@ -1,9 +1,7 @@
-"""Clients for the commands that talk to a cluster: built from the environment (docs/cli.md).
+"""Clients for the commands that talk to a cluster, built from the functions' variables.
 
-`--kubeconfig` overrides `KUBECONFIG` and `--context` the current context; the
-kubeconfig is then found as kubectl finds it (shared/clients/kube.py). Everything
-else (registry base, auth, insecure) comes from the same variables the functions
-read, so the CLI sees the cluster and the registry exactly as they do.
+`--kubeconfig` overrides `KUBECONFIG` and `--context` the current context, as kubectl;
+the rest comes from the variables the functions read, so the CLI sees what they see.
 """
 
 from __future__ import annotations
@@ -17,13 +15,80 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from shared.clients.kube import KubeClient
-from shared.clients.kube_light import LightKube
+from shared.clients import kube
+from shared.clients.kube_light import ClusterReads, LightKube
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
-from shared.errors import CocoonError, ConfigError, PermanentError, RegistryAuthError
+from shared.errors import CocoonError, ConfigError, NotFound, PermanentError, RegistryAuthError
 from shared.models import CocoonSet
 from shared.names import SetRef
+
+
+class KubeClient(kube.KubeClient, ClusterReads):
+    """The functions' client plus the calls only the command line makes, with the
+    operator's credentials (deploy-check's RBAC, admission and dry runs; nodes, events)."""
+
+    def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        """GET `path` (`params` by their wire names), retried as every read is."""
+        return self._read(what, self._core.send, "GET", path, {}, None, params)
+
+    def post_json(
+        self,
+        what: str,
+        path: str,
+        body: dict[str, Any],
+        params: Mapping[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """POST `body` to `path`, sent once."""
+        return self._call(what, self._core.send, "POST", path, {}, body, params, _headers=headers)
+
+    def list_role_bindings(self, namespace: str | None) -> list[dict[str, Any]]:
+        """RoleBindings of `namespace`, or every ClusterRoleBinding when None (all pages)."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        if namespace is None:
+            what, path = "LIST clusterrolebindings", f"{rbac}/clusterrolebindings"
+        else:
+            what = f"LIST rolebindings in {namespace}"
+            path = f"{rbac}/namespaces/{namespace}/rolebindings"
+        return [item for page in self.pages(what, path, {"limit": 500}) for item in page]
+
+    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
+        """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for kind in ("mutating", "validating"):
+            plural = f"{kind}webhookconfigurations"
+            body = self.get_json(
+                f"LIST {plural}", f"/apis/admissionregistration.k8s.io/v1/{plural}"
+            )
+            out[kind] = list(body.get("items") or [])
+        return out
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            body: dict[str, Any] = self.get_json(
+                f"GET deployment {namespace}/{name}",
+                f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+            )
+        except NotFound:
+            return None
+        return body
+
+    def dry_run_create_pod(
+        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
+    ) -> dict[str, Any]:
+        """A server-side dry run (`dryRun=All`): every admission step runs, nothing is
+        stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
+        name = (body.get("metadata") or {}).get("name", "")
+        who = f" as {as_user}" if as_user else ""
+        out: dict[str, Any] = self.post_json(
+            f"CREATE pod {namespace}/{name} (dry run{who})",
+            f"/api/v1/namespaces/{namespace}/pods",
+            body,
+            {"dryRun": "All"},
+            {"Impersonate-User": as_user} if as_user else None,
+        )
+        return out
 
 
 def cli_settings(
@@ -66,9 +131,7 @@ def kube_client(settings: Settings) -> KubeClient:
 
 
 def read_client(settings: Settings) -> KubeClient | LightKube:
-    """A client for reads only (`status`): the standard-library reader when the
-    kubeconfig allows it (no `kubernetes` import: a second or more of CPU saved),
-    else the official client."""
+    """For reads only (`status`): the standard-library reader when the kubeconfig allows."""
     return LightKube.from_settings(settings) or kube_client(settings)
 
 

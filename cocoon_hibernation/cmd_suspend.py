@@ -9,8 +9,7 @@ from datetime import timedelta
 from functools import partial
 
 from cocoon_hibernation._common import format_seconds
-from cocoon_hibernation._kube import set_action_command, wait_for_phase
-from shared.clients.kube import KubeClient
+from cocoon_hibernation._kube import KubeClient, set_action_command, wait_for_phase
 from shared.config import Settings
 from shared.names import SetRef
 

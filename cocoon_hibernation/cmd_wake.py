@@ -12,6 +12,7 @@ from typing import Any
 
 from cocoon_hibernation._common import format_seconds
 from cocoon_hibernation._kube import (
+    KubeClient,
     SetAction,
     phase_of,
     registry_client,
@@ -19,7 +20,6 @@ from cocoon_hibernation._kube import (
     wait_for_phase,
 )
 from shared import constants as k
-from shared.clients.kube import KubeClient
 from shared.config import Settings
 from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError

@@ -1,11 +1,7 @@
-"""The process's settings and clients: read and built once per function instance.
+"""The process's settings and clients, built once per instance and reused while warm.
 
-One owner for what a warm instance reuses across invocations: the settings
-(from the environment) and the Kubernetes and registry clients built from
-them. Every target asks for the settings before it knows whether the event
-matters, so this module sits on the cold-start path of every request: it
-imports no client module at load time, and a client module is imported (and
-a client built) only when a trigger first needs it.
+Every target reads the settings before it knows whether the event matters, so no
+client module is imported here until a trigger first needs that client.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
-"""The Kubernetes API, wrapped: the only module that imports `kubernetes`.
+"""The Kubernetes API, wrapped: the only module that imports `kubernetes`, lazily, once per process.
 
-Built once per process (`KubeClient.from_settings`) and imported lazily: the
-`kubernetes` package costs a few hundred milliseconds to import, and a cold
-start that only drops an irrelevant event must not pay for it.
-
-Every call:
-- has a bounded timeout (connect, read);
-- returns the project's pydantic models, parsed from the raw JSON (unknown
-  fields kept, so a read-modify-write never drops what others wrote);
-- raises only `shared.errors` types: 404 NotFound, 409 Conflict (or
-  AlreadyExists), 422 Invalid, 401 ConfigError, 403 AccessDenied (RBAC, a
-  ConfigError) or AdmissionDenied (an admission plugin), 429/5xx/410/timeouts/
-  connection errors TransientError, other 4xx PermanentError, an object the
-  models reject UnreadableObject (a PermanentError naming it; a list of sets
-  skips and logs it instead, so one odd set never sinks a page) — always
-  `raise ... from` the library's exception, which never escapes;
-- is counted (`requests`), for the benchmarks' request figures;
-- is sent once by the library: its urllib3 retries are off (`no_library_retries`),
-  because a re-sent DELETE or PATCH whose first answer was lost decides our
-  semantics behind our back (the precondition answers 409, a count is
-  skipped). The only retries are ours: idempotent reads (GET, LIST) are tried
-  up to `READ_ATTEMPTS` times on a transient failure; writes never are (the
-  reconciler decides what a failed write means, from durable state).
-
-Patches are JSON merge patches (RFC 7386): a key set to None removes it, and
-a `metadata.resourceVersion` in the patch makes the API server compare and
-swap (409 when the object changed since it was read).
+Every call has a bounded timeout, returns the project's pydantic models (unknown
+fields kept), raises only `shared.errors` types (`raise ... from` the library's),
+and is sent once by the library: the only retries are ours, of idempotent reads.
 """
 
 from __future__ import annotations
@@ -40,9 +17,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -70,10 +47,11 @@ from shared.errors import (
 from shared.models import CocoonSet, Pod
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+    from kubernetes.client import ApiClient
 
     from shared.names import SetRef
 
+# JSON merge patch (RFC 7386): None removes a key; a metadata.resourceVersion makes it a CAS.
 MERGE_PATCH = "application/merge-patch+json"
 # (connect, read) seconds: an invocation must answer well inside a platform
 # timeout, and a hung API server must turn into a retry, not a stuck instance.
@@ -88,8 +66,7 @@ READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
 
 class ResourceVersionTooLarge(TransientError):
-    """A read bounded by a resourceVersion the server has not reached: it already
-    waited for it (kube-apiserver, 3 s), so the read is not repeated as it was."""
+    """A bounded read the server could not serve after its own wait: not repeated as is."""
 
 
 def _status_message(body: str | None) -> tuple[str, str]:
@@ -134,9 +111,8 @@ def translate(err: BaseException, what: str) -> CocoonError:
 
 
 def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
-    """An API server's error answer (HTTP `code`, its reason `phrase`, the Status `body`)
-    as one of the project's typed errors; shared by the official client's wrapper and
-    the light reader (shared.clients.kube_light)."""
+    """An API server's error answer (HTTP `code`, reason `phrase`, Status `body`) as one of
+    the project's typed errors (the light reader's too)."""
     reason, message = _status_message(body)
     text = f"{what}: HTTP {code} {reason or phrase or ''} {message}".strip()
     if 400 <= code < 500 and code not in (404, 409, 429):
@@ -166,7 +142,7 @@ def translate_status(code: int, phrase: str, body: str | None, what: str) -> Coc
     return PermanentError(text)
 
 
-# The authorizer's wording (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters):
+# The authorizer's wording:
 # `User "u" cannot patch resource "cocoonsets/status" in API group "g" in the namespace "ns"`.
 _RBAC_DENIAL = re.compile(
     r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)"'
@@ -221,13 +197,8 @@ def default_kubeconfig() -> str:
 
 
 def _merged_kubeconfig(paths: str) -> Any:
-    """The files of `paths` (os.pathsep-separated) merged by kubectl's rules.
-
-    Missing files are skipped, as kubectl skips them; the first file to define a
-    cluster, user or context wins, and so does the first `current-context` (the
-    library's merger lets the last one win: corrected here). The result is the
-    library's ConfigNode, which keeps each entry's file for relative cert paths.
-    """
+    """The files of `paths` merged by kubectl's rules: missing ones skipped, the first
+    definition wins, the first `current-context` too (the library lets the last win)."""
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
     for one in paths.split(os.pathsep):
@@ -244,12 +215,8 @@ def _merged_kubeconfig(paths: str) -> Any:
 
 
 def _check_kubeconfig_file(path: str) -> None:
-    """A file that is not a kubeconfig at all, as one line (ConfigError).
-
-    The library's merger lets a YAML parser error or a non-mapping document escape
-    as a traceback or as "'str' object does not support item assignment".
-    Missing files are left to the merger, which skips them as kubectl does.
-    """
+    """A file that is not a kubeconfig at all as a one-line ConfigError (the library's
+    merger lets it escape as a traceback). Missing files are left to the merger."""
     import yaml  # noqa: PLC0415 - lazy: cold start
 
     try:
@@ -307,6 +274,40 @@ def parse(model: type[_M], body: Any) -> _M:
         ) from e
 
 
+_T = TypeVar("_T")
+
+
+def read_retried(what: str, once: Callable[[], _T]) -> _T:
+    """An idempotent read, tried up to READ_ATTEMPTS times on a TransientError."""
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return once()
+        except ResourceVersionTooLarge:
+            raise  # the caller decides (a bound the server did not reach)
+        except TransientError as e:
+            if attempt + 1 >= READ_ATTEMPTS:
+                raise
+            log.debug("read failed; retrying", what=what, attempt=attempt + 1, error=str(e))
+            time.sleep(READ_BACKOFF_S[min(attempt, len(READ_BACKOFF_S) - 1)])
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def readable_sets(items: list[Any]) -> list[CocoonSet]:
+    """One unreadable set is skipped (and logged), never the whole page."""
+    out: list[CocoonSet] = []
+    for item in items:
+        try:
+            out.append(parse(CocoonSet, item))
+        except UnreadableObject as e:
+            cause = e.__cause__
+            log.warning(
+                "unreadable cocoonset skipped",
+                cocoonset=_object_id(item),
+                error=_first_error(cause) if isinstance(cause, ValidationError) else str(e),
+            )
+    return out
+
+
 def _retryable_io_errors() -> tuple[type[BaseException], ...]:
     import urllib3.exceptions  # noqa: PLC0415 - lazy: cold start
 
@@ -314,13 +315,8 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
 
 
 def no_library_retries(conf: Any) -> Any:
-    """`conf` (a kubernetes Configuration) with every library-level retry off.
-
-    `retries=False` reaches urllib3's PoolManager (its default re-sends a
-    request after a read error, DELETE included); `client_go_retries` is the
-    client's own opt-in read retry. Must be set before the ApiClient is built:
-    the pool is created from it.
-    """
+    """`conf` with every library retry off: urllib3's would re-send a DELETE or PATCH whose
+    answer was lost behind our back. Set before the ApiClient is built (its pool reads it)."""
     conf.retries = False
     conf.client_go_retries = False
     return conf
@@ -381,17 +377,114 @@ def _ensure_no_library_retries(api_client: ApiClient) -> None:
     api_client.rest_client = rest.RESTClientObject(conf)
 
 
+# (HTTP method, path, positional parameters) of the official client's generated methods
+# this module calls, under their names (the RBAC test reads them from this file).
+_CORE = "/api/v1/namespaces/{namespace}"
+_CUSTOM = "/apis/{group}/{version}"
+_ROUTES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "list_namespaced_pod": ("GET", f"{_CORE}/pods", ("namespace",)),
+    "list_pod_for_all_namespaces": ("GET", "/api/v1/pods", ()),
+    "read_namespaced_pod": ("GET", f"{_CORE}/pods/{{name}}", ("name", "namespace")),
+    "create_namespaced_pod": ("POST", f"{_CORE}/pods", ("namespace", "body")),
+    "patch_namespaced_pod": ("PATCH", f"{_CORE}/pods/{{name}}", ("name", "namespace", "body")),
+    "delete_namespaced_pod": ("DELETE", f"{_CORE}/pods/{{name}}", ("name", "namespace")),
+    "create_namespaced_event": ("POST", f"{_CORE}/events", ("namespace", "body")),
+    "get_namespaced_custom_object": (
+        "GET",
+        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}/{{name}}",
+        ("group", "version", "namespace", "plural", "name"),
+    ),
+    "list_cluster_custom_object": ("GET", f"{_CUSTOM}/{{plural}}", ("group", "version", "plural")),
+    "list_namespaced_custom_object": (
+        "GET",
+        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}",
+        ("group", "version", "namespace", "plural"),
+    ),
+    "patch_namespaced_custom_object": (
+        "PATCH",
+        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}/{{name}}",
+        ("group", "version", "namespace", "plural", "name", "body"),
+    ),
+    "patch_namespaced_custom_object_status": (
+        "PATCH",
+        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}/{{name}}/status",
+        ("group", "version", "namespace", "plural", "name", "body"),
+    ),
+}
+
+
+def _wire(name: str) -> str:
+    """A generated method's keyword as its query parameter: `_continue` -> `continue`."""
+    head, *rest = name.lstrip("_").split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class _Api:
+    """The official client's transport without its generated API classes, whose import
+    (hundreds of pydantic models) was most of a cold start. The transport stays official:
+    its kubeconfig loader, exec plugins and token refresh are what kubectl users rely on."""
+
+    def __init__(self, api_client: ApiClient) -> None:
+        self._api = api_client
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            method, template, names = _ROUTES[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+        def call(*args: Any, **kw: Any) -> Any:
+            bound = dict(zip(names, args, strict=False)) | {n: kw.pop(n) for n in names if n in kw}
+            body = bound.pop("body", None) if "body" in names else kw.pop("body", None)
+            options = {n: kw.pop(n) for n in list(kw) if n.startswith("_") and n != "_continue"}
+            query = {_wire(n): v for n, v in kw.items()}
+            return self.send(method, template, bound, body, query, **options)
+
+        return call
+
+    def send(
+        self,
+        method: str,
+        template: str,
+        path_params: dict[str, Any],
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        *,
+        _request_timeout: Any = None,
+        _content_type: str | None = None,
+        _headers: dict[str, str] | None = None,
+    ) -> Any:
+        """One request; non-2xx raises the library's ApiException, as its generated methods do.
+        Returns the urllib3 response (its `.data`, or a stream for a watch)."""
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - lazy: cold start
+
+        headers = {"Accept": "application/json", **(_headers or {})}
+        if body is not None:
+            headers["Content-Type"] = _content_type or "application/json"
+        request = self._api.param_serialize(
+            method=method,
+            resource_path=template,
+            path_params=path_params,
+            query_params=[(n, v) for n, v in (query or {}).items() if v is not None],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        resp = self._api.call_api(*request, _request_timeout=_request_timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()  # type: ignore[no-untyped-call]  # untyped upstream
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
+
+
 class KubeClient:
     """Typed access to CocoonSets, their pods and Events. Thread-safe."""
 
     def __init__(self, api_client: ApiClient, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
-        from kubernetes import client  # noqa: PLC0415 - lazy: cold start
-
         _ensure_no_library_retries(api_client)
         _observed(api_client.rest_client)
         self._api = api_client
-        self._custom: CustomObjectsApi = client.CustomObjectsApi(api_client)
-        self._core: CoreV1Api = client.CoreV1Api(api_client)
+        self._core = self._custom = _Api(api_client)
         self._timeout = timeout
         self._lock = threading.Lock()
         self._requests = 0
@@ -402,13 +495,9 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(
         cls, path: str | None = None, *, context: str | None = None, **kw: Any
-    ) -> KubeClient:
-        """From kubeconfig files, merged as kubectl merges them.
-
-        `path` is one file or an os.pathsep-separated list (`KUBECONFIG`'s
-        form); None is `~/.kube/config`. `context` picks a context other than
-        the current one (kubectl's `--context`).
-        """
+    ) -> Self:
+        """From kubeconfig files (`KUBECONFIG`'s os.pathsep list; None: `~/.kube/config`)
+        merged as kubectl merges them; `context` as kubectl's `--context`."""
         from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
         from kubernetes.config import kube_config  # noqa: PLC0415 - lazy: cold start
 
@@ -433,7 +522,7 @@ class KubeClient:
         return cls(_api_client(conf), **kw)
 
     @classmethod
-    def in_cluster(cls, **kw: Any) -> KubeClient:
+    def in_cluster(cls, **kw: Any) -> Self:
         from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
 
         conf = client.Configuration()
@@ -448,7 +537,7 @@ class KubeClient:
         return cls(_api_client(conf), **kw)
 
     @classmethod
-    def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> KubeClient:
+    def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> Self:
         """GKE from Cloud Run: a Google access token, refreshed before it expires."""
         import google.auth  # noqa: PLC0415 - lazy: cold start
         import google.auth.exceptions  # noqa: PLC0415 - lazy: cold start
@@ -489,7 +578,7 @@ class KubeClient:
         return cls(_api_client(conf), **kw)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> KubeClient:
+    def from_settings(cls, settings: Settings) -> Self:
         if settings.kube_auth is KubeAuth.GOOGLE:
             if not settings.kube_server:
                 raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
@@ -519,18 +608,7 @@ class KubeClient:
             self._requests = 0
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """An idempotent read: `_call`, tried up to READ_ATTEMPTS times on TransientError."""
-        for attempt in range(READ_ATTEMPTS):
-            try:
-                return self._call(what, fn, *args, **kw)
-            except ResourceVersionTooLarge:
-                raise  # the caller decides (a bound the server did not reach)
-            except TransientError as e:
-                if attempt + 1 >= READ_ATTEMPTS:
-                    raise
-                log.debug("read failed; retrying", what=what, attempt=attempt + 1, error=str(e))
-                time.sleep(READ_BACKOFF_S[min(attempt, len(READ_BACKOFF_S) - 1)])
-        raise AssertionError("unreachable")  # pragma: no cover
+        return read_retried(what, lambda: self._call(what, fn, *args, **kw))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         """Send one request once; return the parsed JSON body; translate every failure."""
@@ -539,7 +617,7 @@ class KubeClient:
         with self._lock:
             self._requests += 1
         try:
-            resp = fn(*args, _request_timeout=self._timeout, _preload_content=False, **kw)
+            resp = fn(*args, _request_timeout=self._timeout, **kw)
             data = resp.data
         except OpenApiException as e:
             raise translate(e, what) from e
@@ -599,26 +677,10 @@ class KubeClient:
                     k.PLURAL,
                     **kw,
                 )
-            yield self._readable_sets(body.get("items") or [])
+            yield readable_sets(body.get("items") or [])
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return
-
-    @staticmethod
-    def _readable_sets(items: list[Any]) -> list[CocoonSet]:
-        """One unreadable set is skipped (and logged), never the whole page."""
-        out: list[CocoonSet] = []
-        for item in items:
-            try:
-                out.append(parse(CocoonSet, item))
-            except UnreadableObject as e:
-                cause = e.__cause__
-                log.warning(
-                    "unreadable cocoonset skipped",
-                    cocoonset=_object_id(item),
-                    error=_first_error(cause) if isinstance(cause, ValidationError) else str(e),
-                )
-        return out
 
     @staticmethod
     def _with_precondition(patch: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
@@ -663,17 +725,9 @@ class KubeClient:
     # --- pods -------------------------------------------------------------------
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
-        """The pods labelled with the set's name (one LIST).
-
-        `not_older_than`: a resourceVersion the caller already holds (the set's, as
-        read): the answer is any state at or after it (`resourceVersionMatch=
-        NotOlderThan`), which kube-apiserver serves from its watch cache at once when
-        the cache has reached it. Without it the LIST is a consistent read, which since
-        v1.31 waits until the cache has caught up with etcd's newest revision: after a
-        write to any other resource that is a progress notification away, up to
-        ~100 ms (k8s.io/apiserver/pkg/storage/cacher/progress/watch_progress.go).
-        docs/reads.md says why each caller's bound is fresh enough.
-        """
+        """The pods labelled with the set's name (one LIST). `not_older_than` (a
+        resourceVersion held) lets the watch cache answer at once instead of a consistent
+        read, which waits for the cache to catch up (docs/reads.md)."""
         what = f"LIST pods of {ref}"
         selector = f"{k.LABEL_SET_NAME}={ref.name}"
         if not not_older_than:
@@ -712,12 +766,8 @@ class KubeClient:
         field_selector: str | None = None,
         from_cache: bool = False,
     ) -> Iterator[list[Pod]]:
-        """Pages of pods matching a label (and field) selector (one namespace, or all).
-
-        `from_cache`: resourceVersion=0, served from the API server's watch cache
-        without a quorum read of etcd (possibly a moment stale; one page, as the
-        cache ignores `limit`): for reads whose decisions tolerate that.
-        """
+        """Pages of pods matching a selector (one namespace, or all). `from_cache`: from
+        the watch cache (resourceVersion=0; a moment stale, one page) for reads that tolerate it."""
         token: str | None = None
         while True:
             kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
@@ -744,11 +794,8 @@ class KubeClient:
                 return
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        """metrics.k8s.io/v1beta1 PodMetrics items (one LIST; served by metrics-server).
-
-        Raw items: only `metadata.name` and `containers[].usage.cpu` are read. Without
-        metrics-server the group is not served: NotFound (404) or TransientError (503).
-        """
+        """Raw metrics.k8s.io PodMetrics items (one LIST). Without metrics-server the group
+        is not served: NotFound (404) or TransientError (503)."""
         body = self._call(
             f"LIST podmetrics {label_selector} in {namespace}",
             self._custom.list_namespaced_custom_object,
@@ -771,16 +818,9 @@ class KubeClient:
         return parse(Pod, body)
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
-        """The pod now, then the pod after each change, for up to `timeout` seconds.
-
-        Two requests whatever happens: a LIST by name (the state and the
-        resourceVersion to watch from) and one WATCH from there, which the
-        server ends after `timeout` (its `timeoutSeconds`) and the client
-        too (the read deadline). None stands for "gone". Stopping the
-        iteration closes the stream. Never re-established: a closed or
-        failed stream ends the iteration and the caller decides (see
-        `functions.report_wait`).
-        """
+        """The pod now, then after each change, for up to `timeout` s (None: gone). Two
+        requests: a LIST by name and one WATCH from its resourceVersion, never re-established:
+        a closed or failed stream ends the iteration and the caller decides."""
         selector = f"metadata.name={name}"
         body = self._read(
             f"LIST pod {namespace}/{name}",
@@ -806,7 +846,6 @@ class KubeClient:
                 watch=True,
                 resource_version=rv,
                 timeout_seconds=max(1, int(left + 0.999)),
-                _preload_content=False,
                 _request_timeout=(self._timeout[0], left + 1.0),
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
@@ -857,12 +896,8 @@ class KubeClient:
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
-        """Delete only the pod with this UID (and resourceVersion, when given).
-
-        A precondition that fails is a 409 Conflict (the name was reused, or the
-        pod changed since it was read). Returns False when the pod was already
-        gone (NotFound is success).
-        """
+        """Delete only the pod with this UID (and resourceVersion): a changed or reused pod
+        is a 409 Conflict. False when it was already gone."""
         preconditions = {"uid": uid}
         if resource_version:
             preconditions["resourceVersion"] = resource_version
@@ -878,110 +913,6 @@ class KubeClient:
             return False
         return True
 
-    # --- RBAC (read by `cocoon-hibernation deploy-check`, never written) ------------
-
-    def list_role_bindings(self, namespace: str | None) -> list[dict[str, Any]]:
-        """RoleBindings of `namespace`, or every ClusterRoleBinding when None (all pages)."""
-        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads RBAC
-
-        rbac = client.RbacAuthorizationV1Api(self._api)
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        for _ in range(1000):  # a bound, not a limit anyone reaches
-            kw: dict[str, Any] = {"limit": 500}
-            if token:
-                kw["_continue"] = token
-            if namespace is None:
-                body = self._call("LIST clusterrolebindings", rbac.list_cluster_role_binding, **kw)
-            else:
-                body = self._call(
-                    f"LIST rolebindings in {namespace}",
-                    rbac.list_namespaced_role_binding,
-                    namespace,
-                    **kw,
-                )
-            items.extend(body.get("items") or [])
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return items
-        raise TransientError("LIST role bindings: too many pages")
-
-    # --- admission (read by `cocoon-hibernation deploy-check`) ------------------------
-
-    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
-        """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""
-        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads them
-
-        api = client.AdmissionregistrationV1Api(self._api)
-        mutating = self._read(
-            "LIST mutatingwebhookconfigurations", api.list_mutating_webhook_configuration
-        )
-        validating = self._read(
-            "LIST validatingwebhookconfigurations", api.list_validating_webhook_configuration
-        )
-        return {
-            "mutating": list(mutating.get("items") or []),
-            "validating": list(validating.get("items") or []),
-        }
-
-    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
-        from kubernetes import client  # noqa: PLC0415 - lazy: only the preflight reads it
-
-        apps = client.AppsV1Api(self._api)
-        try:
-            body: dict[str, Any] = self._read(
-                f"GET deployment {namespace}/{name}",
-                apps.read_namespaced_deployment,
-                name,
-                namespace,
-            )
-        except NotFound:
-            return None
-        return body
-
-    def dry_run_create_pod(
-        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
-    ) -> dict[str, Any]:
-        """A server-side dry run (`dryRun=All`): every admission step runs, nothing is
-        stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
-        headers = {"Impersonate-User": as_user} if as_user else None
-        name = (body.get("metadata") or {}).get("name", "")
-        who = f" as {as_user}" if as_user else ""
-        out: dict[str, Any] = self._call(
-            f"CREATE pod {namespace}/{name} (dry run{who})",
-            self._core.create_namespaced_pod,
-            namespace,
-            body,
-            dry_run="All",
-            _headers=headers,
-        )
-        return out
-
-    # --- read by the command line only (nodes need RBAC the functions do not have) --
-
-    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
-        kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        body = self._read("LIST nodes", self._core.list_node, **kw)
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
-
-    def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
-        """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
-        if namespace is None:
-            body = self._read(
-                "LIST events",
-                self._core.list_event_for_all_namespaces,
-                field_selector=field_selector,
-            )
-        else:
-            body = self._read(
-                f"LIST events in {namespace}",
-                self._core.list_namespaced_event,
-                namespace,
-                field_selector=field_selector,
-            )
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
-
     # --- events -----------------------------------------------------------------
 
     def emit_event(
@@ -993,12 +924,8 @@ class KubeClient:
         type: str = "Normal",
         key: str | None = None,
     ) -> bool:
-        """A core/v1 Event on the set (one request).
-
-        With `key`, the Event's name is derived from it: a repeat of the same
-        situation answers AlreadyExists and this returns False, so callers can
-        emit and count "once per situation" without keeping state.
-        """
+        """A core/v1 Event on the set. With `key` its name derives from it, so a repeat
+        answers AlreadyExists and this returns False: "once per situation", without state."""
         ns = cs.namespace
         if key is not None:
             suffix = hashlib.sha256(f"{reason}/{key}".encode()).hexdigest()[:16]

@@ -1,19 +1,8 @@
 """A read-only Kubernetes client on the standard library, for `status` and its watch.
 
-Why it exists: importing the official `kubernetes` package (its generated models,
-its config loader and google-auth behind it) costs seconds of CPU, most of a
-`status` run. `status` needs four LISTs. This reads the same kubeconfig the same
-way (KUBECONFIG merged as kubectl merges it, `--context`, relative paths from
-the file that names them) and sends those LISTs over `http.client`, with the
-errors translated by the same `translate_status` the official wrapper uses.
-
-It covers the common kubeconfigs: a bearer token (`token`, `tokenFile`), client
-certificates (files or `-data`), basic auth, an `exec` credential plugin (what
-`gcloud container clusters get-credentials` writes), a CA (file or `-data`),
-`insecure-skip-tls-verify` and `tls-server-name`. Anything else (a legacy
-`auth-provider`, a proxy, in-cluster, COCOON_KUBE_AUTH=google, a kubeconfig
-that does not name what it needs) makes :meth:`LightKube.from_settings` answer
-None, and the caller uses the official client, whose errors name the problem.
+Importing the official `kubernetes` package costs most of a `status` run. A kubeconfig
+this does not cover (auth-provider, proxy, in-cluster, google auth) makes
+`LightKube.from_settings` answer None, and the caller uses the official client.
 """
 
 from __future__ import annotations
@@ -34,7 +23,7 @@ from typing import Any
 from shared import constants as k
 from shared.clients import kube as full
 from shared.config import KubeAuth, Settings
-from shared.errors import TransientError, UnreadableObject
+from shared.errors import TransientError
 from shared.models import CocoonSet, Pod
 
 _EXEC_TIMEOUT_S = 60
@@ -199,7 +188,38 @@ def _target(settings: Settings) -> _Target:
     return target
 
 
-class LightKube:
+class ClusterReads:
+    """Reads only the command line makes (nodes need RBAC the functions do not have),
+    over a client's `get_json`: the light reader's and the CLI's official client's."""
+
+    def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        raise NotImplementedError
+
+    def pages(
+        self, what: str, path: str, params: Mapping[str, Any]
+    ) -> Iterator[list[dict[str, Any]]]:
+        token: str | None = None
+        while True:
+            body = self.get_json(what, path, {**params, "continue": token})
+            yield [i for i in body.get("items") or [] if isinstance(i, dict)]
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
+        body = self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+    def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
+        path = "/api/v1/events" if namespace is None else f"/api/v1/namespaces/{namespace}/events"
+        what = "LIST events" + (f" in {namespace}" if namespace else "")
+        body = self.get_json(what, path, {"fieldSelector": field_selector})
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+
+class LightKube(ClusterReads):
     """The reads `status` makes (the names and types of KubeClient's), and nothing else."""
 
     def __init__(self, target: _Target, *, timeout: tuple[float, float] = full.DEFAULT_TIMEOUT):
@@ -221,16 +241,8 @@ class LightKube:
 
     # --- plumbing ---------------------------------------------------------------
 
-    def _get(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """One GET, retried like KubeClient's reads on a transient failure."""
-        for attempt in range(full.READ_ATTEMPTS):
-            try:
-                return self._get_once(what, path, params)
-            except TransientError:
-                if attempt + 1 >= full.READ_ATTEMPTS:
-                    raise
-                time.sleep(full.READ_BACKOFF_S[min(attempt, len(full.READ_BACKOFF_S) - 1)])
-        raise AssertionError("unreachable")  # pragma: no cover
+    def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return full.read_retried(what, lambda: self._get_once(what, path, params or {}))
 
     def _connection(
         self, path: str, params: Mapping[str, Any]
@@ -293,58 +305,23 @@ class LightKube:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
         return data if isinstance(data, dict) else {}
 
-    def _pages(
-        self, what: str, path: str, params: Mapping[str, Any]
-    ) -> Iterator[list[dict[str, Any]]]:
-        token: str | None = None
-        while True:
-            body = self._get(what, path, {**params, "continue": token})
-            yield [i for i in body.get("items") or [] if isinstance(i, dict)]
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
-
     # --- the reads ----------------------------------------------------------------
 
     def list_sets(
         self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
     ) -> Iterator[list[CocoonSet]]:
-        base = f"/apis/{k.GROUP}/{k.VERSION}"
-        path = (
-            f"{base}/{k.PLURAL}"
-            if namespace is None
-            else (f"{base}/namespaces/{namespace}/{k.PLURAL}")
-        )
         what = "LIST cocoonsets" + (f" in {namespace}" if namespace else "")
         params = {"limit": limit, "labelSelector": label_selector}
-        for items in self._pages(what, path, params):
-            out: list[CocoonSet] = []
-            for item in items:
-                try:
-                    out.append(full.parse(CocoonSet, item))
-                except UnreadableObject as e:
-                    from shared import log  # noqa: PLC0415
-
-                    log.warning("unreadable cocoonset skipped", error=str(e))
-            yield out
+        for items in self.pages(what, self.resource_path(k.PLURAL, namespace), params):
+            yield full.readable_sets(items)
 
     def list_pods_matching(
         self, namespace: str | None, label_selector: str, *, limit: int = 500
     ) -> Iterator[list[Pod]]:
-        path = "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
         what = f"LIST pods {label_selector}" + (f" in {namespace}" if namespace else "")
-        for items in self._pages(what, path, {"limit": limit, "labelSelector": label_selector}):
+        params = {"limit": limit, "labelSelector": label_selector}
+        for items in self.pages(what, self.resource_path("pods", namespace), params):
             yield [full.parse(Pod, item) for item in items]
-
-    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        body = self._get("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
-
-    def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
-        path = "/api/v1/events" if namespace is None else f"/api/v1/namespaces/{namespace}/events"
-        what = "LIST events" + (f" in {namespace}" if namespace else "")
-        body = self._get(what, path, {"fieldSelector": field_selector})
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     # --- watching (status -w) ------------------------------------------------------
 
@@ -369,7 +346,7 @@ class LightKube:
         token: str | None = None
         version = ""
         while True:
-            body = self._get(
+            body = self.get_json(
                 f"LIST {resource}",
                 path,
                 {"limit": 500, "labelSelector": label_selector, "continue": token},

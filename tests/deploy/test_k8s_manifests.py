@@ -177,12 +177,6 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "delete_namespaced_pod": ("", "pods", "delete"),
     "create_namespaced_event": ("", "events", "create"),
 }
-# Calls only the command line makes (`status` reads a pool's capacity from its nodes,
-# `wake --wait` and `status` read the sets' Events), with the operator's own credentials: the
-# functions never make them, so their roles must not grant them.
-CLI_ONLY_CALLS: frozenset[str] = frozenset(
-    {"list_node", "list_namespaced_event", "list_event_for_all_namespaces"}
-)
 # Rights a call needs beyond its own verb. The restored main pod's controller
 # ownerReference sets blockOwnerDeletion, and OwnerReferencesPermissionEnforcement
 # (on in GKE) then requires `update` on the owner's finalizers subresource
@@ -206,7 +200,6 @@ def _code_needs() -> set[tuple[str, str, str]]:
     source = (REPO_ROOT / "shared" / "clients" / "kube.py").read_text(encoding="utf-8")
     calls = set(re.findall(r"self\._(?:core|custom)\.(\w+)", source))
     assert calls, "no kubernetes client call found in shared/clients/kube.py"
-    calls -= CLI_ONLY_CALLS
     unknown = calls - set(CLIENT_CALLS)
     assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
     needs = {CLIENT_CALLS[name] for name in calls}

@@ -78,7 +78,7 @@ def test_status_runs_without_importing_the_official_client(
 def test_the_reader_answers_as_the_official_client(
     kube: Any, kube_backend: str, kubeconfig: Path
 ) -> None:
-    from shared.clients.kube import KubeClient
+    from cocoon_hibernation._kube import KubeClient
 
     api = _http(kube, kube_backend)
     api.post(
