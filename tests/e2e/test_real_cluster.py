@@ -235,7 +235,7 @@ def test_a_push_that_beats_the_report_watches_the_pod_with_exactly_the_manifests
     rworld: World, as_target: Callable[[str], Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # vk-cocoon pushes, removes the VM and only then reports: the push's invocation
-    # waits for the report on a WATCH of the pod (functions/report_wait.py), which
+    # waits for the report on a WATCH of the pod (shared/reconcile/report_wait.py), which
     # rbac.yaml must allow, or the seat stays held until the next event or sweep.
     _hibernated(rworld, state="hibernating")
     release = as_target("release")
