@@ -6,7 +6,7 @@ bounded wait watches the report land, and the DELETE that frees the seat
 observes `cocoon_hibernation_seat_freed_seconds` (source=push) from that
 moment (shared/reconcile/report_wait.py). A release the sweep completes has no report
 time and must not be observed. The samples are read from ingest's log lines:
-the same call feeds `serve`'s /metrics (tests/unit/test_seat_freed.py).
+the same call feeds `serve`'s /metrics (tests/unit/reconcile/test_seat_freed.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROJECT = ("shared", "functions", "devstack", "cocoon_hibernation")
 
 # Runs in a fresh interpreter: for each module named on stdin, fork, import it in

@@ -89,7 +89,7 @@ def test_the_reference_is_not_copied_into_the_repo() -> None:
     # The CRD is generated, never stored: no manifest in the repo holds the
     # CocoonSet schema (the CLI prints it: `cocoon-hibernation crd`).
     skip = {".git", ".venv", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     for path in repo.rglob("*"):
         if skip.intersection(path.parts) or not path.is_file():
             continue

@@ -23,7 +23,7 @@ from shared.enums import (
     ToolboxMode,
 )
 from shared.models import CocoonSet, Pod, dump
-from tests.unit.schema_strategies import from_schema
+from tests.unit.base.schema_strategies import from_schema
 
 MINIMAL: dict[str, Any] = {
     "apiVersion": k.API_VERSION,

@@ -29,7 +29,7 @@ from shared.errors import CocoonError, ConfigError, PermanentError, TransientErr
 TOPIC = "projects/acme/topics/cocoon-lifecycle"
 KEY = "team-a/agent"
 ATTRS = {"Content-Type": "application/cloudevents+json; charset=utf-8", "ce-type": "t"}
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 class FakeFuture:

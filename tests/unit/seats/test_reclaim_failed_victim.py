@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from shared.seats.reclaim.decide import Hold, Search, choose_victim, decide_wait
 from tests.fixtures.cocoon_objects import NS
-from tests.unit.test_seat_reclaim import GRACE, NOW, POD, claimed, suspended_by, victim, waker
+from tests.unit.seats.test_seat_reclaim import GRACE, NOW, POD, claimed, suspended_by, victim, waker
 
 
 def test_a_failed_victim_is_given_up_for_the_next_candidate() -> None:

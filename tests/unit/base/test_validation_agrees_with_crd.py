@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from shared.validation import validate_cocoonset
 from tests.conftest import REFERENCE_DIR, needs_reference
-from tests.unit.schema_strategies import go_anchored
+from tests.unit.base.schema_strategies import go_anchored
 
 celpy = pytest.importorskip(
     "celpy", reason="cel-python is in the 'local' extra: uv sync --all-extras"

@@ -19,7 +19,7 @@ from shared.models import CocoonSet
 from shared.reconcile.mainpod import build_main_pod, quantity_is_zero
 from tests.fixtures.cocoon_objects import set_manifest
 
-GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden"
 
 CASES: dict[str, tuple[dict[str, Any], str]] = {
     "hint": (set_manifest(suspend=False, phase="Waking"), "node-a"),
