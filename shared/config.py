@@ -1,24 +1,9 @@
-"""Configuration from the environment (docs/design.md#configuration); an error names the variable.
+"""Configuration from the environment, parsed once per process; an error names the variable.
 
-Parsed once per process (a function instance) and passed down explicitly;
-nothing below the targets reads `os.environ`.
-
-Push authentication on `ingest POST /pubsub` (Google OIDC):
-`COCOON_PUSH_AUDIENCE` is the audience a Pub/Sub push subscription's
-`oidc_token` names, and `COCOON_PUSH_SERVICE_ACCOUNTS` (comma-separated
-service-account emails, each ending in `.gserviceaccount.com`) is who may
-present such a token. The audience alone authenticates nothing: it is a
-predictable run.app URL and any Google account can mint an ID token for it,
-so the allowlist is required whenever the audience is set (and refused
-without it, where it would silently do nothing).
-
-The doors' credentials (docs/security.md): one bearer secret per door, so
-whoever holds one (the registry's config holds the notification token) can do
-that door's work and nothing else. `COCOON_INGEST_TOKEN` registry
-notifications; `COCOON_AUDIT_TOKEN` the audit webhook and the cluster's event
-sources; `COCOON_WAKE_TOKEN` wakes in every allowed namespace,
-`COCOON_WAKE_TOKENS` wakes scoped to namespaces; `COCOON_SWEEP_TOKEN` sweep
-ticks. Each is at least `MIN_TOKEN_LENGTH` characters and no two are equal.
+The doors' credentials are one bearer secret per door (docs/security.md), each at least
+`MIN_TOKEN_LENGTH` characters, no two equal. `COCOON_PUSH_AUDIENCE` needs
+`COCOON_PUSH_SERVICE_ACCOUNTS`: the audience alone is a predictable URL any Google account
+can mint a token for.
 """
 
 from __future__ import annotations
@@ -244,7 +229,7 @@ class Settings:
     sweep_max_suspends: int = 50
     # How long a wake must be unschedulable before it reclaims an idle seat; None = off.
     seat_reclaim_grace: timedelta | None = timedelta(seconds=30)
-    # Fair order among waiting wakes by a scheduling gate (shared.seats.line_decide); False = off.
+    # Fair order among waiting wakes by a scheduling gate (shared.seats.line); False = off.
     seat_order: bool = True
     log_format: LogFormat = LogFormat.JSON
     # How long a push-event invocation waits for vk-cocoon's `hibernated` report when the

@@ -1,13 +1,8 @@
-"""Event adapters: every event source in, the few trigger shapes of `shared.triggers` out.
+"""Event adapters: every event source in, the trigger shapes of `shared.triggers` out.
 
-Pure functions (no network, no clients): they decode an envelope, validate
-every name in it, and drop what cannot matter with a reason, so the targets
-can acknowledge irrelevant events before building any client.
-
-Entries:
-- `parse_cloudevent(event, settings=, accept=)` for the CloudEvent targets;
-- `parse_registry_webhook`, `parse_audit_eventlist`, `parse_pubsub_push` for
-  the HTTP `ingest` target.
+Pure (no network, no client), so a target acknowledges an irrelevant event before it
+builds any client: `parse_cloudevent` for the CloudEvent targets, `parse_registry_webhook`,
+`parse_audit_eventlist`, `parse_pubsub_push` for `ingest`.
 """
 
 from __future__ import annotations

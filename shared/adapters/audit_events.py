@@ -1,15 +1,7 @@
-"""Kubernetes change notifications -> `SetChanged` (docs/design.md#kube-events).
+"""Kubernetes change notifications (audit EventList, GKE audit log, ApiServerSource) -> SetChanged.
 
-Three producers say "an object changed": the kube-apiserver audit webhook
-(`EventList`), GKE audit logs via Eventarc (a LogEntry whose method and
-resource are spelled differently), and Knative ApiServerSource (the object or
-a reference to it). All reduce to one question answered here without the
-network: is this a successful write to a CocoonSet, or to a pod owned by one,
-in an allowed namespace? If so, which set.
-
-A pod maps to its set through the `cocoonset.cocoonstack.io/name` label when
-the event carries the object, else through its `<set>-<slot>` name. Several
-events for one set collapse into one trigger (the reconcile re-reads anyway).
+One question, answered without the network: a successful write to a CocoonSet, or to a
+pod of one (by its set label, else its `<set>-<slot>` name), in an allowed namespace?
 """
 
 from __future__ import annotations
@@ -199,14 +191,9 @@ def _audit_one(out: Parsed, raw: object, event_id: str | None, settings: Setting
 def report_time(event: Mapping[str, Any]) -> datetime | None:
     """When the kube-apiserver received vk-cocoon's `hibernated` report, if this event is one.
 
-    The report is vk-cocoon's patch of the pod's lifecycle annotation to
-    `hibernated` (cocoon-common `meta/lifecycle.go`). Only an audit event at
-    level Request or above carries the patch (`requestObject`), and only a
-    patch says what this write changed: a PUT of the whole pod (or our own
-    keep-snapshot flag on a hibernated pod) would show `hibernated` without
-    setting it. So: a pod patch whose body sets the annotation to `hibernated`,
-    with a parseable `requestReceivedTimestamp` (microseconds); anything else
-    is None (no sample, never an error: the event is still a hint).
+    Only a pod patch whose request body sets the lifecycle annotation to `hibernated` says
+    this write made the report (a PUT of the whole pod would show it without setting it);
+    anything else is None, never an error: the event is still a hint.
     """
     ref = event.get("objectRef")
     if not isinstance(ref, Mapping) or ref.get("resource") != "pods" or ref.get("apiGroup"):

@@ -1,20 +1,8 @@
-"""Bounded work per request: how many sets one request may make the functions read.
+"""At most `MAX_SETS_PER_REQUEST` candidate sets per request, each at least one API read.
 
-A trigger costs the sets it makes the reconciler look at: a push of a VM name
-costs one per candidate set (`SnapshotPushed.sets`: one for today's hashed
-names, one per split for a legacy name like `vk-a-b-c-d-e-f-0`); a set change
-or a wake request one; a sweep tick one (a batch holds at most two, deduped).
-Each candidate set is at least one API read, so without a bound one
-notification of 1,000 distinct legacy names costs over 10,000 requests.
-
-Triggers are kept in arrival order until the next one would pass the budget;
-the rest are *deferred*, never silently dropped: the caller answers how many
-and why (a batch's sender retries the whole batch, which would repeat the kept
-work and never get further, so the answer is a 2xx naming the deferred count),
-and the scheduled sweep converges every set a deferred push or set change was
-about. A wake request is not a hint the sweep can rebuild, but it arrives one per
-request (a CloudEvent, a Pub/Sub push), and the first trigger is always kept, so
-a single event always makes progress.
+Triggers past the budget are deferred, never dropped: the caller answers a 2xx naming
+the count (a batch's sender would retry the kept work too) and the sweep converges
+them. The first trigger is always kept, so a single event always makes progress.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""CloudEvent -> triggers: the entry the `release`, `wake` and `sweep` targets use.
+"""CloudEvent -> triggers, for `release`, `wake` and `sweep`.
 
-The event is read by duck typing (`event["type"]`, `event.get_attributes()`,
-`event.data`), the interface `cloudevents.http.CloudEvent` 1.x offers; the
-product never imports `cloudevents` itself, so the 1.x -> 2.x move of that
-API touches only this module.
-
-`accept` is the set of CloudEvent types a target takes (docs/design.md#targets); anything
-else is dropped with a reason and acknowledged. For a Pub/Sub message the
-type it stands for (see `pubsub_messages.classify_pubsub`) must be accepted too.
+Read by duck typing (`event["type"]`, `get_attributes()`, `.data`), so the product never
+imports `cloudevents`. A type outside `accept` is dropped and acknowledged; a Pub/Sub
+message's effective type (`pubsub_messages.classify_pubsub`) must be accepted too.
 """
 
 from __future__ import annotations

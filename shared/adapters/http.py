@@ -1,11 +1,7 @@
-"""Bodies POSTed to the HTTP `ingest` target -> triggers (format detected from the body).
+"""Bodies POSTed to `ingest` -> triggers; the body's shape decides the format, not Content-Type.
 
-`POST /registry` takes whatever a registry webhook sends: the Distribution
-envelope, Harbor's Default JSON, Harbor's CloudEvents JSON (structured mode),
-or an ECR EventBridge envelope. The Content-Type is only a hint (Harbor and
-EventBridge both say `application/json`), so the body's shape decides.
-`POST /kubernetes/audit` takes an audit `EventList`; `POST /pubsub` a Pub/Sub
-push envelope carrying a wake request or a sweep tick (`ACCEPT_PUBSUB_PUSH`).
+`/registry`: Distribution, Harbor (both formats) or ECR EventBridge; `/kubernetes/audit`:
+an audit `EventList`; `/pubsub`: a push envelope with a wake request or a sweep tick.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """The Pub/Sub envelope: unwrap a message and decide which canonical type it stands for.
 
-People and clocks (a wake publisher, Cloud Scheduler) reach the functions
-through Pub/Sub; the wake requests and ticks themselves are read by
-`shared.adapters.wake_and_tick`. A Pub/Sub message carries no type of its
-own: Artifact Registry, a log sink, Cloud Scheduler and a wake publisher all
-arrive as `google.cloud.pubsub.topic.v1.messagePublished`. The message is classified by
-an explicit `type` attribute when the publisher set one, else by its decoded
-data, into the canonical type it stands for; the target's `accept` set is then
-checked against that effective type too (so a scheduler tick sent to
-`release` is refused rather than run as a sweep). A message that is none of
-them is dropped as malformed: a sweep tick is recognised by its shape or its
-attributes, never inferred from the absence of anything else.
-
-A message that declares itself a CloudEvent of another type — this project's
-own lifecycle events (`io.cocoonstack.hibernation.*`, structured mode with
-`ce-type`), or any structured CloudEvent (`Content-Type:
-application/cloudevents…`) of a non-canonical type — stands for that type and
-is dropped: read by its data alone, the lifecycle events' envelope would pass
-for a scheduler tick, and its `{"namespace", "name"}` for a wake request.
+Every Pub/Sub message arrives as `messagePublished`, so it is classified by an explicit
+`type` attribute, else by its data; a sweep tick is recognised by its shape, never by the
+absence of anything else. A message declaring another CloudEvent type (our own lifecycle
+events included, whose data would pass for a tick or a wake) is dropped.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Registry push notifications -> `SnapshotPushed` (docs/design.md#registry-events).
+"""Registry push notifications (Distribution, Harbor, Artifact Registry, ECR) -> `SnapshotPushed`.
 
-Every registry reports a push differently (Distribution, Harbor's two
-formats, Artifact Registry via Pub/Sub, ECR via EventBridge); all of them
-come down to (repository, tag, digest) and one filter: only a `hibernate`
-tag on a repository directly under `COCOON_REGISTRY_BASE` whose last path
-component is an agent VM name in an allowed namespace can matter. The filter
-runs on the payload alone, before any client exists, because a registry
-sends an event for every blob and every tag of every image it holds.
-
-Names are validated (`shared.names`) before they reach a trigger; in a batch
-a bad item is dropped with its reason and the others still count.
+Only a `hibernate` tag on a repository directly under `COCOON_REGISTRY_BASE` named like a
+VM of an allowed namespace can matter; the filter runs on the payload alone, since a
+registry reports every blob and tag it holds. A bad item of a batch drops alone.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""What an adapter returns: the triggers it kept and, for logs, why it dropped the rest.
+"""What an adapter returns: the triggers kept and, for logs, why it dropped the rest.
 
-Adapters are pure: bytes or a decoded envelope in, a :class:`Parsed` out, no
-network and no client. An input that cannot matter is not an error: it is a
-:class:`Drop` with a reason, so the target can acknowledge it and say why in
-one log line. Only input that cannot be read at all raises (`MalformedEvent`,
-`InvalidName`, both permanent: acknowledged, never retried).
+Irrelevant input is a `Drop` with a reason, not an error; only unreadable input raises
+(`MalformedEvent`, `InvalidName`: permanent, acknowledged, never retried).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Requests from people and clocks: wake requests and sweep ticks -> triggers.
-
-Both arrive as canonical CloudEvents (`io.cocoonstack.wake.requested`,
-`io.cocoonstack.sweep.requested`), Knative PingSource ticks, or Pub/Sub
-messages classified by `shared.adapters.pubsub_messages`.
-"""
+"""Wake requests and sweep ticks (canonical CloudEvents, PingSource, Pub/Sub) -> triggers."""
 
 from __future__ import annotations
 
