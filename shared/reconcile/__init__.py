@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile.decide import Observed, decide
-from shared.reconcile.executor import Outcome, reconcile_set, request_wake
+from shared.reconcile.executor import reconcile_set, request_wake
 from shared.reconcile.mainpod import build_main_pod
-from shared.reconcile.steps import OutcomeResult, Probe
+from shared.reconcile.steps import Outcome, OutcomeResult, Probe
 
 __all__ = [
     "KubeApi",

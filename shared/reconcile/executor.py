@@ -53,6 +53,7 @@ from shared.reconcile.steps import (
     JoinLine,
     LostSnapshot,
     NotOurs,
+    Outcome,
     OutcomeResult,
     PersistWaking,
     PodTarget,
@@ -89,18 +90,6 @@ class _Gone:
 GONE = _Gone()
 
 StepHook = Callable[[Step], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How one reconcile ended (every invocation logs it)."""
-
-    ref: SetRef
-    result: OutcomeResult
-    reason: str
-    steps: tuple[str, ...] = ()
-    deleted_pods: int = 0
-    created_main: bool = False
 
 
 def _step_name(step: Step) -> str:

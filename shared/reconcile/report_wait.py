@@ -15,12 +15,11 @@ from shared.constants import METRIC_SEAT_FREED
 from shared.enums import LifecycleState
 from shared.names import SetRef, main_pod_name
 from shared.ports import Report
-from shared.reconcile.steps import OutcomeResult
+from shared.reconcile.steps import Outcome, OutcomeResult
 
 if TYPE_CHECKING:
     from shared.models import CocoonSet, Pod
     from shared.ports import KubeApi
-    from shared.reconcile.executor import Outcome
 
 # Reconciles after reports within one invocation: a report that does not pass the gate
 # (a stale stamp) ends the wait rather than looping.

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared.enums import CocoonSetPhase
+from shared.names import SetRef
 
 
 class Probe(StrEnum):
@@ -295,3 +296,15 @@ class OutcomeResult(StrEnum):
     REFUSED = "refused"
     NOT_OURS = "not-ours"
     NOT_FOUND = "not-found"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one reconcile ended (every invocation logs it)."""
+
+    ref: SetRef
+    result: OutcomeResult
+    reason: str
+    steps: tuple[str, ...] = ()
+    deleted_pods: int = 0
+    created_main: bool = False
