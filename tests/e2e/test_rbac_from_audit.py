@@ -23,7 +23,7 @@ import yaml
 from devstack.realkube import FUNCTION_USERS, REPO_ROOT
 from shared import constants as k
 from shared.durations import format_rfc3339
-from shared.seats import keys
+from shared import constants as keys
 from tests.e2e import test_real_cluster as flows
 from tests.fixtures.cocoon_objects import NS, SET, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World
