@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from shared import constants as k
 from shared.clients import kube
 from shared.clients.kube_light import ClusterReads, LightKube
 from shared.clients.registry import RegistryClient, get_client
@@ -42,6 +43,24 @@ class KubeClient(kube.KubeClient, ClusterReads):
     ) -> Any:
         """POST `body` to `path`, sent once."""
         return self._call(what, self._core.send, "POST", path, {}, body, params, _headers=headers)
+
+    def dry_run_set(self, obj: Mapping[str, Any], *, replace: bool) -> None:
+        """A server-side dry run of a CocoonSet's create (or replace, when it exists), with
+        strict field validation: the schema, CEL and admission webhooks judge, nothing is stored."""
+        meta = obj.get("metadata") or {}
+        ns, name = meta.get("namespace") or "default", meta.get("name", "")
+        path = f"/apis/{k.GROUP}/{k.VERSION}/namespaces/{ns}/{k.PLURAL}" + (
+            f"/{name}" if replace else ""
+        )
+        self._call(
+            f"{'REPLACE' if replace else 'CREATE'} cocoonset {ns}/{name} (dry run)",
+            self._core.send,
+            "PUT" if replace else "POST",
+            path,
+            {},
+            dict(obj),
+            {"dryRun": "All", "fieldValidation": "Strict"},
+        )
 
     def list_role_bindings(self, namespace: str | None) -> list[dict[str, Any]]:
         """RoleBindings of `namespace`, or every ClusterRoleBinding when None (all pages)."""

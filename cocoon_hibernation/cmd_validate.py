@@ -151,20 +151,7 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
         return None
 
     def send(obj: Mapping[str, Any], replace: bool) -> list[str]:
-        meta = obj.get("metadata") or {}
-        ns, name = meta.get("namespace") or "default", meta.get("name", "")
-        custom: Any = client._custom
-        where = [k.GROUP, k.VERSION, ns, k.PLURAL, *([name] if replace else [])]
-        client._call(
-            f"{'REPLACE' if replace else 'CREATE'} cocoonset {ns}/{name} (dry run)",
-            custom.replace_namespaced_custom_object
-            if replace
-            else custom.create_namespaced_custom_object,
-            *where,
-            dict(obj),
-            dry_run="All",
-            field_validation="Strict",
-        )
+        client.dry_run_set(obj, replace=replace)
         return []
 
     def ask(obj: Mapping[str, Any]) -> list[str]:

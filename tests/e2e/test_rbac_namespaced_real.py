@@ -40,6 +40,12 @@ def _manifest(name: str, namespace: str) -> str:
 def world(real_kube_session: Any, registry: Any, tmp_path: Path) -> Iterator[World]:
     real = real_kube_session
     real.reset()
+    # The session's server is shared: another module's cluster-wide read binding
+    # (gke-binding.yaml) would make every namespace readable here.
+    real.request(
+        "DELETE",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cocoon-hibernation-functions",
+    )
     real.apply_manifest((K8S / "rbac.yaml").read_text())
     admin = real.write_kubeconfig(tmp_path / "admin.kubeconfig")
     w = World(kube=real, registry=registry, kubeconfig=admin, prefix=f"n{uuid.uuid4().hex[:10]}")
