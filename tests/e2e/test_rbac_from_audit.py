@@ -23,7 +23,6 @@ import yaml
 from devstack.realkube import FUNCTION_USERS, REPO_ROOT
 from shared import constants as k
 from shared.durations import format_rfc3339
-from shared import constants as keys
 from tests.e2e import test_real_cluster as flows
 from tests.fixtures.cocoon_objects import NS, SET, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World
@@ -80,7 +79,7 @@ def test_flow_sweep_reads_pod_metrics(real: Any, rworld: World, tmp_path: Path) 
             annotations={
                 k.ANN_IDLE_TIMEOUT: "30m",
                 k.ANN_LAST_ACTIVITY: now,
-                keys.ANN_IDLE_CPU_BELOW: "50m",
+                k.ANN_IDLE_CPU_BELOW: "50m",
             },
         )
     )
