@@ -150,16 +150,13 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
             fail(f"cluster: {err}")
         return None
 
-    def send(obj: Mapping[str, Any], replace: bool) -> list[str]:
-        client.dry_run_set(obj, replace=replace)
-        return []
-
     def ask(obj: Mapping[str, Any]) -> list[str]:
         try:
             try:
-                return send(obj, replace=False)
+                client.dry_run_set(obj, replace=False)
             except AlreadyExists:
-                return send(obj, replace=True)  # it exists: ask about the update instead
+                client.dry_run_set(obj, replace=True)  # it exists: ask about the update instead
+            return []
         except (AdmissionDenied, Invalid, NotFound) as err:
             return [getattr(err, "server_message", "") or str(err)]
         except PermanentError as err:

@@ -146,7 +146,7 @@ def create_app(source: Path | None = None) -> Any:
             target,
             functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
         )
-        for target in doors.CLOUDEVENT_TARGETS
+        for target in CLOUDEVENT_DOORS
     }
     ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
     metrics_app: WSGIApp = prometheus_client.make_wsgi_app(install())
