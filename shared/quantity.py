@@ -7,12 +7,14 @@ tests pin apimachinery's own vectors.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal, localcontext
 from enum import StrEnum
 
 _DIGITS = frozenset("0123456789")
-_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+# sign, leading zeros, numerator, point, denominator, suffix (letters, then a signed exponent).
+_SYNTAX = re.compile(r"([+-]?)0*([0-9]*)(\.?)([0-9]*)([eEinumkKMGTP]*[+-]?[0-9]*)")
 _MAX_INT64 = (1 << 63) - 1
 _MAX_INT64_FACTORS = 18  # apimachinery's maxInt64Factors
 _NANO = -9
@@ -25,18 +27,9 @@ class Format(StrEnum):
 
 
 _DEC_SUFFIXES: dict[str, int] = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
+    s: 3 * i for i, s in enumerate(("n", "u", "m", "", "k", "M", "G", "T", "P", "E"), start=-3)
 }
-_BIN_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_BIN_SUFFIXES: dict[str, int] = {f"{s}i": 10 * i for i, s in enumerate("KMGTPE", start=1)}
 _DEC_BY_EXP = {v: s for s, v in _DEC_SUFFIXES.items()}
 _BIN_BY_EXP = {v: s for s, v in _BIN_SUFFIXES.items()}
 
@@ -74,46 +67,13 @@ def _parse_int64(digits: str) -> int:
 
 def _split(text: str) -> tuple[bool, str, str, str, str]:
     """apimachinery's parseQuantityString: (positive, value, num, denom, suffix)."""
-    positive = True
-    pos = 0
-    end = len(text)
-    if pos < end and text[0] in "+-":
-        positive = text[0] != "-"
-        pos += 1
-    while True:  # leading zeros
-        if pos >= end:
-            return positive, "0", "0", "", ""
-        if text[pos] != "0":
-            break
-        pos += 1
-    start = pos
-    while pos < end and text[pos] in _DIGITS:
-        pos += 1
-    if pos >= end:
-        return positive, text, text[start:], "", ""
-    num = text[start:pos] or "0"
-    denom = ""
-    if text[pos] == ".":
-        pos += 1
-        dstart = pos
-        while pos < end and text[pos] in _DIGITS:
-            pos += 1
-        denom = text[dstart:pos]
-        if pos >= end:
-            return positive, text, num, denom, ""
-    value = text[:pos]
-    suffix_start = pos
-    while pos < end and text[pos] in _SUFFIX_CHARS:
-        pos += 1
-    if pos >= end:
-        return positive, value, num, denom, text[suffix_start:]
-    if text[pos] in "+-":
-        pos += 1
-    while pos < end and text[pos] in _DIGITS:
-        pos += 1
-    if pos < end:
+    m = _SYNTAX.fullmatch(text)
+    if m is None:
         raise QuantityError(f"{text!r}: not a quantity")
-    return positive, value, num, denom, text[suffix_start:]
+    sign, num, dot, denom, suffix = m.groups()
+    if not (num or dot or suffix):  # only a sign and zeros
+        return sign != "-", "0", "0", "", ""
+    return sign != "-", text[: len(text) - len(suffix)], num or "0", denom, suffix
 
 
 def _interpret(suffix: str) -> tuple[int, int, Format]:
