@@ -1,7 +1,7 @@
 """cocoon-webhook as this project meets it: the pod webhook's POD_CREATORS refusal, the
 CocoonSet rules (the version read is `RULES_SOURCE`; an UPDATE leaving `spec` unchanged skips
 them), and `parse_denial` for the API server's `admission webhook "<name>" denied` message.
-Imported by the functions: the standard library and `shared.names` only."""
+Imported by the functions: the standard library, `shared.enums` and `shared.names` only."""
 
 from __future__ import annotations
 
@@ -9,9 +9,19 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from shared import names
+from shared.enums import (
+    AgentMode,
+    Backend,
+    ConnType,
+    HibernatePolicy,
+    OSType,
+    SnapshotPolicy,
+    ToolboxMode,
+)
 
 MUTATING_CONFIGURATION = "cocoon-webhook-mutate"
 VALIDATING_CONFIGURATION = "cocoon-webhook-validate"
@@ -49,14 +59,16 @@ class Denial:
     # The refused username, when the pod webhook named it.
     user: str = ""
 
-    @property
-    def is_pod_creators(self) -> bool:
-        return bool(self.user) or _CREATOR.search(self.message) is not None
-
     def fix(self) -> str:
         """What the operator of the cluster does about it, in one sentence."""
-        if self.is_pod_creators:
-            return pod_creators_fix(self.user or "<the function's username>")
+        if _CREATOR.search(self.message):
+            user = self.user or "<the function's username>"
+            return (
+                f"add {user} to cocoon-webhook's POD_CREATORS (Deployment {WEBHOOK_NAMESPACE}/"
+                f"{WEBHOOK_DEPLOYMENT}), keeping {DEFAULT_POD_CREATORS}: "
+                f"POD_CREATORS={DEFAULT_POD_CREATORS},{user}, with every other function's "
+                f"username too (terraform output cocoon_webhook_pod_creators; {DOCS})"
+            )
         if self.webhook == COCOONSET_WEBHOOK:
             return (
                 "the set's spec breaks cocoon-webhook's CocoonSet rules, so no spec write "
@@ -64,15 +76,6 @@ class Denial:
                 "`cocoon-hibernation validate` lists every rule it breaks"
             )
         return f"the admission webhook {self.webhook!r} refuses this write; see {DOCS}"
-
-
-def pod_creators_fix(user: str) -> str:
-    return (
-        f"add {user} to cocoon-webhook's POD_CREATORS (Deployment {WEBHOOK_NAMESPACE}/"
-        f"{WEBHOOK_DEPLOYMENT}), keeping {DEFAULT_POD_CREATORS}: "
-        f"POD_CREATORS={DEFAULT_POD_CREATORS},{user}, with every other function's username "
-        f"too (terraform output cocoon_webhook_pod_creators; {DOCS})"
-    )
 
 
 def parse_denial(message: str) -> Denial | None:
@@ -111,20 +114,14 @@ def parse_creators(value: str) -> list[str]:
 # --- the CocoonSet rules: the webhook's order and wording (docs/compatibility.md) ----------
 RULES_SOURCE = "cocoon-webhook's CocoonSet validator, search-index file version 68440069989"
 
-_MODES = ("clone", "run")
-_TOOLBOX_MODES = ("run", "clone", "static")
-_OS = ("linux", "windows", "android", "macos")
-_CONN = ("ssh", "rdp", "vnc", "adb")
-_BACKENDS = ("cloud-hypervisor", "firecracker")
-_SNAPSHOT = ("always", "main-only", "never")
-_HIBERNATE = ("retain", "release")
 # cocoon-common ociutil: a registry-relative `repo[:tag]` (no port, no digest).
 _REL_REPO = re.compile(
     r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*\Z"
 )
 _REL_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_LABEL_MSG = (
+_INT = re.compile(r"[+-]?[0-9]+")
+LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
     "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
@@ -164,8 +161,7 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
     if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
         errs.append(f"spec.agent.replicas must be >= 0, got {replicas}")
     mode = _s(agent.get("mode"))
-    if mode and mode not in _MODES:
-        errs.append(f"spec.agent.mode must be clone or run, got {_q(mode)}")
+    errs += _one_of("spec.agent.mode", mode, AgentMode)
     errs += _vm_options("spec.agent", agent, image)
     agent_mode = mode or "clone"
     agent_backend = _s(agent.get("backend")) or "cloud-hypervisor"
@@ -181,12 +177,15 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
         if not name:
             errs.append(f"{path}.name is required")
             continue
-        label_errs = _label_errors(name)
+        # k8s.io/apimachinery validation.IsDNS1123Label: the length, then the pattern.
+        label_errs = ["must be no more than 63 characters"] if len(name) > 63 else []
+        label_errs += [] if _LABEL.fullmatch(name) else [LABEL_MSG]
         if label_errs:
             errs.append(
                 f"{path}.name {_q(name)} must match RFC 1123 label: {'; '.join(label_errs)}"
             )
-        if _go_atoi(name):
+        # Go's strconv.Atoi: an optional sign and decimal digits, within int64.
+        if _INT.fullmatch(name) and -(2**63) <= int(name) < 2**63:
             errs.append(
                 f"{path}.name {_q(name)} must not be purely numeric "
                 "(conflicts with agent slot naming)"
@@ -195,14 +194,13 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
             errs.append(f"{path}.name {_q(name)} duplicates an earlier toolbox")
         seen.add(name)
         tb_mode = _s(tb.get("mode"))
-        if tb_mode and tb_mode not in _TOOLBOX_MODES:
-            errs.append(f"{path}.mode must be run, clone, or static, got {_q(tb_mode)}")
+        errs += _one_of(f"{path}.mode", tb_mode, ToolboxMode)
         if tb_mode == "static":
             if not _s(tb.get("staticIP")):
                 errs.append(f"{path}.staticIP is required when mode=static")
             if not _s(tb.get("staticVMID")):
                 errs.append(f"{path}.staticVMID is required when mode=static")
-            errs += _conn_type(path, _s(tb.get("connType")))
+            errs += _one_of(f"{path}.connType", _s(tb.get("connType")), ConnType)
             continue
         errs += _vm_name_length(
             path, names.toolbox_vm_name(namespace, set_name, name), _s(tb.get("os"))
@@ -219,12 +217,8 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
         errs += _firecracker_mode(path, tb_backend, tb_mode or "run")
         errs += _clone_image(path, tb_mode or "run", tb_image)
 
-    snapshot = _s(spec.get("snapshotPolicy"))
-    if snapshot and snapshot not in _SNAPSHOT:
-        errs.append(f"spec.snapshotPolicy must be always, main-only, or never, got {_q(snapshot)}")
-    hibernate = _s(spec.get("hibernatePolicy"))
-    if hibernate and hibernate not in _HIBERNATE:
-        errs.append(f"spec.hibernatePolicy must be retain or release, got {_q(hibernate)}")
+    errs += _one_of("spec.snapshotPolicy", _s(spec.get("snapshotPolicy")), SnapshotPolicy)
+    errs += _one_of("spec.hibernatePolicy", _s(spec.get("hibernatePolicy")), HibernatePolicy)
     return errs
 
 
@@ -237,12 +231,10 @@ def cocoonset_refusal(obj: Mapping[str, Any], old: Mapping[str, Any] | None = No
 def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
     errs: list[str] = []
     os_ = _s(opts.get("os"))
-    if os_ and os_ not in _OS:
-        errs.append(f"{path}.os must be linux, windows, android, or macos, got {_q(os_)}")
-    errs += _conn_type(path, _s(opts.get("connType")))
+    errs += _one_of(f"{path}.os", os_, OSType)
+    errs += _one_of(f"{path}.connType", _s(opts.get("connType")), ConnType)
     backend = _s(opts.get("backend"))
-    if backend and backend not in _BACKENDS:
-        errs.append(f"{path}.backend must be cloud-hypervisor or firecracker, got {_q(backend)}")
+    errs += _one_of(f"{path}.backend", backend, Backend)
     if (backend or "cloud-hypervisor") == "firecracker":
         if (os_ or "linux") == "windows":
             errs.append(f"{path}: firecracker does not support Windows guests")
@@ -254,27 +246,22 @@ def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
     return errs
 
 
+def _one_of(path: str, value: str, allowed: type[StrEnum]) -> list[str]:
+    """The webhook's `<path> must be a, b, or c, got "x"` (the enum's order); "" is unset."""
+    words = [m.value for m in allowed]
+    if not value or value in words:
+        return []
+    listed = " or ".join(words) if len(words) == 2 else f"{', '.join(words[:-1])}, or {words[-1]}"
+    return [f"{path} must be {listed}, got {_q(value)}"]
+
+
 def _vm_name_length(path: str, vm: str, os_: str) -> list[str]:
     # VM names are ASCII (DNS labels), so Go's byte length is the character count.
-    if (os_ or "linux") == "macos":
-        if len(vm) <= names.VM_NAME_MAX:
-            return []
-        return [
-            f"{path} derives VM name {_q(vm)} ({len(vm)} characters); "
-            f"maximum is {names.VM_NAME_MAX}"
-        ]
-    if len(vm) <= names.MANAGED_VM_NAME_MAX:
+    limit = names.VM_NAME_MAX if os_ == "macos" else names.MANAGED_VM_NAME_MAX
+    if len(vm) <= limit:
         return []
-    return [
-        f"{path} derives VM name {_q(vm)} ({len(vm)} characters); maximum is "
-        f"{names.MANAGED_VM_NAME_MAX} to reserve the hibernate import suffix"
-    ]
-
-
-def _conn_type(path: str, conn: str) -> list[str]:
-    if conn and conn not in _CONN:
-        return [f"{path}.connType must be ssh, rdp, vnc, or adb, got {_q(conn)}"]
-    return []
+    why = "" if os_ == "macos" else " to reserve the hibernate import suffix"
+    return [f"{path} derives VM name {_q(vm)} ({len(vm)} characters); maximum is {limit}{why}"]
 
 
 def _firecracker_mode(path: str, backend: str, mode: str) -> list[str]:
@@ -296,22 +283,6 @@ def _is_relative_ref(ref: str) -> bool:
     name, sep, tag = ref.partition(":")
     repo, tag = (name, tag) if sep and name else (ref, "latest")
     return bool(_REL_REPO.match(repo)) and bool(_REL_TAG.match(tag))
-
-
-def _label_errors(name: str) -> list[str]:
-    # k8s.io/apimachinery validation.IsDNS1123Label: the length, then the pattern.
-    errs = []
-    if len(name) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL.fullmatch(name):
-        errs.append(_LABEL_MSG)
-    return errs
-
-
-def _go_atoi(s: str) -> bool:
-    """Go's strconv.Atoi accepts an optional sign and decimal digits (within int64)."""
-    m = re.fullmatch(r"[+-]?[0-9]+", s)
-    return m is not None and -(2**63) <= int(s) < 2**63
 
 
 def _normal(spec: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import constants as k
+from shared.admission import LABEL_MSG
 from shared.crd import cocoonset_schema
 from shared.models import MSG_CLASS_IMMUTABLE, MSG_RELEASE_MAIN_ONLY
 from shared.names import is_dns1123_label, is_dns1123_subdomain
@@ -26,11 +27,6 @@ _SUBDOMAIN_MSG = (
     "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
     "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
     "[a-z0-9])?)*')"
-)
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
-    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 
 
@@ -124,7 +120,7 @@ def _check_metadata(meta: object) -> Iterator[Violation]:
     if namespace is not None and (
         not isinstance(namespace, str) or not is_dns1123_label(namespace)
     ):
-        yield Violation("metadata.namespace", f"Invalid value: {_quote(namespace)}: {_LABEL_MSG}")
+        yield Violation("metadata.namespace", f"Invalid value: {_quote(namespace)}: {LABEL_MSG}")
 
 
 # --- the structural schema walk --------------------------------------------------------
