@@ -48,11 +48,8 @@ class Violation:
 def validate_cocoonset(
     obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
 ) -> list[Violation]:
-    """Every reason the API server would refuse `obj` (an update of `old` when given).
-
-    `obj` is the object as sent (a parsed manifest, a dumped model). An empty
-    list means the server would accept it.
-    """
+    """Every reason the API server would refuse `obj` as sent (an update of `old` when
+    given); empty when it would accept it."""
     if not isinstance(obj, Mapping):
         return [_type_error("", obj, "object")]
     out: list[Violation] = []
@@ -73,31 +70,19 @@ def validate_cocoonset(
     return out
 
 
-# --- the CEL rules, restated -----------------------------------------------------------
-
-
-def release_is_main_only(spec: Mapping[str, Any]) -> bool:
-    """`hibernatePolicy=release requires agent.replicas=0 and no toolboxes`."""
-    if spec.get("hibernatePolicy") != "release":
-        return True
-    agent = spec.get("agent")
-    replicas = agent.get("replicas") if isinstance(agent, Mapping) else None
-    return replicas in (None, 0) and not spec.get("toolboxes")
-
-
-def class_kept(spec: Mapping[str, Any], old_spec: Mapping[str, Any]) -> bool:
-    """`snapshotCompatibilityClass is immutable once set` (empty counts as set)."""
-    before = old_spec.get("snapshotCompatibilityClass")
-    return before is None or spec.get("snapshotCompatibilityClass") == before
-
-
 def _check_spec_rules(
     spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None
 ) -> Iterator[Violation]:
-    # CEL violations render as field.Invalid(path, <schema type>, message).
-    if not release_is_main_only(spec):
+    # The CRD's CEL rules; violations render as field.Invalid(path, <schema type>, message).
+    agent = spec.get("agent")
+    replicas = agent.get("replicas") if isinstance(agent, Mapping) else None
+    if spec.get("hibernatePolicy") == "release" and (
+        replicas not in (None, 0) or spec.get("toolboxes")
+    ):
         yield Violation("spec", f'Invalid value: "object": {MSG_RELEASE_MAIN_ONLY}')
-    if old_spec is not None and not class_kept(spec, old_spec):
+    # Immutable once set, empty included.
+    before = None if old_spec is None else old_spec.get("snapshotCompatibilityClass")
+    if before is not None and spec.get("snapshotCompatibilityClass") != before:
         yield Violation("spec", f'Invalid value: "object": {MSG_CLASS_IMMUTABLE}')
 
 
@@ -232,11 +217,8 @@ def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterat
 
 
 def go_regex_search(pattern: str, value: str) -> bool:
-    """Go's `regexp.MatchString`: a search, where `$` is the end of the text.
-
-    Python's `$` also matches before a trailing newline, so `"abc\\n"` would
-    pass a `^[a-z]+$` here that the API server rejects.
-    """
+    """Go's `regexp.MatchString`: a search where `$` is the end of the text (Python's `$`
+    would also match before a final newline)."""
     return _go_regex(pattern).search(value) is not None
 
 
@@ -268,14 +250,11 @@ def _invalid(path: str, value: object, detail: str) -> Violation:
 
 
 def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number" if isinstance(value, float) and not value.is_integer() else "integer"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
+    if _is_int(value):
+        return "integer"
+    for py, name in ((bool, "boolean"), (float, "number"), (str, "string"), (list, "array")):
+        if isinstance(value, py):
+            return name
     if isinstance(value, Mapping):
         return "object"
     return "null" if value is None else type(value).__name__
