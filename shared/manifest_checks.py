@@ -13,6 +13,7 @@ from shared import admission
 from shared import constants as k
 from shared.crd import cocoonset_schema
 from shared.durations import parse_duration, parse_rfc3339
+from shared.models import ObjectMeta
 from shared.seats.activity import cpu_nanocores
 from shared.seats.schedule import parse_schedule
 from shared.validation import Violation
@@ -28,58 +29,23 @@ ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     k.ANN_IDLE_EXEMPT_UNTIL: (parse_rfc3339, "an RFC 3339 time"),
 }
 PROJECT_PREFIX = f"{k.GROUP}/"
-# Keys under `cocoonset.cocoonstack.io/` that cocoon-operator writes: not ours, but not typos.
-_UPSTREAM_KEYS = frozenset(
-    {
-        f"{PROJECT_PREFIX}hibernated-image",
-        f"{PROJECT_PREFIX}suspending-since",
-        f"{PROJECT_PREFIX}hibernate-reclaim",
-    }
-)
-
-
-def _module_keys(*modules: object) -> frozenset[str]:
-    return frozenset(
-        value
-        for module in modules
-        for name, value in vars(module).items()
-        if name.startswith(("ANN_", "LABEL_", "GATE"))
-        and isinstance(value, str)
-        and value.startswith(PROJECT_PREFIX)
-    )
-
-
-# Every `cocoonset.cocoonstack.io/*` key anyone reads or writes: shared/constants.py (the
-# set's and the pods' keys), the seat economy's, and the operator's. A key under the
+# Every `cocoonset.cocoonstack.io/*` key anyone reads or writes: shared/constants.py's (the
+# set's, the pods', the seat economy's) and the three cocoon-operator writes. A key under the
 # prefix that is none of these is a typo the functions would silently ignore.
-KNOWN_ANNOTATION_KEYS: frozenset[str] = _module_keys(k) | _UPSTREAM_KEYS
+KNOWN_ANNOTATION_KEYS: frozenset[str] = frozenset(
+    value
+    for name, value in vars(k).items()
+    if name.startswith(("ANN_", "LABEL_", "GATE"))
+    and isinstance(value, str)
+    and value.startswith(PROJECT_PREFIX)
+) | {PROJECT_PREFIX + key for key in ("hibernated-image", "suspending-since", "hibernate-reclaim")}
 _TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 # ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
 # every annotation, idle-timeout included, without a word from the server.
 _OBJECT_META = frozenset(
-    {
-        "name",
-        "generateName",
-        "namespace",
-        "selfLink",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "labels",
-        "annotations",
-        "ownerReferences",
-        "finalizers",
-        "managedFields",
-    }
+    {field.alias or name for name, field in ObjectMeta.model_fields.items()}
+    | {"generateName", "selfLink", "deletionGracePeriodSeconds", "managedFields"}
 )
-
-
-def webhook_violations(obj: Mapping[str, Any]) -> list[Violation]:
-    """cocoon-webhook's verdict on creating `obj`, one Violation per rule broken."""
-    return [Violation("cocoon-webhook", msg) for msg in admission.cocoonset_errors(obj)]
 
 
 def unknown_fields(obj: Mapping[str, Any]) -> list[Violation]:
@@ -170,4 +136,5 @@ def _unknown_key(key: str) -> str:
 
 def cluster_violations(obj: Mapping[str, Any]) -> list[Violation]:
     """Everything beyond the CRD: the webhook's rules, unknown fields, bad annotations."""
-    return webhook_violations(obj) + unknown_fields(obj) + annotation_violations(obj)
+    webhook = [Violation("cocoon-webhook", msg) for msg in admission.cocoonset_errors(obj)]
+    return webhook + unknown_fields(obj) + annotation_violations(obj)
