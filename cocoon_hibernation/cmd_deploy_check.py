@@ -93,38 +93,26 @@ class Deploy:
 # --- offline -----------------------------------------------------------------------
 
 
-def _str(values: Mapping[str, Any], name: str, default: str = "") -> str:
-    value = values.get(name, default)
-    return value if isinstance(value, str) else default
-
-
-def _object(values: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = values.get(name)
-    return value if isinstance(value, dict) else {}
-
-
-def _strings(values: Mapping[str, Any], name: str, default: Sequence[str]) -> tuple[str, ...]:
-    value = values.get(name)
-    if value is None:
-        return tuple(default)
-    if isinstance(value, list):
-        return tuple(str(v) for v in value)
-    return tuple(default)
-
-
 def deploy_from(values: Mapping[str, Any]) -> Deploy:
-    registry = _object(values, "artifact_registry")
-    manage = values.get("gke_data_write_audit_logs")
-    enable = values.get("enable_apis")
+    """The tfvars as Terraform read them; a value of the wrong type reads as the default."""
+
+    def typed(name: str, kind: type, default: Any) -> Any:
+        value = values.get(name)
+        return value if isinstance(value, kind) else default
+
+    def strings(name: str, default: Sequence[str]) -> tuple[str, ...]:
+        return tuple(map(str, typed(name, list, default)))
+
+    registry = typed("artifact_registry", dict, {})
     return Deploy(
-        project_id=_str(values, "project_id"),
-        region=_str(values, "region"),
-        name_prefix=_str(values, "name_prefix", "cocoon"),
-        namespaces=_strings(values, "namespaces", ()),
-        enable_apis=enable if isinstance(enable, bool) else True,
-        manage_data_write_logs=manage if isinstance(manage, bool) else True,
-        routed_methods=_strings(values, "audit_methods", DEFAULT_AUDIT_METHODS)
-        + _strings(values, "pod_status_audit_methods", DEFAULT_POD_STATUS_METHODS),
+        project_id=typed("project_id", str, ""),
+        region=typed("region", str, ""),
+        name_prefix=typed("name_prefix", str, "cocoon"),
+        namespaces=strings("namespaces", ()),
+        enable_apis=typed("enable_apis", bool, True),
+        manage_data_write_logs=typed("gke_data_write_audit_logs", bool, True),
+        routed_methods=strings("audit_methods", DEFAULT_AUDIT_METHODS)
+        + strings("pod_status_audit_methods", DEFAULT_POD_STATUS_METHODS),
         registry_location=str(registry.get("location", "")),
         repository_id=str(registry.get("repository_id", "")),
     )
@@ -372,13 +360,8 @@ def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None
         per_ns = {ns: client.list_role_bindings(ns) for ns in d.namespaces}
     except CocoonError as err:
         return [Finding(Level.UNCHECKED, "RBAC", f"not checked: {err}")]
-    return rbac_findings(d, cluster, per_ns) + _admission(d, client)
-
-
-def _admission(d: Deploy, client: Any) -> list[Finding]:
-    """cocoon-webhook's POD_CREATORS, proven by a dry run (deploy_check_admission)."""
-
-    return admission_findings(client, users=d.runtime_users(), namespaces=d.namespaces)
+    admission = admission_findings(client, users=d.runtime_users(), namespaces=d.namespaces)
+    return rbac_findings(d, cluster, per_ns) + admission
 
 
 # --- the command -------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,20 +74,14 @@ class Report:
             "files": self.files,
             "cocoonsets": self.cocoonsets,
             "skipped": self.others,
-            "violations": [
-                {"file": f.file, "object": f.object, "message": f.message} for f in self.findings
-            ],
+            "violations": [asdict(f) for f in self.findings],
             "errors": self.errors,
         }
 
 
 def is_cocoonset(obj: object) -> bool:
-    """Meant as a CocoonSet: our kind, or our group, or a kind one typo away from ours.
-
-    A wrong apiVersion or a misspelt kind is then reported by the CRD check
-    (`apiVersion: Unsupported value: …`), instead of the document being skipped
-    as something else and the file passing unchecked.
-    """
+    """Meant as a CocoonSet: our kind, our group, or a kind one typo away from ours (so a
+    wrong apiVersion or kind is reported by the CRD check, not skipped as another kind)."""
     if not isinstance(obj, Mapping):
         return False
     kind, api_version = obj.get("kind"), obj.get("apiVersion")

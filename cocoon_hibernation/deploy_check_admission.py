@@ -7,24 +7,14 @@ CocoonSet validator would refuse are named (the functions' suspend writes on the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cocoon_hibernation.findings import Finding, Level
 from shared import admission as adm
 
-
-class AdmissionKube(Protocol):
-    def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]: ...
-
-    def list_sets(self, namespace: str | None) -> Iterator[list[Any]]: ...
-
-    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-
-    def dry_run_create_pod(
-        self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
-    ) -> dict[str, Any]: ...
-
+if TYPE_CHECKING:
+    from cocoon_hibernation._kube import KubeClient
 
 PROBE_SET = "deploy-check-probe"
 
@@ -40,7 +30,7 @@ def find_webhook(
     return None
 
 
-def set_findings(kube: AdmissionKube, config: str, namespaces: Sequence[str]) -> list[Finding]:
+def set_findings(kube: KubeClient, config: str, namespaces: Sequence[str]) -> list[Finding]:
     """Sets that break the CocoonSet webhook's rules: every spec write of the functions
     (spec.suspend) on them would be refused (only spec-unchanged updates skip the rules)."""
     from shared.errors import CocoonError  # noqa: PLC0415 - lazy
@@ -117,7 +107,7 @@ def fixed_value(current: Sequence[str] | None, users: Iterable[str]) -> str:
 
 
 def admission_findings(
-    kube: AdmissionKube,
+    kube: KubeClient,
     *,
     users: Iterable[str],
     namespaces: Sequence[str],

@@ -27,6 +27,7 @@ _TOKEN = re.compile(
 _DEFAULT = re.compile(r"^\s*default\s*=", re.M)
 _LOCAL_SOURCE = re.compile(r'^(\s*source\s*=\s*)"(\.\.?/[^"]*)"', re.M)
 _CREDENTIALS = re.compile(r"credential|oauth2|access token|could not find default", re.I)
+_PLAN = ("plan", "-json", "-input=false", "-lock=false")
 
 
 class UsageError(ValueError):
@@ -234,8 +235,8 @@ def check_variables(tf: Terraform, root: Path, var_file: Path) -> Result:
         )
         return result
     plan_file = tf.work / "stub.plan"
-    args = ("plan", "-json", "-input=false", "-lock=false", "-refresh=false")
-    proc = tf.run(stub, *args, f"-var-file={var_file}", f"-out={plan_file}", data="stub-data")
+    args = (*_PLAN, "-refresh=false", f"-var-file={var_file}", f"-out={plan_file}")
+    proc = tf.run(stub, *args, data="stub-data")
     plan: dict[str, Any] = {}
     if plan_file.exists():  # also written when planning failed (Terraform 1.6+)
         shown = tf.run(stub, "show", "-json", str(plan_file), data="stub-data")
@@ -288,15 +289,7 @@ def check_module(tf: Terraform, root: Path, var_file: Path, *, plan: bool) -> li
         found.append(Finding(Level.OK, "terraform validate", "the configuration is valid"))
     if not plan or valid.returncode != 0:
         return found
-    proc = tf.run(
-        copy,
-        "plan",
-        "-json",
-        "-input=false",
-        "-lock=false",
-        f"-var-file={var_file}",
-        data="root-data",
-    )
+    proc = tf.run(copy, *_PLAN, f"-var-file={var_file}", data="root-data")
     errors = [d for d in _diagnostics(proc.stdout) if d.get("severity") == "error"]
     if proc.returncode == 0:
         return [*found, Finding(Level.OK, "terraform plan", "planned without error")]
