@@ -128,17 +128,14 @@ def _shown(value: Any) -> str:
 def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
     """What Terraform cannot judge from the tfvars: whether the routed triggers can fire."""
     d = deploy_from(values)
-    if d.routes_status_writes and not d.manage_data_write_logs:
-        return [
-            Finding(
-                Level.WARN,
-                "status-write triggers",
-                "status methods are routed but gke_data_write_audit_logs = false: enable "
-                "DATA_WRITE audit logs for container.googleapis.com yourself, or those "
-                "triggers never fire (wakes then complete on the next sweep tick)",
-            )
-        ]
-    return []
+    if not d.routes_status_writes or d.manage_data_write_logs:
+        return []
+    why = (
+        "status methods are routed but gke_data_write_audit_logs = false: enable DATA_WRITE "
+        "audit logs for container.googleapis.com yourself, or those triggers never fire "
+        "(wakes then complete on the next sweep tick)"
+    )
+    return [Finding(Level.WARN, "status-write triggers", why)]
 
 
 # --- gcloud -----------------------------------------------------------------------
@@ -195,13 +192,8 @@ def api_findings(d: Deploy, enabled: Iterable[str]) -> list[Finding]:
     if not missing:
         return [Finding(Level.OK, "APIs", "every API the module uses is on")]
     if d.enable_apis:
-        return [
-            Finding(
-                Level.OK,
-                "APIs",
-                f"off, the apply enables them (and waits once for Eventarc): {', '.join(missing)}",
-            )
-        ]
+        why = f"off, the apply enables them (and waits once for Eventarc): {', '.join(missing)}"
+        return [Finding(Level.OK, "APIs", why)]
     return [Finding(Level.FAIL, "APIs", f"off with enable_apis = false: {', '.join(missing)}")]
 
 
@@ -209,33 +201,26 @@ def data_write_findings(d: Deploy, policy: Mapping[str, Any]) -> list[Finding]:
     if not d.routes_status_writes:
         return [Finding(Level.OK, "Data Access logs", "no status method routed: not needed")]
     configs = policy.get("auditConfigs") or []
-    on = any(
+    if any(
         c.get("service") in ("container.googleapis.com", "allServices")
         and any(lc.get("logType") == "DATA_WRITE" for lc in c.get("auditLogConfigs") or [])
         for c in configs
-    )
-    if on:
+    ):
         return [Finding(Level.OK, "Data Access logs", "DATA_WRITE is on for GKE")]
-    if d.manage_data_write_logs:
-        own = [c for c in configs if c.get("service") == "container.googleapis.com"]
-        if own:
-            return [
-                Finding(
-                    Level.WARN,
-                    "Data Access logs",
-                    "the apply replaces the existing container.googleapis.com audit config "
-                    "with DATA_WRITE only (its other log types and exemptions go)",
-                )
-            ]
-        return [Finding(Level.OK, "Data Access logs", "off; the apply turns DATA_WRITE on for GKE")]
-    return [
-        Finding(
-            Level.FAIL,
-            "Data Access logs",
+    level, why = Level.OK, "off; the apply turns DATA_WRITE on for GKE"
+    if not d.manage_data_write_logs:
+        level = Level.FAIL
+        why = (
             "DATA_WRITE is off for container.googleapis.com and the module will not turn it on: "
-            "the status-write triggers would never fire",
+            "the status-write triggers would never fire"
         )
-    ]
+    elif any(c.get("service") == "container.googleapis.com" for c in configs):
+        level = Level.WARN
+        why = (
+            "the apply replaces the existing container.googleapis.com audit config "
+            "with DATA_WRITE only (its other log types and exemptions go)"
+        )
+    return [Finding(level, "Data Access logs", why)]
 
 
 def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
@@ -249,37 +234,18 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
     if topic.ok:
         out.append(Finding(Level.OK, "gcr topic", "exists"))
     elif topic.not_found:
-        out.append(
-            Finding(
-                Level.FAIL,
-                "gcr topic",
-                f"missing: gcloud pubsub topics create gcr --project {d.project_id}",
-            )
-        )
+        why = f"missing: gcloud pubsub topics create gcr --project {d.project_id}"
+        out.append(Finding(Level.FAIL, "gcr topic", why))
     else:
         out.append(_unknown("gcr topic", topic))
-    repo = gcloud(
-        [
-            "artifacts",
-            "repositories",
-            "describe",
-            d.repository_id,
-            f"--location={d.registry_location}",
-            f"--project={d.project_id}",
-        ]
-    )
+    where = [f"--location={d.registry_location}", f"--project={d.project_id}"]
+    repo = gcloud(["artifacts", "repositories", "describe", d.repository_id, *where])
     if repo.not_found:
         out.append(Finding(Level.FAIL, "snapshot repository", "missing (the module only grants)"))
     elif not repo.ok:
         out.append(_unknown("snapshot repository", repo))
-    elif (repo.data or {}).get("format") != "DOCKER":
-        out.append(
-            Finding(
-                Level.FAIL,
-                "snapshot repository",
-                f"format {_shown((repo.data or {}).get('format'))}, not DOCKER",
-            )
-        )
+    elif (fmt := (repo.data or {}).get("format")) != "DOCKER":
+        out.append(Finding(Level.FAIL, "snapshot repository", f"format {_shown(fmt)}, not DOCKER"))
     else:
         out.append(Finding(Level.OK, "snapshot repository", "a Docker repository"))
     policy = gcloud(["projects", "get-iam-policy", d.project_id])
@@ -315,38 +281,30 @@ def rbac_findings(
     infra/k8s/gke-binding.yaml and namespace-binding.yaml), checked."""
     want = d.runtime_users()
     out: list[Finding] = []
-    missing = sorted(want - _bound(cluster_bindings, READER_ROLE))
-    out.append(
-        Finding(Level.OK, "RBAC cluster reads", f"{READER_ROLE} bound to every runtime account")
-        if not missing
-        else Finding(
-            Level.FAIL,
-            "RBAC cluster reads",
+    if missing := sorted(want - _bound(cluster_bindings, READER_ROLE)):
+        why = (
             f"no ClusterRoleBinding to {READER_ROLE} for {', '.join(missing)} "
-            "(apply it: terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -)",
+            "(apply it: terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -)"
         )
-    )
+        out.append(Finding(Level.FAIL, "RBAC cluster reads", why))
+    else:
+        why = f"{READER_ROLE} bound to every runtime account"
+        out.append(Finding(Level.OK, "RBAC cluster reads", why))
     if not d.namespaces:
-        out.append(
-            Finding(
-                Level.UNCHECKED,
-                "RBAC namespace writes",
-                "not checked: namespaces is empty: list every namespace that holds CocoonSets "
-                "in rbac_namespaces and apply kubernetes_rbac_manifest",
-            )
+        why = (
+            "not checked: namespaces is empty: list every namespace that holds CocoonSets "
+            "in rbac_namespaces and apply kubernetes_rbac_manifest"
         )
+        out.append(Finding(Level.UNCHECKED, "RBAC namespace writes", why))
     for ns in d.namespaces:
-        missing = sorted(want - _bound(namespace_bindings.get(ns, ()), WRITER_ROLE))
-        out.append(
-            Finding(Level.OK, f"RBAC writes in {ns}", f"{WRITER_ROLE} bound")
-            if not missing
-            else Finding(
-                Level.FAIL,
-                f"RBAC writes in {ns}",
+        if missing := sorted(want - _bound(namespace_bindings.get(ns, ()), WRITER_ROLE)):
+            why = (
                 f"no RoleBinding to {WRITER_ROLE} for {', '.join(missing)} "
-                "(apply kubernetes_rbac_manifest: it binds every namespace in namespaces)",
+                "(apply kubernetes_rbac_manifest: it binds every namespace in namespaces)"
             )
-        )
+            out.append(Finding(Level.FAIL, f"RBAC writes in {ns}", why))
+        else:
+            out.append(Finding(Level.OK, f"RBAC writes in {ns}", f"{WRITER_ROLE} bound"))
     return out
 
 

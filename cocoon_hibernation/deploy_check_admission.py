@@ -48,15 +48,12 @@ def set_findings(kube: KubeClient, config: str, namespaces: Sequence[str]) -> li
     except CocoonError as err:
         return [Finding(Level.FAIL, check, f"could not list the sets: {err}")]
     if bad:
-        return [
-            Finding(
-                Level.FAIL,
-                check,
-                f"{config} will refuse the functions' spec.suspend writes on "
-                f"{len(bad)} set(s) breaking its rules: {', '.join(bad)} "
-                "(fix them; `cocoon-hibernation validate` lists every rule)",
-            )
-        ]
+        why = (
+            f"{config} will refuse the functions' spec.suspend writes on {len(bad)} set(s) "
+            f"breaking its rules: {', '.join(bad)} "
+            "(fix them; `cocoon-hibernation validate` lists every rule)"
+        )
+        return [Finding(Level.FAIL, check, why)]
     return [Finding(Level.OK, check, f"every set in {', '.join(namespaces)} passes {config}")]
 
 
@@ -123,22 +120,14 @@ def admission_findings(
     except CocoonError as err:
         return [Finding(Level.FAIL, check, f"could not list webhook configurations: {err}")]
     if config is None:
-        return [
-            Finding(
-                Level.OK,
-                check,
-                f"not installed (no {adm.POD_WEBHOOK} webhook): no POD_CREATORS to satisfy",
-            )
-        ]
+        why = f"not installed (no {adm.POD_WEBHOOK} webhook): no POD_CREATORS to satisfy"
+        return [Finding(Level.OK, check, why)]
     if not namespaces:
-        return [
-            Finding(
-                Level.FAIL,
-                check,
-                f"installed ({config}) but namespaces is empty: admission of the restore pod "
-                "not proven (set namespaces in the tfvars)",
-            )
-        ]
+        why = (
+            f"installed ({config}) but namespaces is empty: admission of the restore pod "
+            "not proven (set namespaces in the tfvars)"
+        )
+        return [Finding(Level.FAIL, check, why)]
     try:
         current = current_pod_creators(
             kube.get_deployment(adm.WEBHOOK_NAMESPACE, adm.WEBHOOK_DEPLOYMENT)
@@ -161,34 +150,21 @@ def admission_findings(
                 other.append(f"{user} in {ns}: {err}")
     out: list[Finding] = []
     if refused:
-        value = fixed_value(current, wanted)
-        out.append(
-            Finding(
-                Level.FAIL,
-                check,
-                f"{config} refuses the restore pod of {', '.join(sorted(refused))} "
-                f"(not in POD_CREATORS): set POD_CREATORS={value} on Deployment "
-                f"{adm.WEBHOOK_NAMESPACE}/{adm.WEBHOOK_DEPLOYMENT} ({adm.DOCS})",
-            )
+        why = (
+            f"{config} refuses the restore pod of {', '.join(sorted(refused))} "
+            f"(not in POD_CREATORS): set POD_CREATORS={fixed_value(current, wanted)} on "
+            f"Deployment {adm.WEBHOOK_NAMESPACE}/{adm.WEBHOOK_DEPLOYMENT} ({adm.DOCS})"
         )
+        out.append(Finding(Level.FAIL, check, why))
     if other:
-        out.append(
-            Finding(
-                Level.FAIL,
-                check,
-                "could not prove admission of the restore pod (a dry run as each function, "
-                "which needs `impersonate` on users): " + "; ".join(other),
-            )
+        why = (
+            "could not prove admission of the restore pod (a dry run as each function, "
+            "which needs `impersonate` on users): " + "; ".join(other)
         )
+        out.append(Finding(Level.FAIL, check, why))
     if not out:
-        out.append(
-            Finding(
-                Level.OK,
-                check,
-                f"{config} admits the restore pod of every function in {', '.join(namespaces)} "
-                "(dry run)",
-            )
-        )
+        why = f"{config} admits the restore pod of every function in {', '.join(namespaces)}"
+        out.append(Finding(Level.OK, check, why + " (dry run)"))
     if validator is not None:
         out += set_findings(kube, validator, namespaces)
     return out

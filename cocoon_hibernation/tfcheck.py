@@ -82,13 +82,8 @@ def _stub(root: Path, into: Path) -> tuple[list[Finding], set[str]]:
             source = _LOCAL_SOURCE.search(text)
             if source is None:
                 # A registry or git module would need its download (and its providers).
-                out.append(
-                    Finding(
-                        Level.UNCHECKED,
-                        "module variables",
-                        f"not checked: {text.splitlines()[0]} is not a local module",
-                    )
-                )
+                why = f"not checked: {text.splitlines()[0]} is not a local module"
+                out.append(Finding(Level.UNCHECKED, "module variables", why))
                 continue
             called = (root / source.group(2)).resolve()
             if not called.is_dir():
@@ -164,9 +159,8 @@ def _variable_finding(
     if d.get("severity") != "error":
         return "", Finding(Level.WARN, "terraform", _said(d))
     if required := re.search(r'input variable "([^"]+)" is not set', detail):
-        return required.group(1), Finding(
-            Level.FAIL, f"input {required.group(1)}", "not set (required)"
-        )
+        name = required.group(1)
+        return name, Finding(Level.FAIL, f"input {name}", "not set (required)")
     refs = [v.get("traversal", "") for v in (d.get("snippet") or {}).get("values") or []]
     if summary == "Invalid value for variable" and refs and refs[0].startswith("var."):
         path = refs[0][4:].split(".")
@@ -275,12 +269,9 @@ def check_module(tf: Terraform, root: Path, var_file: Path, *, plan: bool) -> li
         skipped = [Finding(Level.UNCHECKED, "terraform validate", why)]
         return skipped + ([Finding(Level.UNCHECKED, "terraform plan", why)] if plan else [])
     valid = tf.run(copy, "validate", "-json", "-no-color", data="root-data")
+    levels = {"error": Level.FAIL}
     found = [
-        Finding(
-            Level.FAIL if d.get("severity") == "error" else Level.WARN,
-            "terraform validate",
-            _said(d),
-        )
+        Finding(levels.get(d.get("severity", ""), Level.WARN), "terraform validate", _said(d))
         for d in _diagnostics(valid.stdout)
     ]
     if valid.returncode != 0 and not found:

@@ -1,8 +1,5 @@
 """The CocoonSet CustomResourceDefinition, generated from the pydantic models (`shared.models`).
-
-Only what is not a field lives here (names, scope, printer columns, subresources); the result
-is cached and handed out as a deep copy.
-"""
+Only what is not a field lives here (names, scope, printer columns, subresources)."""
 
 from __future__ import annotations
 
@@ -16,23 +13,12 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
+from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from shared import constants as k
 from shared.models import X_NO_DEFAULT, X_OPAQUE, X_OPTIONAL, CocoonSet, IntOrString
 
 _HINT_PREFIX: Final = "x-cocoon-"
-
-# `kubectl get cocoonsets` columns (what the operator's Go type declares with
-# +kubebuilder:printcolumn): not schema, so they are not on the models.
-PRINTER_COLUMNS: Final[tuple[dict[str, str], ...]] = (
-    {"jsonPath": ".status.phase", "name": "Phase", "type": "string"},
-    {"jsonPath": ".status.readyAgents", "name": "Ready", "type": "integer"},
-    {"jsonPath": ".status.desiredAgents", "name": "Desired", "type": "integer"},
-    {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
-)
-SHORT_NAMES: Final = ("cs", k.PLURAL)
-CATEGORIES: Final = ("cocoon",)
 
 
 def cocoonset_crd() -> dict[str, Any]:
@@ -54,17 +40,23 @@ def _crd() -> dict[str, Any]:
         "spec": {
             "group": k.GROUP,
             "names": {
-                "categories": list(CATEGORIES),
+                "categories": ["cocoon"],
                 "kind": k.KIND,
                 "listKind": f"{k.KIND}List",
                 "plural": k.PLURAL,
-                "shortNames": list(SHORT_NAMES),
+                "shortNames": ["cs", k.PLURAL],
                 "singular": k.SINGULAR,
             },
             "scope": "Namespaced",
             "versions": [
                 {
-                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
+                    # `kubectl get cocoonsets` columns: not schema, so not on the models.
+                    "additionalPrinterColumns": [
+                        {"jsonPath": ".status.phase", "name": "Phase", "type": "string"},
+                        {"jsonPath": ".status.readyAgents", "name": "Ready", "type": "integer"},
+                        {"jsonPath": ".status.desiredAgents", "name": "Desired", "type": "integer"},
+                        {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+                    ],
                     "name": k.VERSION,
                     "schema": {"openAPIV3Schema": model_schema(CocoonSet)},
                     "served": True,
@@ -85,19 +77,16 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     if extra.get(X_OPAQUE):
         return {"type": "object"}
     schema: dict[str, Any] = {"type": "object"}
-    description = _doc(model)
-    if description:
+    if description := _doc(model):
         schema["description"] = description
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for name, field in model.model_fields.items():
-        key = field.alias or name
-        properties[key] = _field_schema(field)
-        if field.is_required() and not _extras(field.json_schema_extra).get(X_OPTIONAL):
-            required.append(key)
-    schema["properties"] = properties
-    if required:
-        schema["required"] = sorted(required)
+    fields = {field.alias or name: field for name, field in model.model_fields.items()}
+    schema["properties"] = {key: _field_schema(field) for key, field in fields.items()}
+    if required := sorted(
+        key
+        for key, field in fields.items()
+        if field.is_required() and not _extras(field.json_schema_extra).get(X_OPTIONAL)
+    ):
+        schema["required"] = required
     schema.update(_public(extra))
     return schema
 
@@ -111,7 +100,7 @@ def _field_schema(field: FieldInfo) -> dict[str, Any]:
         schema["description"] = field.description
     extra = _extras(field.json_schema_extra)
     if field.default not in (None, PydanticUndefined) and not extra.get(X_NO_DEFAULT):
-        schema["default"] = _json_value(field.default)
+        schema["default"] = to_jsonable_python(field.default)
     schema.update(_public(extra))
     return schema
 
@@ -149,8 +138,7 @@ def _type_schema(tp: Any) -> dict[str, Any]:
             return model_schema(tp)
         if issubclass(tp, Enum):
             enum: dict[str, Any] = {"type": "string", "enum": [m.value for m in tp]}
-            description = _doc(tp)
-            if description:
+            if description := _doc(tp):
                 enum["description"] = description
             return enum
         # bool before int: bool is an int subclass.
@@ -181,10 +169,6 @@ def _doc(tp: type) -> str | None:
     # Only a docstring written on the type itself: never an inherited one.
     raw = tp.__dict__.get("__doc__")
     return inspect.cleandoc(raw) if isinstance(raw, str) else None
-
-
-def _json_value(value: Any) -> Any:
-    return value.value if isinstance(value, Enum) else value
 
 
 def _extras(raw: object) -> dict[str, Any]:

@@ -1,10 +1,7 @@
-"""kube-apiserver's CRD validation of a CocoonSet, for `validate --offline` and the functions.
-
-The structural schema is walked from `shared.crd` (one place per rule); the CRD's two CEL rules
-are restated in Python (the functions carry no CEL interpreter; a test holds them to the CRD).
+"""kube-apiserver's CRD validation of a CocoonSet, for `validate --offline` and the functions:
+the schema of `shared.crd` walked, its two CEL rules restated (a test holds them to the CRD).
 As the server: null is absent, unknown fields are pruned, `$` ends the text, `oldSelf` rules
-run only with `old`. Not mirrored: ratcheting on update and defaulting.
-"""
+run only with `old`. Not mirrored: ratcheting on update and defaulting."""
 
 from __future__ import annotations
 
@@ -183,8 +180,6 @@ def _check_list_map(schema: Mapping[str, Any], items: list[Any], path: str) -> I
 
 
 def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Violation]:
-    # kube-openapi's wording: "<path> in body should ...", rendered as Invalid.
-    where = path or "<root>"
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_quote(v) for v in schema["enum"])
         yield Violation(path, f"Unsupported value: {_quote(value)}: supported values: {supported}")
@@ -193,27 +188,16 @@ def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterat
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             yield Violation(path, f"Too long: may not be more than {schema['maxLength']} bytes")
         if "minLength" in schema and len(value) < schema["minLength"]:
-            yield _invalid(
-                path, value, f"{where} in body should be at least {schema['minLength']} chars long"
-            )
+            yield _invalid(path, value, f"should be at least {schema['minLength']} chars long")
         if schema.get("format") == "date-time" and not _RFC3339.match(value):
-            yield _invalid(
-                path, value, f"{where} in body must be of type date-time: {_quote(value)}"
-            )
+            yield _invalid(path, value, f"must be of type date-time: {_quote(value)}")
         if "pattern" in schema and not go_regex_search(schema["pattern"], value):
-            yield _invalid(path, value, f"{where} in body should match '{schema['pattern']}'")
+            yield _invalid(path, value, f"should match '{schema['pattern']}'")
     elif _is_int(value):
-        number = value
-        if "minimum" in schema and number < schema["minimum"]:
-            yield _invalid(
-                path,
-                value,
-                f"{where} in body should be greater than or equal to {schema['minimum']}",
-            )
-        if "maximum" in schema and number > schema["maximum"]:
-            yield _invalid(
-                path, value, f"{where} in body should be less than or equal to {schema['maximum']}"
-            )
+        if "minimum" in schema and value < schema["minimum"]:
+            yield _invalid(path, value, f"should be greater than or equal to {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            yield _invalid(path, value, f"should be less than or equal to {schema['maximum']}")
 
 
 def go_regex_search(pattern: str, value: str) -> bool:
@@ -246,7 +230,8 @@ def _type_error(path: str, value: object, want: str) -> Violation:
 
 
 def _invalid(path: str, value: object, detail: str) -> Violation:
-    return Violation(path, f"Invalid value: {_quote(value)}: {detail}")
+    # kube-openapi's wording: "<path> in body should ...", rendered as Invalid.
+    return Violation(path, f"Invalid value: {_quote(value)}: {path or '<root>'} in body {detail}")
 
 
 def _json_type(value: object) -> str:
