@@ -259,16 +259,12 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
 # --- Kubernetes RBAC ----------------------------------------------------------------
 
 
-def _users(binding: Mapping[str, Any]) -> set[str]:
-    return {s.get("name", "") for s in binding.get("subjects") or [] if s.get("kind") == "User"}
-
-
 def _bound(bindings: Iterable[Mapping[str, Any]], role: str) -> set[str]:
     users: set[str] = set()
     for b in bindings:
         ref = b.get("roleRef") or {}
         if ref.get("kind") == "ClusterRole" and ref.get("name") == role:
-            users |= _users(b)
+            users |= {s.get("name", "") for s in b.get("subjects") or [] if s.get("kind") == "User"}
     return users
 
 

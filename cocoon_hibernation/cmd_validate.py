@@ -40,9 +40,6 @@ class Finding:
     object: str
     message: str
 
-    def __str__(self) -> str:
-        return f"{self.file}: {self.object}: {self.message}"
-
 
 @dataclass
 class Report:
@@ -54,7 +51,7 @@ class Report:
 
     @property
     def violations(self) -> list[str]:
-        return [str(f) for f in self.findings]
+        return [f"{f.file}: {f.object}: {f.message}" for f in self.findings]
 
     @property
     def exit_code(self) -> int:

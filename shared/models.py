@@ -1,10 +1,7 @@
-"""Pydantic models of the CocoonSet and of the pod fields the reconciler reads.
-
-The CocoonSet models are the single source of the CRD (`shared.crd`): alias, type, default,
-bounds, `description=` and `json_schema_extra` are the schema's; a model's or StrEnum's
-docstring describes its type; `x-cocoon-*` keys are generator hints, never in the CRD.
-Unknown fields are kept (`extra="allow"`) so a read-modify-write never drops another's.
-"""
+"""Pydantic models of the CocoonSet and of the pod fields the reconciler reads. The CocoonSet
+models are the CRD's one source (`shared.crd`): a field's alias, type, default, bounds and
+description, a type's docstring; `x-cocoon-*` keys are generator hints, never in the CRD.
+Unknown fields are kept (`extra="allow"`) so a read-modify-write never drops another's."""
 
 from __future__ import annotations
 

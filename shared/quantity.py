@@ -172,12 +172,7 @@ def _canonical(q: Quantity) -> str:
     fmt = q.format
     if fmt is Format.BINARY_SI:
         integral = q.scale >= 0 or q.unscaled % (10**-q.scale) == 0
-        magnitude = abs(q.unscaled) * 10**q.scale if q.scale >= 0 else None
-        small = (
-            magnitude < 1024
-            if magnitude is not None
-            else abs(Decimal(q.unscaled).scaleb(q.scale)) < 1024
-        )
+        small = abs(q.unscaled) * 10 ** max(q.scale, 0) < 1024 * 10 ** max(-q.scale, 0)
         if small or not integral:
             fmt = Format.DECIMAL_SI
     if fmt is Format.BINARY_SI:
