@@ -1,8 +1,6 @@
-"""`cocoon-hibernation deploy-check`: what would fail before `terraform apply`.
-
-Terraform judges the tfvars and the module (tfcheck); Python adds only what Terraform cannot
-know: the project (gcloud), the cluster's RBAC and cocoon-webhook's admission, the audit logs.
-"""
+"""`cocoon-hibernation deploy-check`: what would fail before `terraform apply`. Terraform judges
+the tfvars and the module (tfcheck); Python adds only what Terraform cannot know: the project
+(gcloud), the cluster's RBAC and cocoon-webhook's admission, the audit logs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""`cocoon-hibernation validate FILE…`: check CocoonSet manifests before applying them.
-
-With a reachable cluster each set is a server-side dry-run create (`dryRun=All`, strict
-fields) through the CRD and the admission chain; otherwise the pinned CRD and cocoon-webhook
-rules judge it (`OFFLINE_RULES`). This project's annotation values are checked either way.
+"""`cocoon-hibernation validate FILE…`: check CocoonSet manifests before applying them. A
+reachable cluster judges each set by a server-side dry-run create (strict fields); otherwise the
+pinned CRD and cocoon-webhook rules do (`OFFLINE_RULES`). Our annotations are checked either way.
 """
 
 from __future__ import annotations

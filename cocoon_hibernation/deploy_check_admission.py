@@ -1,9 +1,6 @@
-"""deploy-check's admission part: would cocoon-webhook admit the wake's restore pod?
-
-Every function may create the restore pod, so each runtime user is proved by a dry-run create
-as that user (impersonation); a refusal FAILs with the POD_CREATORS value to set, and sets the
-CocoonSet validator would refuse are named (the functions' suspend writes on them would fail).
-"""
+"""deploy-check's admission part: would cocoon-webhook admit the wake's restore pod? Each
+function's user is proved by a dry-run create as that user (a refusal FAILs with the POD_CREATORS
+to set), and sets the CocoonSet validator would refuse are named (their suspend writes fail)."""
 
 from __future__ import annotations
 

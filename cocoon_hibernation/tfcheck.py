@@ -1,7 +1,5 @@
-"""deploy-check's Terraform part: the real `terraform` judges the tfvars and the module.
-
-Everything runs in a temporary directory (copies, TF_DATA_DIR), so the user's tree is left as is.
-"""
+"""deploy-check's Terraform part: the real `terraform` judges the tfvars and the module, in a
+temporary directory (copies, TF_DATA_DIR), so the user's tree is left as is."""
 
 from __future__ import annotations
 
@@ -242,10 +240,8 @@ def check_variables(tf: Terraform, root: Path, var_file: Path) -> Result:
 
 
 def _copy_root(root: Path, into: Path) -> Path:
-    """The root and the local modules it calls, copied with their relative layout.
-
-    The copy's neighbours are links to the originals, so a path such as `../../../build` resolves.
-    """
+    """The root and the local modules it calls, copied with their relative layout; the copy's
+    neighbours link to the originals, so a path such as `../../../build` resolves."""
     sources = [
         (root / m.group(2)).resolve()
         for _kind, text in _tf_text(root)

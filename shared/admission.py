@@ -129,11 +129,8 @@ LABEL_MSG = (
 
 
 def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:
-    """cocoon-webhook's CocoonSet verdict: its messages, empty when admitted.
-
-    `old` makes it an UPDATE: an unchanged `spec` skips the rules (so an invalid
-    set that predates them stays deletable, and metadata-only writes pass).
-    """
+    """cocoon-webhook's CocoonSet verdict: its messages, empty when admitted. With `old` (an
+    UPDATE) an unchanged `spec` skips the rules: a set older than them stays deletable."""
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     if old is not None:

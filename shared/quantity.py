@@ -1,9 +1,6 @@
-"""Kubernetes quantities as Go's `resource.Quantity.String()` prints them, quirks included.
-
-The operator deletes a pod whose storage annotation differs from its own spelling (`1Gi`, not
-`1024Mi`), so a wake must write exactly Go's form; no Python library prints it. The unit
-tests pin apimachinery's own vectors.
-"""
+"""Kubernetes quantities as Go's `resource.Quantity.String()` prints them, quirks included:
+the operator deletes a pod whose storage annotation differs from its own spelling (`1Gi`, not
+`1024Mi`), so a wake must write exactly Go's form. Unit tests pin apimachinery's vectors."""
 
 from __future__ import annotations
 
