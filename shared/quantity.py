@@ -80,13 +80,10 @@ def _interpret(suffix: str) -> tuple[int, int, Format]:
     if suffix in _BIN_SUFFIXES:
         return 2, _BIN_SUFFIXES[suffix], Format.BINARY_SI
     if len(suffix) > 1 and suffix[0] in "eE":
-        exp = suffix[1:]
-        sign = 1
-        if exp[0] in "+-":
-            sign = -1 if exp[0] == "-" else 1
-            exp = exp[1:]
+        sign = -1 if suffix[1] == "-" else 1
         # An int32 conversion of a ParseInt: apimachinery truncates, nobody writes 1e4294967296.
-        return 10, sign * _parse_int64(exp), Format.DECIMAL_EXPONENT
+        exponent = sign * _parse_int64(suffix[2:] if suffix[1] in "+-" else suffix[1:])
+        return 10, exponent, Format.DECIMAL_EXPONENT
     raise QuantityError(f"{suffix!r}: unknown quantity suffix")
 
 
@@ -153,13 +150,11 @@ def parse_quantity(text: str) -> Quantity:
 
 def _strip(value: int, factor: int) -> tuple[int, int]:
     """Divide `factor` out of |value| as often as it goes: (rest with sign, times)."""
-    negative = value < 0
-    rest = -value if negative else value
-    times = 0
+    rest, times = abs(value), 0
     while rest >= factor and rest % factor == 0:
         rest //= factor
         times += 1
-    return (-rest if negative else rest), times
+    return (rest if value >= 0 else -rest), times
 
 
 def _canonical(q: Quantity) -> str:
