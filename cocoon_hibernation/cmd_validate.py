@@ -148,11 +148,9 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
             return []
         except (AdmissionDenied, Invalid, NotFound) as err:
             return [getattr(err, "server_message", "") or str(err)]
-        except PermanentError as err:
-            if "HTTP 400" in str(err):  # strict field validation, a malformed value
-                return [str(err)]
-            fail(f"cluster: {err}")
         except CocoonError as err:
+            if isinstance(err, PermanentError) and "HTTP 400" in str(err):
+                return [str(err)]  # strict field validation, a malformed value
             fail(f"cluster: {err}")
 
     return ask

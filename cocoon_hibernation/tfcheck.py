@@ -202,12 +202,9 @@ def _ok(value: Any) -> str:
 def _range_in(diagnostics: list[dict[str, Any]], var_file: Path) -> str:
     for d in diagnostics:
         where = d.get("range") or {}
-        value = d.get("summary", "").startswith("Invalid value for")
-        if (
-            d.get("severity") == "error"
-            and not value
-            and Path(where.get("filename", "")) == var_file
-        ):
+        if d.get("severity") != "error" or d.get("summary", "").startswith("Invalid value for"):
+            continue
+        if Path(where.get("filename", "")) == var_file:
             return f"{var_file}:{where.get('start', {}).get('line', '?')}: {_said(d)}"
     return ""
 
@@ -281,10 +278,8 @@ def check_module(tf: Terraform, root: Path, var_file: Path, *, plan: bool) -> li
     if proc.returncode == 0:
         return [*found, Finding(Level.OK, "terraform plan", "planned without error")]
     if errors and all(_CREDENTIALS.search(_said(d)) for d in errors):
-        return [
-            *found,
-            Finding(Level.UNCHECKED, "terraform plan", f"not checked: {_said(errors[0])}"),
-        ]
+        why = f"not checked: {_said(errors[0])}"
+        return [*found, Finding(Level.UNCHECKED, "terraform plan", why)]
     return found + [Finding(Level.FAIL, "terraform plan", _said(d)) for d in errors] or [
         Finding(Level.FAIL, "terraform plan", _first_error(proc))
     ]
