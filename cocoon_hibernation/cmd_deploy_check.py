@@ -45,19 +45,12 @@ MODULE_APIS = (
     "run.googleapis.com",
     "secretmanager.googleapis.com",
 )
+_SETS, _PODS = "io.cocoonstack.cocoonset.v1.cocoonsets", "io.k8s.core.v1.pods"
 DEFAULT_AUDIT_METHODS = (
-    "io.cocoonstack.cocoonset.v1.cocoonsets.update",
-    "io.cocoonstack.cocoonset.v1.cocoonsets.patch",
-    "io.cocoonstack.cocoonset.v1.cocoonsets.status.update",
-    "io.cocoonstack.cocoonset.v1.cocoonsets.status.patch",
-    "io.k8s.core.v1.pods.update",
-    "io.k8s.core.v1.pods.patch",
-    "io.k8s.core.v1.pods.delete",
+    *(f"{_SETS}.{verb}" for verb in ("update", "patch", "status.update", "status.patch")),
+    *(f"{_PODS}.{verb}" for verb in ("update", "patch", "delete")),
 )
-DEFAULT_POD_STATUS_METHODS = (
-    "io.k8s.core.v1.pods.status.patch",
-    "io.k8s.core.v1.pods.status.update",
-)
+DEFAULT_POD_STATUS_METHODS = (f"{_PODS}.status.patch", f"{_PODS}.status.update")
 _CLOUD_INPUTS = ("project_id", "region", "gke_cluster", "artifact_registry")
 READER_ROLE = "cocoon-hibernation"
 WRITER_ROLE = "cocoon-hibernation-writer"

@@ -51,13 +51,8 @@ def validate_cocoonset(
         return [_type_error("", obj, "object")]
     out: list[Violation] = []
     for key, want in (("apiVersion", k.API_VERSION), ("kind", k.KIND)):
-        value = obj.get(key)
-        if value is not None and value != want:
-            out.append(
-                Violation(
-                    key, f"Unsupported value: {_quote(value)}: supported values: {_quote(want)}"
-                )
-            )
+        if obj.get(key) is not None:  # the schema leaves them free: the server's one value
+            out.extend(_check_scalar({"enum": [want]}, obj[key], key))
     out.extend(_check_metadata(obj.get("metadata")))
     out.extend(_check_node(_schema(), obj, ""))
     spec = obj.get("spec")
