@@ -102,10 +102,15 @@ def translate_status(code: int, phrase: str, body: str | None, what: str) -> Coc
     else:
         reason, message = str(status.get("reason") or ""), str(status.get("message") or "")
     text = f"{what}: HTTP {code} {reason or phrase or ''} {message}".strip()
-    if 400 <= code < 500 and code not in (404, 409, 429):
-        denied = _webhook_denial(text, message)
-        if denied is not None:
-            return denied
+    denial = parse_denial(message) if 400 <= code < 500 and code not in (404, 409, 429) else None
+    if denial is not None:  # an admission webhook's refusal (any 4xx it chose; 400 by default)
+        return WebhookDenied(
+            f"{text} (refused by the admission webhook {denial.webhook}: {denial.fix()})",
+            server_message=message,
+            webhook=denial.webhook,
+            user=denial.user,
+            fix=denial.fix(),
+        )
     if code == 404:
         # An object that does not exist is named in the Status' details; a 404 naming
         # nothing means the path's resource type is not served.
@@ -164,20 +169,6 @@ def _forbidden(text: str, message: str) -> CocoonError:
         verb=m["verb"],
         resource=m["resource"],
         namespace=m["ns"] or "",
-    )
-
-
-def _webhook_denial(text: str, message: str) -> WebhookDenied | None:
-    """An admission webhook's refusal (any 4xx the webhook chose; 400 by default)."""
-    d = parse_denial(message)
-    if d is None:
-        return None
-    return WebhookDenied(
-        f"{text} (refused by the admission webhook {d.webhook}: {d.fix()})",
-        server_message=message,
-        webhook=d.webhook,
-        user=d.user,
-        fix=d.fix(),
     )
 
 
@@ -339,6 +330,7 @@ _ROUTES: dict[str, tuple[str, str]] = {
     "patch_namespaced_custom_object_status": ("PATCH", _SETS + "/{name}/status"),
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_COCOONSETS = {"group": k.GROUP, "version": k.VERSION, "plural": k.PLURAL}
 
 
 def _wire(name: str) -> str:
@@ -431,8 +423,6 @@ class KubeClient:
         self._requests = 0
         self._instance = os.environ.get("K_REVISION") or socket.gethostname()
 
-    # --- construction -----------------------------------------------------------
-
     @classmethod
     def from_kubeconfig(
         cls, path: str | None = None, *, context: str | None = None, **kw: Any
@@ -523,18 +513,14 @@ class KubeClient:
                 raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
             return cls.from_google(settings.kube_server, settings.kube_ca)
         # kubectl's order: $KUBECONFIG, else ~/.kube/config, else the in-cluster account.
-        if settings.kubeconfig:
-            return cls.from_kubeconfig(settings.kubeconfig, context=settings.kube_context)
-        if os.path.exists(default_kubeconfig()):
-            return cls.from_kubeconfig(None, context=settings.kube_context)
+        if settings.kubeconfig or os.path.exists(default_kubeconfig()):
+            return cls.from_kubeconfig(settings.kubeconfig or None, context=settings.kube_context)
         if settings.kube_context is not None:
             raise ConfigError(
                 f"--context {settings.kube_context}: no kubeconfig ($KUBECONFIG is unset "
                 f"and {default_kubeconfig()} does not exist)"
             )
         return cls.in_cluster()
-
-    # --- plumbing ---------------------------------------------------------------
 
     @property
     def requests(self) -> int:
@@ -577,18 +563,9 @@ class KubeClient:
             if not token:
                 return
 
-    # --- CocoonSets -------------------------------------------------------------
-
     @staticmethod
     def _set(ref: SetRef) -> dict[str, str]:
-        """The path parameters of one CocoonSet."""
-        return {
-            "group": k.GROUP,
-            "version": k.VERSION,
-            "namespace": ref.namespace,
-            "plural": k.PLURAL,
-            "name": ref.name,
-        }
+        return {**_COCOONSETS, "namespace": ref.namespace, "name": ref.name}
 
     def get_set(self, ref: SetRef) -> CocoonSet | None:
         what = f"GET cocoonset {ref}"
@@ -602,8 +579,7 @@ class KubeClient:
         self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
     ) -> Iterator[list[CocoonSet]]:
         """Pages of sets (one namespace, or all with None)."""
-        kw = {"group": k.GROUP, "version": k.VERSION, "plural": k.PLURAL, "limit": limit}
-        kw["label_selector"] = label_selector or None
+        kw = {**_COCOONSETS, "limit": limit, "label_selector": label_selector or None}
         if namespace is None:
             pages = self._pages("LIST cocoonsets", self._custom.list_cluster_custom_object, **kw)
         else:
@@ -641,8 +617,6 @@ class KubeClient:
             **self._set(ref),
         )
         return parse(CocoonSet, body)
-
-    # --- pods -------------------------------------------------------------------
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
         """The pods labelled with the set's name (one LIST). `not_older_than` (a
@@ -807,8 +781,6 @@ class KubeClient:
             return False
         return True
 
-    # --- events -----------------------------------------------------------------
-
     def emit_event(
         self,
         cs: CocoonSet,
@@ -821,10 +793,8 @@ class KubeClient:
         """A core/v1 Event on the set. With `key` its name derives from it, so a repeat
         answers AlreadyExists and this returns False: "once per situation", without state."""
         ns = cs.namespace
-        if key is not None:
-            suffix = hashlib.sha256(f"{reason}/{key}".encode()).hexdigest()[:16]
-        else:
-            suffix = uuid.uuid4().hex[:16]
+        seed = key if key is not None else uuid.uuid4().hex  # no key: a new name every time
+        suffix = hashlib.sha256(f"{reason}/{seed}".encode()).hexdigest()[:16]
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
