@@ -273,13 +273,10 @@ def readable_sets(items: list[Any]) -> list[CocoonSet]:
     out: list[CocoonSet] = []
     for item in items:
         try:
-            out.append(parse(CocoonSet, item))
-        except UnreadableObject as e:
-            cause = e.__cause__
+            out.append(CocoonSet.model_validate(item))
+        except ValidationError as e:
             log.warning(
-                "unreadable cocoonset skipped",
-                cocoonset=_object_id(item),
-                error=_first_error(cause) if isinstance(cause, ValidationError) else str(e),
+                "unreadable cocoonset skipped", cocoonset=_object_id(item), error=_first_error(e)
             )
     return out
 
@@ -453,21 +450,6 @@ class KubeClient:
         return cls(client.ApiClient(_without_retries(conf)), **kw)
 
     @classmethod
-    def in_cluster(cls, **kw: Any) -> Self:
-        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
-
-        conf = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]  # untyped upstream
-        except config.ConfigException as e:
-            raise ConfigError(
-                f"no kubeconfig ($KUBECONFIG is unset, {default_kubeconfig()} does not "
-                f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
-                "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
-            ) from e
-        return cls(client.ApiClient(_without_retries(conf)), **kw)
-
-    @classmethod
     def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> Self:
         """GKE from Cloud Run: a Google access token, refreshed before it expires."""
         import google.auth  # noqa: PLC0415 - lazy: cold start
@@ -520,7 +502,18 @@ class KubeClient:
                 f"--context {settings.kube_context}: no kubeconfig ($KUBECONFIG is unset "
                 f"and {default_kubeconfig()} does not exist)"
             )
-        return cls.in_cluster()
+        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
+
+        conf = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]  # untyped upstream
+        except config.ConfigException as e:
+            raise ConfigError(
+                f"no kubeconfig ($KUBECONFIG is unset, {default_kubeconfig()} does not "
+                f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
+                "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
+            ) from e
+        return cls(client.ApiClient(_without_retries(conf)))
 
     @property
     def requests(self) -> int:
@@ -568,12 +561,11 @@ class KubeClient:
         return {**_COCOONSETS, "namespace": ref.namespace, "name": ref.name}
 
     def get_set(self, ref: SetRef) -> CocoonSet | None:
-        what = f"GET cocoonset {ref}"
+        what, fn = f"GET cocoonset {ref}", self._custom.get_namespaced_custom_object
         try:
-            body = self._read(what, self._custom.get_namespaced_custom_object, **self._set(ref))
+            return parse(CocoonSet, self._read(what, fn, **self._set(ref)))
         except NotFound:
             return None
-        return parse(CocoonSet, body)
 
     def list_sets(
         self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None

@@ -34,13 +34,10 @@ if TYPE_CHECKING:
 
 # What a HEAD accepts: a snapshot is pushed as an OCI or Docker manifest, and a
 # multi-arch push would make it an index/list; any of them means "present".
-MANIFEST_ACCEPT = ", ".join(
-    (
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.oci.image.index.v1+json",
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-    )
+MANIFEST_ACCEPT = (
+    "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+    "application/vnd.docker.distribution.manifest.v2+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json"
 )
 CONNECT_TIMEOUT = 2.0
 READ_TIMEOUT = 5.0
@@ -294,13 +291,11 @@ class RegistryClient:
     def _auth_headers(
         self, key: tuple[str, str], extra: Mapping[str, str] | None
     ) -> dict[str, str]:
-        hdrs = dict(extra or {})
-        mode = self.settings.registry_auth
+        hdrs, s = dict(extra or {}), self.settings
+        mode = s.registry_auth
         if mode is RegistryAuth.BASIC:
-            user = (
-                f"{self.settings.registry_username or ''}:{self.settings.registry_password or ''}"
-            )
-            hdrs["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
+            pair = f"{s.registry_username or ''}:{s.registry_password or ''}".encode()
+            hdrs["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
             with self._lock:
                 challenge = self._challenges.get(key)
@@ -358,9 +353,7 @@ class RegistryClient:
             body = resp.json()
         except ValueError as err:
             raise RegistryError(f"token server {realm} sent invalid JSON") from err
-        if not isinstance(body, dict):
-            raise RegistryError(f"token server {realm} sent no token object")
-        token = token_of(body)
+        token = token_of(body) if isinstance(body, dict) else None
         if token is None:
             raise RegistryError(f"token server {realm} sent no token")
         expires = token_expiry(body, now=self._clock())
