@@ -573,15 +573,11 @@ class KubeClient:
         """Pages of sets (one namespace, or all with None)."""
         kw = {**_COCOONSETS, "limit": limit, "label_selector": label_selector or None}
         if namespace is None:
-            pages = self._pages("LIST cocoonsets", self._custom.list_cluster_custom_object, **kw)
+            what, fn = "LIST cocoonsets", self._custom.list_cluster_custom_object
         else:
-            pages = self._pages(
-                f"LIST cocoonsets in {namespace}",
-                self._custom.list_namespaced_custom_object,
-                namespace=namespace,
-                **kw,
-            )
-        for body in pages:
+            what, fn = f"LIST cocoonsets in {namespace}", self._custom.list_namespaced_custom_object
+            kw["namespace"] = namespace
+        for body in self._pages(what, fn, **kw):
             yield readable_sets(body.get("items") or [])
 
     def patch_set(
