@@ -1,10 +1,5 @@
-"""One value per key for the life of the process: how every client is reused.
-
-A function instance serves many invocations; its clients (Kubernetes,
-registry, Pub/Sub publisher) are built on first use and reused by the warm
-ones, keyed by what configures them. Standard library only: the client
-modules import this at load time, on the cold-start path.
-"""
+"""One value per key for the life of the process: how every client is reused by warm
+invocations, keyed by what configures it. Standard library only (on the cold-start path)."""
 
 from __future__ import annotations
 

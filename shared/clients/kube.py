@@ -1,8 +1,8 @@
 """The Kubernetes API, wrapped: the only module that imports `kubernetes`, lazily, once per process.
 
-Every call has a bounded timeout, returns the project's pydantic models (unknown
-fields kept), raises only `shared.errors` types (`raise ... from` the library's),
-and is sent once by the library: the only retries are ours, of idempotent reads.
+Every call has a bounded timeout, returns the project's pydantic models (unknown fields
+kept), raises only `shared.errors` types (`from` the library's), and is sent once by the
+library: the only retries are ours, of idempotent reads.
 """
 
 from __future__ import annotations
@@ -53,14 +53,12 @@ if TYPE_CHECKING:
 
 # JSON merge patch (RFC 7386): None removes a key; a metadata.resourceVersion makes it a CAS.
 MERGE_PATCH = "application/merge-patch+json"
-# (connect, read) seconds: an invocation must answer well inside a platform
-# timeout, and a hung API server must turn into a retry, not a stuck instance.
+# (connect, read) seconds: a hung API server must turn into a retry, not a stuck instance.
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 20.0)
 GOOGLE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 _EVENT_MESSAGE_MAX = 1024
-# Our own retry of idempotent reads: a read before any write is safe to repeat,
-# and retrying it here saves a whole redelivery. Bounded: attempts x timeout
-# stays well inside a platform deadline.
+# Our own retry of idempotent reads saves a whole redelivery; bounded, so that
+# attempts x timeout stays inside a platform deadline.
 READ_ATTEMPTS = 3
 READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
@@ -69,15 +67,8 @@ class ResourceVersionTooLarge(TransientError):
     """A bounded read the server could not serve after its own wait: not repeated as is."""
 
 
-def _status_message(body: str | None) -> tuple[str, str]:
-    """(reason, message) of a Kubernetes `Status` body, tolerant of anything else."""
-    status = _status(body)
-    if status is None:
-        return "", (body or "")[:200]
-    return str(status.get("reason") or ""), str(status.get("message") or "")
-
-
 def _status(body: str | None) -> dict[str, Any] | None:
+    """A `Status` body as a dict ({} when empty or not an object); None when not JSON."""
     if not body:
         return {}
     try:
@@ -90,14 +81,6 @@ def _status(body: str | None) -> dict[str, Any] | None:
 # The `what` of a request on the CocoonSet resource itself ("GET cocoonset ns/x",
 # "LIST cocoonsets in ns", "PATCH cocoonset ns/x/status"), not one naming it in passing.
 _ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
-
-
-def _type_not_served(body: str | None) -> bool:
-    """A 404 naming no object: the path's resource type is not served (an object that
-    does not exist is named in the Status' details, on kube-apiserver and the emulator)."""
-    status = _status(body)
-    details = (status or {}).get("details")
-    return status is not None and not (isinstance(details, dict) and details.get("name"))
 
 
 def translate(err: BaseException, what: str) -> CocoonError:
@@ -113,14 +96,27 @@ def translate(err: BaseException, what: str) -> CocoonError:
 def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
     """An API server's error answer (HTTP `code`, reason `phrase`, Status `body`) as one of
     the project's typed errors (the light reader's too)."""
-    reason, message = _status_message(body)
+    status = _status(body)
+    if status is None:
+        reason, message = "", (body or "")[:200]
+    else:
+        reason, message = str(status.get("reason") or ""), str(status.get("message") or "")
     text = f"{what}: HTTP {code} {reason or phrase or ''} {message}".strip()
-    if 400 <= code < 500 and code not in (404, 409, 429):
-        denied = _webhook_denial(text, message)
-        if denied is not None:
-            return denied
+    denial = parse_denial(message) if 400 <= code < 500 and code not in (404, 409, 429) else None
+    if denial is not None:  # an admission webhook's refusal (any 4xx it chose; 400 by default)
+        return WebhookDenied(
+            f"{text} (refused by the admission webhook {denial.webhook}: {denial.fix()})",
+            server_message=message,
+            webhook=denial.webhook,
+            user=denial.user,
+            fix=denial.fix(),
+        )
     if code == 404:
-        if _ON_COCOONSETS.match(what) and _type_not_served(body):
+        # An object that does not exist is named in the Status' details; a 404 naming
+        # nothing means the path's resource type is not served.
+        details = (status or {}).get("details")
+        named = isinstance(details, dict) and details.get("name")
+        if _ON_COCOONSETS.match(what) and status is not None and not named:
             return CrdNotInstalled(
                 f"CocoonSet CRD not installed: the cluster does not serve "
                 f"{k.PLURAL}.{k.GROUP}/{k.VERSION} ({what}: HTTP 404); install it with "
@@ -154,8 +150,7 @@ def _forbidden(text: str, message: str) -> CocoonError:
     """403 is two things: the authorizer refusing the identity (configuration), or an
     admission plugin refusing the object (quota, PodSecurity, ServiceAccount...)."""
     if "cannot set blockOwnerDeletion" in message:
-        # OwnerReferencesPermissionEnforcement: an admission plugin, but what it checks
-        # is RBAC (`update` on the owner's finalizers), so it is a configuration error.
+        # An admission plugin, but what it checks is RBAC (`update` on the owner's finalizers).
         return AccessDenied(
             f"RBAC configuration error: may not update cocoonsets/finalizers, which a pod "
             f"owned with blockOwnerDeletion needs (infra/k8s/rbac.yaml grants it) — {text}",
@@ -174,20 +169,6 @@ def _forbidden(text: str, message: str) -> CocoonError:
         verb=m["verb"],
         resource=m["resource"],
         namespace=m["ns"] or "",
-    )
-
-
-def _webhook_denial(text: str, message: str) -> WebhookDenied | None:
-    """An admission webhook's refusal (any 4xx the webhook chose; 400 by default)."""
-    d = parse_denial(message)
-    if d is None:
-        return None
-    return WebhookDenied(
-        f"{text} (refused by the admission webhook {d.webhook}: {d.fix()})",
-        server_message=message,
-        webhook=d.webhook,
-        user=d.user,
-        fix=d.fix(),
     )
 
 
@@ -233,13 +214,7 @@ def _check_kubeconfig_file(path: str) -> None:
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot load kubeconfig {path}: {' '.join(str(e).split())}") from None
     if doc is not None and not isinstance(doc, dict):
-        kind = (
-            "a list"
-            if isinstance(doc, list)
-            else "a string"
-            if isinstance(doc, str)
-            else f"a {type(doc).__name__}"
-        )
+        kind = "a string" if isinstance(doc, str) else f"a {type(doc).__name__}"
         raise ConfigError(
             f"cannot load kubeconfig {path}: not a kubeconfig ({kind}; expected a mapping "
             "with clusters, users and contexts)"
@@ -262,16 +237,19 @@ def _first_error(err: ValidationError) -> str:
 
 
 def parse(model: type[_M], body: Any) -> _M:
-    """`body` as `model`; an object the models reject is an UnreadableObject naming it."""
+    """`body` as `model`; an object the models reject (e.g. written under another CRD
+    version) is an UnreadableObject naming it: permanent for that object, not a crash."""
     try:
         return model.model_validate(body)
     except ValidationError as e:
-        # Never the library's error: one bad object (e.g. written under another
-        # CRD version) is permanent for that object, not a crash of the caller.
         raise UnreadableObject(
             f"{model.__name__} {_object_id(body)} is unreadable "
             f"({e.error_count()} error(s)): {_first_error(e)}"
         ) from e
+
+
+def _pods(body: Mapping[str, Any]) -> list[Pod]:
+    return [parse(Pod, item) for item in body.get("items") or []]
 
 
 _T = TypeVar("_T")
@@ -279,17 +257,15 @@ _T = TypeVar("_T")
 
 def read_retried(what: str, once: Callable[[], _T]) -> _T:
     """An idempotent read, tried up to READ_ATTEMPTS times on a TransientError."""
-    for attempt in range(READ_ATTEMPTS):
+    for attempt in range(READ_ATTEMPTS - 1):
         try:
             return once()
         except ResourceVersionTooLarge:
             raise  # the caller decides (a bound the server did not reach)
         except TransientError as e:
-            if attempt + 1 >= READ_ATTEMPTS:
-                raise
             log.debug("read failed; retrying", what=what, attempt=attempt + 1, error=str(e))
             time.sleep(READ_BACKOFF_S[min(attempt, len(READ_BACKOFF_S) - 1)])
-    raise AssertionError("unreachable")  # pragma: no cover
+    return once()
 
 
 def readable_sets(items: list[Any]) -> list[CocoonSet]:
@@ -297,13 +273,10 @@ def readable_sets(items: list[Any]) -> list[CocoonSet]:
     out: list[CocoonSet] = []
     for item in items:
         try:
-            out.append(parse(CocoonSet, item))
-        except UnreadableObject as e:
-            cause = e.__cause__
+            out.append(CocoonSet.model_validate(item))
+        except ValidationError as e:
             log.warning(
-                "unreadable cocoonset skipped",
-                cocoonset=_object_id(item),
-                error=_first_error(cause) if isinstance(cause, ValidationError) else str(e),
+                "unreadable cocoonset skipped", cocoonset=_object_id(item), error=_first_error(e)
             )
     return out
 
@@ -314,18 +287,12 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
     return (urllib3.exceptions.HTTPError, OSError, TimeoutError)
 
 
-def no_library_retries(conf: Any) -> Any:
+def _without_retries(conf: Any) -> Any:
     """`conf` with every library retry off: urllib3's would re-send a DELETE or PATCH whose
-    answer was lost behind our back. Set before the ApiClient is built (its pool reads it)."""
+    answer was lost behind our back. Set before the pool is built (it reads them)."""
     conf.retries = False
     conf.client_go_retries = False
     return conf
-
-
-def _api_client(conf: Any) -> ApiClient:
-    from kubernetes import client  # noqa: PLC0415 - lazy: cold start
-
-    return client.ApiClient(no_library_retries(conf))
 
 
 # (method, url, HTTP status or None when no answer came, seconds) for every request
@@ -340,77 +307,27 @@ def observe_requests(observer: RequestObserver | None) -> None:
     _request_observer = observer
 
 
-def _observed(rest_client: Any) -> None:
-    """Wrap `rest_client.request` so each request reaches the observer, when one is set."""
-    send = rest_client.request
-    if getattr(send, "_cocoon_observed", False):
-        return
-
-    def request(method: str, url: str, *args: Any, **kw: Any) -> Any:
-        observer = _request_observer
-        if observer is None:
-            return send(method, url, *args, **kw)
-        start = time.monotonic()
-        status: int | None = None
-        try:
-            resp = send(method, url, *args, **kw)
-            status = getattr(resp, "status", None)
-            return resp
-        except Exception as e:
-            status = getattr(e, "status", None)
-            raise
-        finally:
-            observer(method, url, status, time.monotonic() - start)
-
-    request._cocoon_observed = True  # type: ignore[attr-defined]  # a marker on the wrapper
-    rest_client.request = request
-
-
-def _ensure_no_library_retries(api_client: ApiClient) -> None:
-    """An ApiClient built elsewhere (tests, callers) gets a pool without retries."""
-    from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
-
-    conf = api_client.configuration
-    if conf.retries is False and not getattr(conf, "client_go_retries", False):
-        return
-    no_library_retries(conf)
-    api_client.rest_client = rest.RESTClientObject(conf)
-
-
-# (HTTP method, path, positional parameters) of the official client's generated methods
-# this module calls, under their names (the RBAC test reads them from this file).
-_CORE = "/api/v1/namespaces/{namespace}"
-_CUSTOM = "/apis/{group}/{version}"
-_ROUTES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "list_namespaced_pod": ("GET", f"{_CORE}/pods", ("namespace",)),
-    "list_pod_for_all_namespaces": ("GET", "/api/v1/pods", ()),
-    "read_namespaced_pod": ("GET", f"{_CORE}/pods/{{name}}", ("name", "namespace")),
-    "create_namespaced_pod": ("POST", f"{_CORE}/pods", ("namespace", "body")),
-    "patch_namespaced_pod": ("PATCH", f"{_CORE}/pods/{{name}}", ("name", "namespace", "body")),
-    "delete_namespaced_pod": ("DELETE", f"{_CORE}/pods/{{name}}", ("name", "namespace")),
-    "create_namespaced_event": ("POST", f"{_CORE}/events", ("namespace", "body")),
-    "get_namespaced_custom_object": (
-        "GET",
-        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}/{{name}}",
-        ("group", "version", "namespace", "plural", "name"),
-    ),
-    "list_cluster_custom_object": ("GET", f"{_CUSTOM}/{{plural}}", ("group", "version", "plural")),
-    "list_namespaced_custom_object": (
-        "GET",
-        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}",
-        ("group", "version", "namespace", "plural"),
-    ),
-    "patch_namespaced_custom_object": (
-        "PATCH",
-        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}/{{name}}",
-        ("group", "version", "namespace", "plural", "name", "body"),
-    ),
-    "patch_namespaced_custom_object_status": (
-        "PATCH",
-        f"{_CUSTOM}/namespaces/{{namespace}}/{{plural}}/{{name}}/status",
-        ("group", "version", "namespace", "plural", "name", "body"),
-    ),
+# The official client's generated methods this module calls, under their names (the RBAC
+# test reads them from this file), called with keywords: the path's {placeholders}, `body`,
+# `_request_timeout`/`_content_type`, and the query's parameters (snake case).
+_PODS = "/api/v1/namespaces/{namespace}/pods"
+_SETS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+_ROUTES: dict[str, tuple[str, str]] = {
+    "list_namespaced_pod": ("GET", _PODS),
+    "list_pod_for_all_namespaces": ("GET", "/api/v1/pods"),
+    "read_namespaced_pod": ("GET", _PODS + "/{name}"),
+    "create_namespaced_pod": ("POST", _PODS),
+    "patch_namespaced_pod": ("PATCH", _PODS + "/{name}"),
+    "delete_namespaced_pod": ("DELETE", _PODS + "/{name}"),
+    "create_namespaced_event": ("POST", "/api/v1/namespaces/{namespace}/events"),
+    "get_namespaced_custom_object": ("GET", _SETS + "/{name}"),
+    "list_cluster_custom_object": ("GET", "/apis/{group}/{version}/{plural}"),
+    "list_namespaced_custom_object": ("GET", _SETS),
+    "patch_namespaced_custom_object": ("PATCH", _SETS + "/{name}"),
+    "patch_namespaced_custom_object_status": ("PATCH", _SETS + "/{name}/status"),
 }
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_COCOONSETS = {"group": k.GROUP, "version": k.VERSION, "plural": k.PLURAL}
 
 
 def _wire(name: str) -> str:
@@ -429,16 +346,15 @@ class _Api:
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         try:
-            method, template, names = _ROUTES[name]
+            method, template = _ROUTES[name]
         except KeyError:
             raise AttributeError(name) from None
 
-        def call(*args: Any, **kw: Any) -> Any:
-            bound = dict(zip(names, args, strict=False)) | {n: kw.pop(n) for n in names if n in kw}
-            body = bound.pop("body", None) if "body" in names else kw.pop("body", None)
+        def call(body: Any = None, **kw: Any) -> Any:
+            path = {n: kw.pop(n) for n in _PLACEHOLDER.findall(template)}
             options = {n: kw.pop(n) for n in list(kw) if n.startswith("_") and n != "_continue"}
             query = {_wire(n): v for n, v in kw.items()}
-            return self.send(method, template, bound, body, query, **options)
+            return self.send(method, template, path, body, query, **options)
 
         return call
 
@@ -470,7 +386,17 @@ class _Api:
             body=body,
             auth_settings=["BearerToken"],
         )
-        resp = self._api.call_api(*request, _request_timeout=_request_timeout)
+        observer, start = _request_observer, time.monotonic()
+        status: int | None = None
+        try:
+            resp = self._api.call_api(*request, _request_timeout=_request_timeout)
+            status = resp.status
+        except Exception as e:
+            status = getattr(e, "status", None)
+            raise
+        finally:
+            if observer is not None:
+                observer(method, request[1], status, time.monotonic() - start)
         if not 200 <= resp.status <= 299:
             resp.read()  # type: ignore[no-untyped-call]  # untyped upstream
             raise ApiException.from_response(http_resp=resp, body=None, data=None)
@@ -481,16 +407,18 @@ class KubeClient:
     """Typed access to CocoonSets, their pods and Events. Thread-safe."""
 
     def __init__(self, api_client: ApiClient, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
-        _ensure_no_library_retries(api_client)
-        _observed(api_client.rest_client)
+        conf = api_client.configuration
+        if conf.retries is not False or getattr(conf, "client_go_retries", False):
+            # Built elsewhere (tests, callers): a pool without retries replaces its own.
+            from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
+
+            api_client.rest_client = rest.RESTClientObject(_without_retries(conf))
         self._api = api_client
         self._core = self._custom = _Api(api_client)
         self._timeout = timeout
         self._lock = threading.Lock()
         self._requests = 0
         self._instance = os.environ.get("K_REVISION") or socket.gethostname()
-
-    # --- construction -----------------------------------------------------------
 
     @classmethod
     def from_kubeconfig(
@@ -519,22 +447,7 @@ class KubeClient:
             loader.load_and_set(conf)  # type: ignore[no-untyped-call]  # untyped upstream
         except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"cannot load kubeconfig {what}: {e}") from e
-        return cls(_api_client(conf), **kw)
-
-    @classmethod
-    def in_cluster(cls, **kw: Any) -> Self:
-        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
-
-        conf = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]  # untyped upstream
-        except config.ConfigException as e:
-            raise ConfigError(
-                f"no kubeconfig ($KUBECONFIG is unset, {default_kubeconfig()} does not "
-                f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
-                "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
-            ) from e
-        return cls(_api_client(conf), **kw)
+        return cls(client.ApiClient(_without_retries(conf)), **kw)
 
     @classmethod
     def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> Self:
@@ -561,8 +474,7 @@ class KubeClient:
         lock = threading.Lock()
 
         def refresh(c: Any) -> None:
-            # `valid` is false shortly *before* expiry (google-auth's refresh
-            # threshold), so a token never expires mid-request.
+            # `valid` turns false shortly *before* expiry: a token never expires mid-request.
             with lock:
                 if not creds.valid:
                     try:
@@ -573,9 +485,8 @@ class KubeClient:
 
         conf.api_key["BearerToken"] = ""
         conf.api_key_prefix["BearerToken"] = "Bearer"
-        # The generated stub types the hook attribute as None.
         conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None upstream
-        return cls(_api_client(conf), **kw)
+        return cls(client.ApiClient(_without_retries(conf)), **kw)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Self:
@@ -583,20 +494,26 @@ class KubeClient:
             if not settings.kube_server:
                 raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
             return cls.from_google(settings.kube_server, settings.kube_ca)
-        # kubectl's order (and the official client's load_config): $KUBECONFIG,
-        # else ~/.kube/config, else the in-cluster service account.
-        if settings.kubeconfig:
-            return cls.from_kubeconfig(settings.kubeconfig, context=settings.kube_context)
-        if os.path.exists(default_kubeconfig()):
-            return cls.from_kubeconfig(None, context=settings.kube_context)
+        # kubectl's order: $KUBECONFIG, else ~/.kube/config, else the in-cluster account.
+        if settings.kubeconfig or os.path.exists(default_kubeconfig()):
+            return cls.from_kubeconfig(settings.kubeconfig or None, context=settings.kube_context)
         if settings.kube_context is not None:
             raise ConfigError(
                 f"--context {settings.kube_context}: no kubeconfig ($KUBECONFIG is unset "
                 f"and {default_kubeconfig()} does not exist)"
             )
-        return cls.in_cluster()
+        from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
 
-    # --- plumbing ---------------------------------------------------------------
+        conf = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]  # untyped upstream
+        except config.ConfigException as e:
+            raise ConfigError(
+                f"no kubeconfig ($KUBECONFIG is unset, {default_kubeconfig()} does not "
+                f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
+                "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
+            ) from e
+        return cls(client.ApiClient(_without_retries(conf)))
 
     @property
     def requests(self) -> int:
@@ -617,8 +534,7 @@ class KubeClient:
         with self._lock:
             self._requests += 1
         try:
-            resp = fn(*args, _request_timeout=self._timeout, **kw)
-            data = resp.data
+            data = fn(*args, _request_timeout=self._timeout, **kw).data
         except OpenApiException as e:
             raise translate(e, what) from e
         except _retryable_io_errors() as e:
@@ -630,132 +546,88 @@ class KubeClient:
         except ValueError as e:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
 
-    # --- CocoonSets -------------------------------------------------------------
-
-    def get_set(self, ref: SetRef) -> CocoonSet | None:
-        try:
-            body = self._read(
-                f"GET cocoonset {ref}",
-                self._custom.get_namespaced_custom_object,
-                k.GROUP,
-                k.VERSION,
-                ref.namespace,
-                k.PLURAL,
-                ref.name,
-            )
-        except NotFound:
-            return None
-        return parse(CocoonSet, body)
-
-    def list_sets(
-        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
-    ) -> Iterator[list[CocoonSet]]:
-        """Pages of sets (one namespace, or all with None); memory stays one page."""
+    def _pages(self, what: str, fn: Callable[..., Any], **kw: Any) -> Iterator[dict[str, Any]]:
+        """The bodies of a paged LIST, one at a time (memory stays one page)."""
         token: str | None = None
         while True:
-            kw: dict[str, Any] = {"limit": limit}
-            if label_selector:
-                kw["label_selector"] = label_selector
-            if token:
-                kw["_continue"] = token
-            if namespace is None:
-                body = self._read(
-                    "LIST cocoonsets",
-                    self._custom.list_cluster_custom_object,
-                    k.GROUP,
-                    k.VERSION,
-                    k.PLURAL,
-                    **kw,
-                )
-            else:
-                body = self._read(
-                    f"LIST cocoonsets in {namespace}",
-                    self._custom.list_namespaced_custom_object,
-                    k.GROUP,
-                    k.VERSION,
-                    namespace,
-                    k.PLURAL,
-                    **kw,
-                )
-            yield readable_sets(body.get("items") or [])
+            body = self._read(what, fn, **kw, **({"_continue": token} if token else {}))
+            yield body
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return
 
     @staticmethod
-    def _with_precondition(patch: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
-        if resource_version is None:
-            return patch
-        meta = dict(patch.get("metadata") or {})
-        meta["resourceVersion"] = resource_version
-        return {**patch, "metadata": meta}
+    def _set(ref: SetRef) -> dict[str, str]:
+        return {**_COCOONSETS, "namespace": ref.namespace, "name": ref.name}
+
+    def get_set(self, ref: SetRef) -> CocoonSet | None:
+        what, fn = f"GET cocoonset {ref}", self._custom.get_namespaced_custom_object
+        try:
+            return parse(CocoonSet, self._read(what, fn, **self._set(ref)))
+        except NotFound:
+            return None
+
+    def list_sets(
+        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
+    ) -> Iterator[list[CocoonSet]]:
+        """Pages of sets (one namespace, or all with None)."""
+        kw = {**_COCOONSETS, "limit": limit, "label_selector": label_selector or None}
+        if namespace is None:
+            what, fn = "LIST cocoonsets", self._custom.list_cluster_custom_object
+        else:
+            what, fn = f"LIST cocoonsets in {namespace}", self._custom.list_namespaced_custom_object
+            kw["namespace"] = namespace
+        for body in self._pages(what, fn, **kw):
+            yield readable_sets(body.get("items") or [])
 
     def patch_set(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
     ) -> CocoonSet:
-        body = self._call(
-            f"PATCH cocoonset {ref}",
-            self._custom.patch_namespaced_custom_object,
-            k.GROUP,
-            k.VERSION,
-            ref.namespace,
-            k.PLURAL,
-            ref.name,
-            self._with_precondition(patch, resource_version),
-            _content_type=MERGE_PATCH,
-        )
-        return parse(CocoonSet, body)
+        return self._patch_set(ref, patch, resource_version, status=False)
 
     def patch_set_status(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
     ) -> CocoonSet:
+        return self._patch_set(ref, patch, resource_version, status=True)
+
+    def _patch_set(
+        self, ref: SetRef, patch: dict[str, Any], rv: str | None, *, status: bool
+    ) -> CocoonSet:
+        if rv is not None:
+            patch = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": rv}}
         body = self._call(
-            f"PATCH cocoonset {ref}/status",
-            self._custom.patch_namespaced_custom_object_status,
-            k.GROUP,
-            k.VERSION,
-            ref.namespace,
-            k.PLURAL,
-            ref.name,
-            self._with_precondition(patch, resource_version),
+            f"PATCH cocoonset {ref}{'/status' if status else ''}",
+            self._custom.patch_namespaced_custom_object_status
+            if status
+            else self._custom.patch_namespaced_custom_object,
+            body=patch,
             _content_type=MERGE_PATCH,
+            **self._set(ref),
         )
         return parse(CocoonSet, body)
-
-    # --- pods -------------------------------------------------------------------
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
         """The pods labelled with the set's name (one LIST). `not_older_than` (a
         resourceVersion held) lets the watch cache answer at once instead of a consistent
         read, which waits for the cache to catch up (docs/reads.md)."""
         what = f"LIST pods of {ref}"
-        selector = f"{k.LABEL_SET_NAME}={ref.name}"
-        if not not_older_than:
-            body = self._read(
-                what, self._core.list_namespaced_pod, ref.namespace, label_selector=selector
-            )
-            return [parse(Pod, item) for item in body.get("items") or []]
+        kw = {"namespace": ref.namespace, "label_selector": f"{k.LABEL_SET_NAME}={ref.name}"}
+        bound = {"resource_version": not_older_than, "resource_version_match": "NotOlderThan"}
         try:
             body = self._read(
-                what,
-                self._core.list_namespaced_pod,
-                ref.namespace,
-                label_selector=selector,
-                resource_version=not_older_than,
-                resource_version_match="NotOlderThan",
+                what, self._core.list_namespaced_pod, **kw, **(bound if not_older_than else {})
             )
         except ResourceVersionTooLarge as e:
-            # The server did not reach the bound within its own wait (3 s): a cache
-            # that far behind, or resources kept in different etcd clusters (their
-            # revisions are not comparable). A consistent read asks for no bound and
-            # is what this LIST was before bounds: a decision, logged, taken once.
+            if not not_older_than:
+                raise
+            # The server did not reach the bound within its own wait (a cache that far
+            # behind, or revisions kept in different etcd clusters): a consistent read,
+            # what this LIST was before bounds, logged and taken once.
             log.warning(
                 "bounded LIST answered too large; listing consistently", what=what, error=str(e)
             )
-            body = self._read(
-                what, self._core.list_namespaced_pod, ref.namespace, label_selector=selector
-            )
-        return [parse(Pod, item) for item in body.get("items") or []]
+            body = self._read(what, self._core.list_namespaced_pod, **kw)
+        return _pods(body)
 
     def list_pods_matching(
         self,
@@ -768,30 +640,19 @@ class KubeClient:
     ) -> Iterator[list[Pod]]:
         """Pages of pods matching a selector (one namespace, or all). `from_cache`: from
         the watch cache (resourceVersion=0; a moment stale, one page) for reads that tolerate it."""
-        token: str | None = None
-        while True:
-            kw: dict[str, Any] = {"label_selector": label_selector, "limit": limit}
-            if field_selector:
-                kw["field_selector"] = field_selector
-            if from_cache:
-                kw["resource_version"] = "0"
-            if token:
-                kw["_continue"] = token
-            if namespace is None:
-                body = self._read(
-                    f"LIST pods {label_selector}", self._core.list_pod_for_all_namespaces, **kw
-                )
-            else:
-                body = self._read(
-                    f"LIST pods {label_selector} in {namespace}",
-                    self._core.list_namespaced_pod,
-                    namespace,
-                    **kw,
-                )
-            yield [parse(Pod, item) for item in body.get("items") or []]
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
+        kw = {
+            "label_selector": label_selector,
+            "limit": limit,
+            "field_selector": field_selector or None,
+            "resource_version": "0" if from_cache else None,
+        }
+        if namespace is None:
+            what, fn = f"LIST pods {label_selector}", self._core.list_pod_for_all_namespaces
+        else:
+            what, fn = f"LIST pods {label_selector} in {namespace}", self._core.list_namespaced_pod
+            kw["namespace"] = namespace
+        for body in self._pages(what, fn, **kw):
+            yield _pods(body)
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Raw metrics.k8s.io PodMetrics items (one LIST). Without metrics-server the group
@@ -799,23 +660,20 @@ class KubeClient:
         body = self._call(
             f"LIST podmetrics {label_selector} in {namespace}",
             self._custom.list_namespaced_custom_object,
-            "metrics.k8s.io",
-            "v1beta1",
-            namespace,
-            "pods",
+            group="metrics.k8s.io",
+            version="v1beta1",
+            namespace=namespace,
+            plural="pods",
             label_selector=label_selector,
         )
-        items = body.get("items") or []
-        return [i for i in items if isinstance(i, dict)]
+        return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
+        what, fn = f"GET pod {namespace}/{name}", self._core.read_namespaced_pod
         try:
-            body = self._read(
-                f"GET pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
-            )
+            return parse(Pod, self._read(what, fn, namespace=namespace, name=name))
         except NotFound:
             return None
-        return parse(Pod, body)
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
         """The pod now, then after each change, for up to `timeout` s (None: gone). Two
@@ -825,7 +683,7 @@ class KubeClient:
         body = self._read(
             f"LIST pod {namespace}/{name}",
             self._core.list_namespaced_pod,
-            namespace,
+            namespace=namespace,
             field_selector=selector,
         )
         items = body.get("items") or []
@@ -841,7 +699,7 @@ class KubeClient:
             self._requests += 1
         try:
             resp: Any = self._core.list_namespaced_pod(
-                namespace,
+                namespace=namespace,
                 field_selector=selector,
                 watch=True,
                 resource_version=rv,
@@ -849,8 +707,8 @@ class KubeClient:
                 _request_timeout=(self._timeout[0], left + 1.0),
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
-            # A refusal here (RBAC without `watch` on pods) silently costs every push
-            # that beats vk-cocoon's report its seat until the next event: loud.
+            # Loud: a refusal (RBAC without `watch` on pods) costs every push that beats
+            # vk-cocoon's report its seat until the next event.
             log.warning("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
             return
         try:
@@ -876,19 +734,17 @@ class KubeClient:
             resp.release_conn()
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> Pod:
-        name = (body.get("metadata") or {}).get("name", "")
-        out = self._call(
-            f"CREATE pod {namespace}/{name}", self._core.create_namespaced_pod, namespace, body
-        )
+        what = f"CREATE pod {namespace}/{(body.get('metadata') or {}).get('name', '')}"
+        out = self._call(what, self._core.create_namespaced_pod, namespace=namespace, body=body)
         return parse(Pod, out)
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod:
         out = self._call(
             f"PATCH pod {namespace}/{name}",
             self._core.patch_namespaced_pod,
-            name,
-            namespace,
-            patch,
+            namespace=namespace,
+            name=name,
+            body=patch,
             _content_type=MERGE_PATCH,
         )
         return parse(Pod, out)
@@ -905,15 +761,13 @@ class KubeClient:
             self._call(
                 f"DELETE pod {namespace}/{name}",
                 self._core.delete_namespaced_pod,
-                name,
-                namespace,
+                namespace=namespace,
+                name=name,
                 body={"preconditions": preconditions},
             )
         except NotFound:
             return False
         return True
-
-    # --- events -----------------------------------------------------------------
 
     def emit_event(
         self,
@@ -927,10 +781,8 @@ class KubeClient:
         """A core/v1 Event on the set. With `key` its name derives from it, so a repeat
         answers AlreadyExists and this returns False: "once per situation", without state."""
         ns = cs.namespace
-        if key is not None:
-            suffix = hashlib.sha256(f"{reason}/{key}".encode()).hexdigest()[:16]
-        else:
-            suffix = uuid.uuid4().hex[:16]
+        seed = key if key is not None else uuid.uuid4().hex  # no key: a new name every time
+        suffix = hashlib.sha256(f"{reason}/{seed}".encode()).hexdigest()[:16]
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
@@ -954,13 +806,9 @@ class KubeClient:
             "lastTimestamp": now,
             "count": 1,
         }
+        what = f"CREATE event {reason} on {ns}/{cs.name}"
         try:
-            self._call(
-                f"CREATE event {reason} on {ns}/{cs.name}",
-                self._core.create_namespaced_event,
-                ns,
-                body,
-            )
+            self._call(what, self._core.create_namespaced_event, namespace=ns, body=body)
         except AlreadyExists:
             return False
         log.count(METRIC_EVENTS, namespace=ns, reason=reason, type=type)

@@ -1,8 +1,6 @@
-"""Google-signed OIDC tokens of a Pub/Sub push subscription: signature, expiry, audience,
-issuer (`verify_push_token`), then the check that authorises, the verified email of an
-allowlisted caller (`require_caller`: any Google account can mint a token for a URL).
-`google.auth` loads on first use only.
-"""
+"""Google-signed OIDC tokens of a Pub/Sub push subscription: `verify_push_token` checks
+signature, expiry, audience and issuer; `require_caller` authorises (any Google account can
+mint a token for a URL, so only a verified, allowlisted email passes)."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ def verify_push_token(
     token: str, *, audience: str, certs: Mapping[str, str] | None = None
 ) -> Mapping[str, Any]:
     """The token's claims if it is valid for `audience`; else `TokenRejected` (TransientError
-    when Google's certificates cannot be fetched). `certs` (key id -> PEM) lets tests verify
-    offline."""
+    when Google's certificates cannot be fetched). `certs` (key id -> PEM): offline tests."""
     if not audience:
         # google-auth skips the audience check for audience=None: never allow that.
         raise TokenRejected("no audience configured for push-token verification")

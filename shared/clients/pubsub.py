@@ -1,10 +1,7 @@
-"""The Pub/Sub publisher of the lifecycle CloudEvents; the only module importing
-`google.cloud.pubsub_v1`, on the first publish only (cold start).
-
-One client per process and topic, message ordering on. Each publish waits for its
-acknowledgement, bounded (a returned instance may be frozen), with the library's retry off
-(unbounded for ordered publishes); a failed key is resumed. Library errors become ours.
-"""
+"""The Pub/Sub publisher of the lifecycle CloudEvents (ordered; `pubsub_v1` loads on the
+first publish). Each publish waits for its acknowledgement, bounded (a returned instance may
+be frozen), with the library's retry off (unbounded for ordered publishes); a failed key is
+resumed. Library errors become ours."""
 
 from __future__ import annotations
 
@@ -19,8 +16,6 @@ from shared.errors import CocoonError, ConfigError, PermanentError, TransientErr
 # Bounds the RPC and (with a margin for the batch's commit) the wait for its acknowledgement.
 PUBLISH_TIMEOUT: Final = 5.0
 _WAIT_MARGIN: Final = 1.0
-
-LibraryClientFactory = Callable[[], Any]
 
 
 def _library_client() -> Any:
@@ -41,7 +36,6 @@ def _exceptions() -> tuple[Any, Any, Any]:
 
 
 def _library_errors() -> tuple[type[BaseException], ...]:
-    """What the library raises for a failed publish (imported only once it is loaded)."""
     api, auth, pub = _exceptions()
     return (
         api.GoogleAPIError,
@@ -82,7 +76,7 @@ class PubSubPublisher:
         topic: str,
         *,
         client: Any = None,
-        client_factory: LibraryClientFactory | None = None,
+        client_factory: Callable[[], Any] | None = None,
         timeout: float = PUBLISH_TIMEOUT,
     ) -> None:
         self.topic = topic
@@ -95,18 +89,15 @@ class PubSubPublisher:
     def library_loaded(self) -> bool:
         return self._client is not None
 
-    def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                # Looked up at call time: the default stays replaceable until first use.
-                self._client = (self._factory or _library_client)()
-            return self._client
-
     def publish(self, data: bytes, *, ordering_key: str, attributes: Mapping[str, str]) -> str:
         """Publish one message and wait for its acknowledgement; return the server's id."""
         errors = _library_errors()
         try:
-            client = self._get_client()
+            with self._lock:
+                if self._client is None:
+                    # Looked up at call time: the default stays replaceable until first use.
+                    self._client = (self._factory or _library_client)()
+                client = self._client
         except errors as err:
             raise translate(err, self.topic) from err
         try:
@@ -125,10 +116,9 @@ class PubSubPublisher:
         return str(message_id)
 
     def _resume(self, client: Any, ordering_key: str) -> None:
-        if not ordering_key:
-            return
         try:
-            client.resume_publish(self.topic, ordering_key)
+            if ordering_key:
+                client.resume_publish(self.topic, ordering_key)
         except (ValueError, RuntimeError) as err:
             # Nothing to resume (a key never published) or a stopped client.
             log.debug("resume_publish failed", topic=self.topic, error=str(err))

@@ -1,8 +1,7 @@
 """The OCI registry client release and wake use: HEAD a manifest, resolve a tag, drop a tag.
 
-An error is never read as "absent" nor "present": 401/403 raise RegistryAuthError, 429/5xx/
-timeouts RegistryError; no `requests`/`botocore`/`google.auth` exception leaves this module,
-and those libraries load on first use (cold start). Auth modes: docs/design.md#registry.
+An error is never read as "absent" nor "present" (401/403 RegistryAuthError, 429/5xx/timeouts
+RegistryError); no library exception leaves, and the libraries load on first use (cold start).
 """
 
 from __future__ import annotations
@@ -35,13 +34,10 @@ if TYPE_CHECKING:
 
 # What a HEAD accepts: a snapshot is pushed as an OCI or Docker manifest, and a
 # multi-arch push would make it an index/list; any of them means "present".
-MANIFEST_ACCEPT = ", ".join(
-    (
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.oci.image.index.v1+json",
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-    )
+MANIFEST_ACCEPT = (
+    "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+    "application/vnd.docker.distribution.manifest.v2+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json"
 )
 CONNECT_TIMEOUT = 2.0
 READ_TIMEOUT = 5.0
@@ -70,16 +66,6 @@ class ManifestInfo:
     size: int | None = None
 
 
-def _check_reference(reference: str) -> str:
-    return check_digest(reference) if ":" in reference else check_tag(reference)
-
-
-@dataclass(slots=True)
-class _Token:
-    value: str
-    expires_at: float
-
-
 class RegistryClient:
     """One registry's client, built once per instance (:func:`get_client`); `session`,
     `ecr_client` and `clock` are built lazily unless a test passes them."""
@@ -100,29 +86,26 @@ class RegistryClient:
         self._clock = clock
         self._timeout = (connect_timeout, read_timeout)
         self._lock = threading.Lock()
-        self._tokens: dict[tuple[str, str, str], _Token] = {}
+        self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}  # token, expiry
         self._challenges: dict[tuple[str, str], Challenge] = {}
         self._google_creds: Any = None
         self.requests_made = 0  # HTTP requests and ECR API calls, token fetches included
-        self.token_fetches = 0
 
     def head_manifest(self, repository: str, tag_or_digest: str) -> ManifestInfo | None:
         """The manifest `repository:tag_or_digest` names, or None when the registry says 404."""
         repo = check_repository(repository)
-        ref = _check_reference(tag_or_digest)
+        ref = check_digest(tag_or_digest) if ":" in tag_or_digest else check_tag(tag_or_digest)
         if self.settings.registry_auth is RegistryAuth.ECR:
             return self._ecr_describe(repo, ref)
-        resp = self._http("HEAD", repo, f"manifests/{ref}", headers={"Accept": MANIFEST_ACCEPT})
-        if resp.status_code == 404:
+        resp = self._manifest("HEAD", repo, ref)
+        if resp is None:
             return None
-        self._raise_for_status(resp, f"HEAD {repo}:{ref}")
         digest = resp.headers.get("Docker-Content-Digest")
         if not digest:
             # Not every registry sends the header on HEAD: the digest is the body's hash.
-            got = self._http("GET", repo, f"manifests/{ref}", headers={"Accept": MANIFEST_ACCEPT})
-            if got.status_code == 404:
+            got = self._manifest("GET", repo, ref)
+            if got is None:
                 return None
-            self._raise_for_status(got, f"GET {repo}:{ref}")
             digest = got.headers.get("Docker-Content-Digest") or (
                 "sha256:" + hashlib.sha256(got.content).hexdigest()
             )
@@ -134,6 +117,14 @@ class RegistryClient:
             media_type=(resp.headers.get("Content-Type") or "").split(";")[0].strip() or None,
             size=int(length) if length and length.isdigit() else None,
         )
+
+    def _manifest(self, method: str, repo: str, ref: str) -> requests.Response | None:
+        """The manifest's answer, None on 404 (any other error raises)."""
+        resp = self._http(method, repo, f"manifests/{ref}", headers={"Accept": MANIFEST_ACCEPT})
+        if resp.status_code == 404:
+            return None
+        self._raise_for_status(resp, f"{method} {repo}:{ref}")
+        return resp
 
     def resolve_digest(self, repository: str, tag: str) -> str | None:
         info = self.head_manifest(repository, check_tag(tag))
@@ -179,9 +170,7 @@ class RegistryClient:
         if digest is None:
             return True
         for other in self.list_tags(repo):
-            if other == tag:
-                continue
-            if self.resolve_digest(repo, other) == digest:
+            if other != tag and self.resolve_digest(repo, other) == digest:
                 log.warning(
                     "registry tag kept: its manifest is shared with another tag",
                     repository=repo,
@@ -193,14 +182,13 @@ class RegistryClient:
                 )
                 return False
         resp = self._http("DELETE", repo, f"manifests/{digest}")
-        if resp.status_code in (202, 200, 204, 404):
-            return True
         if resp.status_code == 405:
             raise ConfigError(
                 f"registry {self._host()} refuses manifest deletes (405): enable "
                 "storage.delete in the registry's configuration"
             )
-        self._raise_for_status(resp, f"DELETE {repo}@{digest}")
+        if resp.status_code != 404:  # already gone
+            self._raise_for_status(resp, f"DELETE {repo}@{digest}")
         return True
 
     def snapshot_present(self, vm_name: str) -> bool:
@@ -220,10 +208,6 @@ class RegistryClient:
 
     def _host(self) -> str:
         return self.settings.require_registry().host
-
-    def _base_url(self) -> str:
-        scheme = "http" if self.settings.registry_insecure else "https"
-        return f"{scheme}://{self._host()}"
 
     def _sess(self) -> requests.Session:
         with self._lock:
@@ -277,10 +261,10 @@ class RegistryClient:
         self, method: str, repository: str, path: str, *, headers: Mapping[str, str] | None = None
     ) -> requests.Response:
         """One registry API call under `/v2/<repository>/`, authenticated per the mode."""
-        url = f"{self._base_url()}/v2/{repository}/{path}"
+        scheme = "http" if self.settings.registry_insecure else "https"
+        url = f"{scheme}://{self._host()}/v2/{repository}/{path}"
         what = f"{method} {repository}/{path.partition('?')[0]}"
-        action = "delete" if method == "DELETE" else "pull"
-        key = (repository, action)
+        key = (repository, "delete" if method == "DELETE" else "pull")
         resp = self._send(method, url, headers=self._auth_headers(key, headers), what=what)
         if resp.status_code != 401:
             return resp
@@ -307,12 +291,11 @@ class RegistryClient:
     def _auth_headers(
         self, key: tuple[str, str], extra: Mapping[str, str] | None
     ) -> dict[str, str]:
-        hdrs = dict(extra or {})
-        mode = self.settings.registry_auth
+        hdrs, s = dict(extra or {}), self.settings
+        mode = s.registry_auth
         if mode is RegistryAuth.BASIC:
-            hdrs["Authorization"] = _basic(
-                self.settings.registry_username or "", self.settings.registry_password or ""
-            )
+            pair = f"{s.registry_username or ''}:{s.registry_password or ''}".encode()
+            hdrs["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
             with self._lock:
                 challenge = self._challenges.get(key)
@@ -328,24 +311,11 @@ class RegistryClient:
     def _token_key(challenge: Challenge) -> tuple[str, str, str]:
         return (challenge.realm or "", challenge.service or "", challenge.scope or "")
 
-    def _cached_token(self, challenge: Challenge) -> str | None:
-        with self._lock:
-            tok = self._tokens.get(self._token_key(challenge))
-        if tok is not None and self._clock() < tok.expires_at:
-            return tok.value
-        return None
-
-    def _realm_credentials(self) -> tuple[str, str] | None:
-        mode = self.settings.registry_auth
-        if mode is RegistryAuth.GOOGLE:
-            return (GOOGLE_BASIC_USER, self._google_token())
-        user, password = self.settings.registry_username, self.settings.registry_password
-        return (user, password) if user and password else None
-
     def _fetch_token(self, challenge: Challenge) -> str:
-        cached = self._cached_token(challenge)
-        if cached is not None:
-            return cached
+        with self._lock:
+            cached = self._tokens.get(self._token_key(challenge))
+        if cached is not None and self._clock() < cached[1]:
+            return cached[0]
         realm = challenge.realm or ""
         parts = urllib.parse.urlsplit(realm)
         if parts.scheme not in ("https", "http") or not parts.netloc:
@@ -358,7 +328,10 @@ class RegistryClient:
                 f"{base.host!r} nor listed in COCOON_REGISTRY_TOKEN_REALMS: refusing to "
                 "send credentials there"
             )
-        creds = self._realm_credentials()
+        user, password = self.settings.registry_username, self.settings.registry_password
+        creds = (user, password) if user and password else None
+        if self.settings.registry_auth is RegistryAuth.GOOGLE:
+            creds = (GOOGLE_BASIC_USER, self._google_token())
         if parts.scheme == "http" and creds is not None and not self.settings.registry_insecure:
             raise RegistryAuthError(
                 f"refusing to send registry credentials to plain-http realm {realm}"
@@ -368,8 +341,6 @@ class RegistryClient:
         }
         if creds is not None and self.settings.registry_username:
             params["account"] = self.settings.registry_username
-        with self._lock:
-            self.token_fetches += 1
         resp = self._send(
             "GET", realm, headers={}, params=params, auth=creds, what=f"token from {realm}"
         )
@@ -382,23 +353,19 @@ class RegistryClient:
             body = resp.json()
         except ValueError as err:
             raise RegistryError(f"token server {realm} sent invalid JSON") from err
-        if not isinstance(body, dict):
-            raise RegistryError(f"token server {realm} sent no token object")
-        token = token_of(body)
+        token = token_of(body) if isinstance(body, dict) else None
         if token is None:
             raise RegistryError(f"token server {realm} sent no token")
         expires = token_expiry(body, now=self._clock())
         with self._lock:
-            self._tokens[self._token_key(challenge)] = _Token(token, expires)
+            self._tokens[self._token_key(challenge)] = (token, expires)
         return token
 
     def _google_token(self) -> str:
-        try:
-            import google.auth  # noqa: PLC0415  (cold start)
-            import google.auth.exceptions  # noqa: PLC0415
-            import google.auth.transport.requests  # noqa: PLC0415
-        except ImportError as err:  # pragma: no cover - google-auth is a dependency
-            raise ConfigError("COCOON_REGISTRY_AUTH=google needs google-auth") from err
+        import google.auth  # noqa: PLC0415  (cold start)
+        import google.auth.exceptions  # noqa: PLC0415
+        import google.auth.transport.requests  # noqa: PLC0415
+
         try:
             with self._lock:
                 creds = self._google_creds
@@ -463,19 +430,17 @@ class RegistryClient:
             )
         return self._ecr
 
-    def _ecr_registry_id(self) -> dict[str, str]:
-        m = _ECR_HOST.match(self._host())
-        return {"registryId": m.group("account")} if m else {}
-
     def _ecr_call(self, op: str, **kwargs: Any) -> dict[str, Any] | None:
         """Call an ECR operation; None when the repository or image does not exist."""
         import botocore.exceptions as bexc  # noqa: PLC0415  (cold start)
 
         client = self._ecr_client()
+        m = _ECR_HOST.match(self._host())
+        ids = {"registryId": m.group("account")} if m else {}
         with self._lock:
             self.requests_made += 1
         try:
-            result: dict[str, Any] = getattr(client, op)(**self._ecr_registry_id(), **kwargs)
+            result: dict[str, Any] = getattr(client, op)(**ids, **kwargs)
             return result
         except bexc.ClientError as err:
             code = str(err.response.get("Error", {}).get("Code", ""))
@@ -523,10 +488,6 @@ class RegistryClient:
             )
             return False
         return True
-
-
-def _basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 _clients: ProcessCache[Settings, RegistryClient] = ProcessCache(

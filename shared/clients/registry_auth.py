@@ -1,7 +1,5 @@
-"""Pure pieces of the Docker token flow: the `WWW-Authenticate` challenge, the realm check,
-a token answer's token and expiry. No I/O, so the registry client and the local stack's
-`push_image` share them.
-"""
+"""Pure pieces of the Docker token flow (the challenge, the realm check, a token answer's
+token and expiry), shared by the registry client and the local stack's `push_image`."""
 
 from __future__ import annotations
 
