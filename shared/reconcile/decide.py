@@ -423,7 +423,8 @@ def decide_wake(o: Observed) -> Step:
                 # Released (a hint or image is recorded): the VM's state was in that tag.
                 return LostSnapshot(vm0)
             return NotOurs(
-                "no snapshot: suspended before first boot (a fresh boot is the normal flow's)"
+                "no snapshot: suspended before first boot (a fresh boot is the normal flow's)",
+                forget_requester=k.ANN_WAKE_REQUESTED_BY in cs.metadata.annotations,
             )
         if phase is not Phase.WAKING:
             return PersistWaking(stamp_started=True)

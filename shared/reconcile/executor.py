@@ -305,6 +305,9 @@ class _Run:
         return self.outcome(OutcomeResult.WAITING, step.reason)
 
     def end_not_ours(self, step: NotOurs) -> Outcome:
+        if step.forget_requester:
+            forget = {k.ANN_WAKE_REQUESTED_BY: None}
+            self.cs = self.kube.patch_set(self.ref, {"metadata": {"annotations": forget}})
         effects = [_step_name(s) for s in self.done if not isinstance(s, (*_LOOKS, *_ENDS))]
         if effects:
             # This run moved the set (e.g. completed a wake) into the normal flow's hands.

@@ -43,6 +43,8 @@ class NotOurs:
     """Another flow owns this set's current situation (normal flow, in-place wake, retain)."""
 
     reason: str
+    # The normal flow boots fresh and no WakeCompleted will name the requester: forget it.
+    forget_requester: bool = False
 
 
 @dataclass(frozen=True, slots=True)
