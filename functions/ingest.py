@@ -153,7 +153,11 @@ def _authenticate(
     """The caller, or the 401/503 to answer. Reads headers only."""
     secret, presented = doors.presented_secret(request.headers)
     if secret:
-        caller = doors.authenticate(secret, accepted, config)
+        try:
+            caller = doors.authenticate(secret, accepted, config)
+        except TransientError as err:
+            log.warning("ingest credential not verifiable now", route=route, error=str(err))
+            return _refuse(503, {"error": "retry"})
         if caller is not None:
             return caller
         if Door.PUSH in accepted and config.push_audience:
