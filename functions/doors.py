@@ -168,7 +168,8 @@ def _reviewed(token: str, doors: Sequence[Door], config: Settings) -> Caller | N
     listed = {user: Door(door) for user, door in config.cluster_callers if Door(door) in doors}
     claims = _claims(token)
     # A token claiming no listed name costs no API request.
-    if not config.cluster_audience or claims.get("sub") not in listed:
+    claimed = claims.get("sub")
+    if not config.cluster_audience or not isinstance(claimed, str) or claimed not in listed:
         return None
     key, now = hashlib.sha256(token.encode()).digest(), time.monotonic()
     with _reviews_lock:
@@ -319,6 +320,9 @@ def guarded(app: WSGIApp, route: str, *, platform: bool = False) -> WSGIApp:
         except TransientError as err:
             log.warning("credential not verifiable now", route=route, error=str(err))
             return refuse("503 Service Unavailable", {"error": "retry"}, start_response)
+        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
+            log.error("credential not verifiable", route=route, error=str(err))
+            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
         if caller is None:
             log.warning("request unauthenticated", route=route, presented=presented)
             return refuse(

@@ -158,6 +158,9 @@ def _authenticate(
         except TransientError as err:
             log.warning("ingest credential not verifiable now", route=route, error=str(err))
             return _refuse(503, {"error": "retry"})
+        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
+            log.error("ingest credential not verifiable", route=route, error=str(err))
+            return _refuse(500, {"error": "misconfigured"})
         if caller is not None:
             return caller
         if Door.PUSH in accepted and config.push_audience:
