@@ -170,13 +170,14 @@ CLUSTER_CALLER_DOORS = ("registry", "audit", "wake", "sweep")
 def _cluster_auth(env: Mapping[str, str]) -> tuple[str | None, tuple[tuple[str, str], ...], bool]:
     audience = env.get("COCOON_CLUSTER_AUDIENCE", "").strip() or None
     callers: list[tuple[str, str]] = []
-    for entry in (p.strip() for p in env.get("COCOON_CLUSTER_CALLERS", "").split(",")):
+    for entry in filter(
+        None, (p.strip() for p in env.get("COCOON_CLUSTER_CALLERS", "").split(","))
+    ):
         user, _, door = entry.rpartition("=")
-        if entry and (not user or door not in CLUSTER_CALLER_DOORS):
+        if not user or door not in CLUSTER_CALLER_DOORS:
             doors = ", ".join(CLUSTER_CALLER_DOORS)
             raise ConfigError(f"COCOON_CLUSTER_CALLERS entry {entry!r} is not username=({doors})")
-        if entry:
-            callers.append((user, door))
+        callers.append((user, door))
     if bool(audience) != bool(callers):
         raise ConfigError(
             "COCOON_CLUSTER_AUDIENCE and COCOON_CLUSTER_CALLERS go together: any pod can "
