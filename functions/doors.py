@@ -1,14 +1,19 @@
 """Who may come in at which door, and what they may ask for (docs/security.md).
 
 `authenticate` sees headers only, before the body; `authorize` sees the parsed triggers,
-before any client. The per-target functions on Cloud Run are `PLATFORM`: authenticated in front.
+before any client. The per-target functions on Cloud Run are `PLATFORM`: authenticated in
+front, unless COCOON_TARGET_AUTH=doors has them check credentials like `serve`.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import io
 import json
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -16,12 +21,15 @@ from typing import Any
 
 import flask
 
+from functions import process
 from shared import log
 from shared.config import Settings
+from shared.errors import ConfigError, TransientError
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
 
 
 class Door(StrEnum):
+    # Each also opens to an in-cluster caller COCOON_CLUSTER_CALLERS maps to it.
     REGISTRY = "registry"  # COCOON_INGEST_TOKEN
     AUDIT = "audit"  # COCOON_AUDIT_TOKEN
     WAKE = "wake"  # COCOON_WAKE_TOKEN, COCOON_WAKE_TOKENS
@@ -114,11 +122,17 @@ def _candidates(doors: Iterable[Door], config: Settings) -> list[tuple[str, Call
 
 def configured(doors: Iterable[Door], config: Settings) -> bool:
     """Whether any of `doors` has a credential (a route with none is closed, never open)."""
-    return bool(_candidates(doors, config)) or (Door.PUSH in doors and bool(config.push_audience))
+    doors = tuple(doors)
+    return (
+        bool(_candidates(doors, config))
+        or (Door.PUSH in doors and bool(config.push_audience))
+        or any(Door(door) in doors for _, door in config.cluster_callers)
+    )
 
 
 def authenticate(secret: str, doors: Sequence[Door], config: Settings) -> Caller | None:
-    """The caller whose configured secret equals `secret`, among `doors`; else None."""
+    """The caller whose configured secret equals `secret`, among `doors`; else the listed
+    in-cluster caller a TokenReview says it is; else None (TransientError: cannot tell now)."""
     found: Caller | None = None
     presented = secret.encode()
     for token, caller in _candidates(doors, config):
@@ -126,7 +140,53 @@ def authenticate(secret: str, doors: Sequence[Door], config: Settings) -> Caller
         # depend on which one matched.
         if hmac.compare_digest(presented, token.encode()) and found is None:
             found = caller
-    return found
+    return found or _reviewed(secret, doors, config)
+
+
+# Positive TokenReview answers, by the token's hash: a source sends the same token with
+# every delivery until it renews it, and one API request per event would let a burst of
+# events become a burst of reviews. Kept briefly (and never past the token's `exp`), so a
+# deleted ServiceAccount stops working soon; refusals are never kept.
+REVIEW_TTL = 30.0
+_reviews: dict[bytes, tuple[float, str]] = {}
+_reviews_lock = threading.Lock()
+
+
+def _claims(token: str) -> dict[str, Any]:
+    """A JWT's payload, unverified (who it claims to be); {} for anything else."""
+    parts = token.split(".")
+    if len(parts) != 3 or len(token) > 16 * 1024:
+        return {}
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, RecursionError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def _reviewed(token: str, doors: Sequence[Door], config: Settings) -> Caller | None:
+    listed = {user: Door(door) for user, door in config.cluster_callers if Door(door) in doors}
+    claims = _claims(token)
+    # A token claiming no listed name costs no API request.
+    claimed = claims.get("sub")
+    if not config.cluster_audience or not isinstance(claimed, str) or claimed not in listed:
+        return None
+    key, now = hashlib.sha256(token.encode()).digest(), time.monotonic()
+    with _reviews_lock:
+        until, user = _reviews.get(key, (0.0, ""))
+    if until <= now:
+        found = process.kube_client(config).review_token(token, config.cluster_audience)
+        if found is None:
+            return None
+        user = found
+        exp = claims.get("exp")
+        left = exp - time.time() if isinstance(exp, int | float) else REVIEW_TTL
+        with _reviews_lock:
+            if len(_reviews) >= 1024:
+                _reviews.clear()
+            _reviews[key] = (now + min(REVIEW_TTL, left), user)
+    door = listed.get(user)
+    return Caller(door, user) if door is not None else None
 
 
 def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
@@ -155,7 +215,15 @@ def read_capped(stream: Any, limit: int) -> bytes | None:
 
 # A CloudEvent is a few hundred bytes; ingest has its own, equal cap.
 MAX_BODY = 1 << 20
-CLOUDEVENT_TARGETS = ("release", "wake", "sweep")
+# The credentials each CloudEvent target accepts: a registry's CloudEvents and the
+# cluster's event sources release; wake requests and the sources' set changes wake;
+# only the sweep door ticks.
+CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
+    "release": (Door.REGISTRY, Door.AUDIT),
+    "wake": (Door.WAKE, Door.AUDIT),
+    "sweep": (Door.SWEEP,),
+}
+CLOUDEVENT_TARGETS = tuple(CLOUDEVENT_DOORS)
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -215,15 +283,69 @@ def capped(app: WSGIApp, route: str) -> WSGIApp:
     return guard
 
 
-def cap_current_app() -> None:
-    """Put `capped` in front of the CloudEvent target functions-framework is loading us for.
+def guarded(app: WSGIApp, route: str, *, platform: bool = False) -> WSGIApp:
+    """`app` behind its door: method and credential before the body is read. `platform`: a
+    per-target process, left to the platform in front unless COCOON_TARGET_AUTH=doors."""
+    accepted = CLOUDEVENT_DOORS[route.lstrip("/")]
 
-    The framework imports the source inside its app's context and names the app after
-    the target; `ingest` guards itself (credential first), so it is left alone.
+    def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if isinstance(environ.get(ENVIRON_KEY), Caller):
+            return app(environ, start_response)  # `serve` let it in already
+        try:
+            config = process.settings()
+        except ConfigError as err:
+            log.error("refusing requests: invalid configuration", route=route, error=str(err))
+            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+        if platform and not config.target_auth:
+            return app(environ, start_response)
+        if environ.get("REQUEST_METHOD") != "POST":
+            return refuse(
+                "405 Method Not Allowed",
+                {"error": "method not allowed"},
+                start_response,
+                Allow="POST",
+            )
+        if not configured(accepted, config):
+            needed = " or ".join(VARIABLES[d] for d in accepted)
+            log.error(f"refusing {route}: {needed} is not set", route=route)
+            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+        secret, presented = presented_secret(
+            {
+                "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
+                EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
+            }
+        )
+        try:
+            caller = authenticate(secret, accepted, config) if secret else None
+        except TransientError as err:
+            log.warning("credential not verifiable now", route=route, error=str(err))
+            return refuse("503 Service Unavailable", {"error": "retry"}, start_response)
+        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
+            log.error("credential not verifiable", route=route, error=str(err))
+            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+        if caller is None:
+            log.warning("request unauthenticated", route=route, presented=presented)
+            return refuse(
+                "401 Unauthorized",
+                {"error": "unauthenticated"},
+                start_response,
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        environ[ENVIRON_KEY] = caller
+        return app(environ, start_response)
+
+    return guard
+
+
+def cap_current_app() -> None:
+    """Put `guarded` and `capped` in front of the CloudEvent target functions-framework is
+    loading us for. The framework imports the source inside its app's context and names the
+    app after the target; `ingest` guards itself (credential first), so it is left alone.
     """
     if not flask.has_app_context():
         return
     app = flask.current_app
     if app.name in CLOUDEVENT_TARGETS and not app.config.get("COCOON_CAPPED"):
         app.config["COCOON_CAPPED"] = True
-        app.wsgi_app = capped(app.wsgi_app, "/" + app.name)  # type: ignore[method-assign,assignment]
+        route = "/" + app.name
+        app.wsgi_app = guarded(capped(app.wsgi_app, route), route, platform=True)  # type: ignore[method-assign,assignment]

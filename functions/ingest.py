@@ -153,7 +153,14 @@ def _authenticate(
     """The caller, or the 401/503 to answer. Reads headers only."""
     secret, presented = doors.presented_secret(request.headers)
     if secret:
-        caller = doors.authenticate(secret, accepted, config)
+        try:
+            caller = doors.authenticate(secret, accepted, config)
+        except TransientError as err:
+            log.warning("ingest credential not verifiable now", route=route, error=str(err))
+            return _refuse(503, {"error": "retry"})
+        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
+            log.error("ingest credential not verifiable", route=route, error=str(err))
+            return _refuse(500, {"error": "misconfigured"})
         if caller is not None:
             return caller
         if Door.PUSH in accepted and config.push_audience:

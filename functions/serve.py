@@ -1,7 +1,7 @@
 """All four targets in one process, path-routed, for a plain Deployment or Knative.
 
 Each CloudEvent route is functions-framework's own app for that target behind a door
-(`_guarded`): credential, method and size are checked before the body is read, since
+(`doors.guarded`): credential, method and size are checked before the body is read, since
 `serve` has no Eventarc or invoker IAM in front. The `ingest` routes guard themselves.
 """
 
@@ -22,20 +22,11 @@ from functions_framework._http import create_server
 
 # Only `serve` (a long-running process) imports these: the per-target Cloud Run
 # functions count in log lines, and never pay prometheus-client's import.
-from functions import doors, process
-from functions.doors import Door
+from functions import doors
 from functions.metrics import install
-from shared import log
 from shared.errors import ConfigError
 
-# The credentials each CloudEvent route accepts (functions.doors): a registry's
-# CloudEvents and the cluster's event sources release; wake requests and the
-# sources' set changes wake; only the sweep token ticks.
-CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
-    "release": (Door.REGISTRY, Door.AUDIT),
-    "wake": (Door.WAKE, Door.AUDIT),
-    "sweep": (Door.SWEEP,),
-}
+CLOUDEVENT_DOORS = doors.CLOUDEVENT_DOORS
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
@@ -56,53 +47,6 @@ def default_source() -> Path:
 def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list[bytes]:
     start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
-
-
-def _guarded(target: str, app: WSGIApp) -> WSGIApp:
-    """`app` behind its door: method and credential before the body is read; the target's
-    app checks size and nesting itself (`doors.cap_current_app`, run as functions-framework
-    loads it)."""
-    accepted = CLOUDEVENT_DOORS[target]
-
-    def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD") != "POST":
-            return doors.refuse(
-                "405 Method Not Allowed",
-                {"error": "method not allowed"},
-                start_response,
-                Allow="POST",
-            )
-        try:
-            config = process.settings()
-        except ConfigError as err:
-            log.error("serve refuses requests: invalid configuration", error=str(err))
-            return doors.refuse(
-                "500 Internal Server Error", {"error": "misconfigured"}, start_response
-            )
-        if not doors.configured(accepted, config):
-            needed = " or ".join(doors.VARIABLES[d] for d in accepted)
-            log.error(f"serve refuses /{target}: {needed} is not set", route=f"/{target}")
-            return doors.refuse(
-                "500 Internal Server Error", {"error": "misconfigured"}, start_response
-            )
-        headers = {
-            "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
-            doors.EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
-        }
-        secret, presented = doors.presented_secret(headers)
-        caller = doors.authenticate(secret, accepted, config) if secret else None
-        if caller is None:
-            log.warning("serve request unauthenticated", route=f"/{target}", presented=presented)
-            return doors.refuse(
-                "401 Unauthorized",
-                {"error": "unauthenticated"},
-                start_response,
-                **{"WWW-Authenticate": "Bearer"},
-            )
-        environ[doors.ENVIRON_KEY] = caller
-        return app(environ, start_response)
-
-    return guard
 
 
 def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
@@ -142,9 +86,9 @@ def create_app(source: Path | None = None) -> Any:
     """A Flask app (so functions-framework's server runs it) routing to the four targets."""
     src = str(source or default_source())
     mounts: dict[str, WSGIApp] = {
-        target: _guarded(
-            target,
+        target: doors.guarded(
             functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
+            "/" + target,
         )
         for target in CLOUDEVENT_DOORS
     }

@@ -160,6 +160,35 @@ def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredentia
     return tuple(out)
 
 
+# In-cluster callers (functions.doors): a bearer token the API server authenticates by
+# TokenReview for COCOON_CLUSTER_AUDIENCE, accepted only for a username listed in
+# COCOON_CLUSTER_CALLERS (`username=door,...`); COCOON_TARGET_AUTH=doors makes the
+# per-target processes check credentials themselves (default `platform`: Cloud Run's IAM).
+CLUSTER_CALLER_DOORS = ("registry", "audit", "wake", "sweep")
+
+
+def _cluster_auth(env: Mapping[str, str]) -> tuple[str | None, tuple[tuple[str, str], ...], bool]:
+    audience = env.get("COCOON_CLUSTER_AUDIENCE", "").strip() or None
+    callers: list[tuple[str, str]] = []
+    for entry in filter(
+        None, (p.strip() for p in env.get("COCOON_CLUSTER_CALLERS", "").split(","))
+    ):
+        user, _, door = entry.rpartition("=")
+        if not user or door not in CLUSTER_CALLER_DOORS:
+            doors = ", ".join(CLUSTER_CALLER_DOORS)
+            raise ConfigError(f"COCOON_CLUSTER_CALLERS entry {entry!r} is not username=({doors})")
+        callers.append((user, door))
+    if bool(audience) != bool(callers):
+        raise ConfigError(
+            "COCOON_CLUSTER_AUDIENCE and COCOON_CLUSTER_CALLERS go together: any pod can "
+            "mint a token for the audience alone"
+        )
+    mode = env.get("COCOON_TARGET_AUTH", "").strip() or "platform"
+    if mode not in ("platform", "doors"):
+        raise ConfigError(f"COCOON_TARGET_AUTH={mode!r} must be `platform` or `doors`")
+    return audience, tuple(callers), mode == "doors"
+
+
 @dataclass(frozen=True, slots=True)
 class RegistryBase:
     """`COCOON_REGISTRY_BASE` split into host and repository prefix."""
@@ -238,6 +267,11 @@ class Settings:
     # Beside a cocoon-operator (the default: cocoonstack always runs one, and acting
     # ahead of it can cost a VM its snapshot; docs/operator.md); ABSENT = alone.
     operator: OperatorMode = OperatorMode.PRESENT
+    # In-cluster callers by TokenReview (the audience; (username, door) pairs), and
+    # whether the per-target processes check the doors' credentials themselves.
+    cluster_audience: str | None = None
+    cluster_callers: tuple[tuple[str, str], ...] = ()
+    target_auth: bool = False
 
     @property
     def operator_present(self) -> bool:
@@ -352,6 +386,7 @@ class Settings:
                 f"COCOON_REPORT_WAIT={wait_raw!r} is over 5m: an invocation must answer "
                 "well inside its platform timeout"
             )
+        cluster_audience, cluster_callers, target_auth = _cluster_auth(e)
         return cls(
             kube_auth=kube_auth,
             kubeconfig=e.get("KUBECONFIG") or None,
@@ -378,4 +413,7 @@ class Settings:
             log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
             report_wait=report_wait,
             operator=_enum(e, "COCOON_OPERATOR", OperatorMode, OperatorMode.PRESENT),
+            cluster_audience=cluster_audience,
+            cluster_callers=cluster_callers,
+            target_auth=target_auth,
         )

@@ -194,12 +194,18 @@ WATCH_CALLS: dict[str, tuple[str, str, str]] = {
 READ_VERBS = {"get", "list", "watch"}
 READER = "cocoon-hibernation"  # cluster-wide reads (the sweep lists every namespace)
 WRITER = "cocoon-hibernation-writer"  # bound per namespace only
+REVIEWER = "cocoon-hibernation-tokenreview"  # cluster-scoped TokenReview, changes no object
+TOKEN_REVIEW = ("authentication.k8s.io", "tokenreviews", "create")
 
 
 def _code_needs() -> set[tuple[str, str, str]]:
     source = (REPO_ROOT / "shared" / "clients" / "kube.py").read_text(encoding="utf-8")
     calls = set(re.findall(r"self\._(?:core|custom)\.(\w+)", source))
     assert calls, "no kubernetes client call found in shared/clients/kube.py"
+    # The one request sent by path rather than by a generated method's name.
+    if calls & {"send"}:
+        assert '"/apis/authentication.k8s.io/v1/tokenreviews"' in source
+        calls.discard("send")
     unknown = calls - set(CLIENT_CALLS)
     assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
     needs = {CLIENT_CALLS[name] for name in calls}
@@ -211,20 +217,24 @@ def _code_needs() -> set[tuple[str, str, str]]:
     # The one custom-object call outside the CocoonSet group: PodMetrics (list only).
     if '"metrics.k8s.io"' in source:
         needs.add(("metrics.k8s.io", "pods", "list"))
+    if "/tokenreviews" in source:
+        needs.add(TOKEN_REVIEW)
     return needs.union(*(IMPLIED.get(n, set()) for n in needs))
 
 
 def test_function_roles_grant_exactly_what_the_code_uses() -> None:
     reader = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), READER)
     writer = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), WRITER)
+    reviewer = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), REVIEWER)
     needs = _code_needs()
     # Nothing unused: no update, no event patch, no events.k8s.io; `watch` on pods only
     # because report_wait watches one pod.
     assert ("", "pods", "watch") in needs
-    assert _rules(reader) | _rules(writer) == needs
+    assert _rules(reader) | _rules(writer) | _rules(reviewer) == needs
     assert _rules(reader) == {n for n in needs if n[2] in READ_VERBS}
-    assert _rules(writer) == {n for n in needs if n[2] not in READ_VERBS}
-    for role in (reader, writer):
+    assert _rules(writer) == {n for n in needs if n[2] not in READ_VERBS} - {TOKEN_REVIEW}
+    assert _rules(reviewer) == {TOKEN_REVIEW}
+    for role in (reader, writer, reviewer):
         assert all("resourceNames" not in r and "nonResourceURLs" not in r for r in role["rules"])
 
 
@@ -234,7 +244,7 @@ def test_no_cluster_wide_write_access() -> None:
     writer_refs = []
     for binding in _all(("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")):
         role = _only(("rbac.authorization.k8s.io/v1", "ClusterRole"), binding["roleRef"]["name"])
-        writes = {r for r in _rules(role) if r[2] not in {"get", "list", "watch"}}
+        writes = {r for r in _rules(role) if r[2] not in READ_VERBS} - {TOKEN_REVIEW}
         assert not writes, f"{binding['metadata']['name']} grants {sorted(writes)} cluster-wide"
     for path, binding in ALL_DOCS:
         if _gvk(binding) != ("rbac.authorization.k8s.io/v1", "RoleBinding"):

@@ -266,6 +266,34 @@ def test_the_knative_service_is_probed_and_scraped(filled: list[dict[str, Any]])
     assert annotations["prometheus.io/path"] == "/metrics"
 
 
+@pytest.mark.parametrize("variant", ["knative", "deployment"])
+def test_the_oidc_component_lets_each_source_in_at_its_own_door(
+    tmp_path: Path, variant: str
+) -> None:
+    """Each source's OIDC ServiceAccount, as Knative Eventing names it, listed for its door."""
+    docs = _render(_copy(tmp_path, FILLED, [variant, "knative/oidc"]))
+    sources = [d for d in docs if d["apiVersion"].startswith("sources.knative.dev/")]
+    (serve,) = [
+        d["spec"]["template"]["spec"]["containers"][0]
+        for d in docs
+        if d["kind"] == "Deployment" or "serving.knative.dev" in d["apiVersion"]
+    ]
+    env = {e["name"]: e["value"] for e in serve["env"] if "CLUSTER" in e["name"]}
+    settings = Settings.from_env(env)
+    door = {"/release": "audit", "/wake": "audit", "/sweep": "sweep"}
+    expected = {
+        (
+            f"system:serviceaccount:{s['metadata']['namespace']}:{s['metadata']['name']}"
+            f"-oidc-sources.knative.dev-{s['kind'].lower()}",
+            door[s["spec"]["sink"]["uri"]],
+        )
+        for s in sources
+    }
+    assert len(sources) == 3 and set(settings.cluster_callers) == expected
+    assert {s["spec"]["sink"]["audience"] for s in sources} == {settings.cluster_audience}
+    assert all(len(user.rsplit(":", 1)[1]) <= 63 for user, _ in expected)  # no hashed name
+
+
 # --- the real kube-apiserver -------------------------------------------------------------
 
 CRDS = Path(os.environ.get("COCOON_REFERENCE_CRDS", REPO_ROOT.parent / "shared/reference/crds"))
@@ -291,7 +319,12 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
 
 
 @pytest.mark.parametrize(
-    "components", [["knative", "prometheus-operator"], ["deployment", "prometheus-operator"]]
+    "components",
+    [
+        ["knative", "prometheus-operator"],
+        ["deployment", "prometheus-operator"],
+        ["knative", "knative/oidc"],  # `spec.sink.audience` is in the sources' schema
+    ],
 )
 def test_both_variants_pass_server_side_dry_run(
     real_kube_session: Any, tmp_path: Path, components: list[str]

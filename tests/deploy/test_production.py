@@ -56,6 +56,7 @@ def _render_rbac(
     project: str,
     namespaces: list[str],
     read_namespaces: tuple[str, ...] = (),
+    token_review: bool = False,
 ) -> list[Any]:
     """The submodule as the module calls it, evaluated by the real Terraform CLI."""
     module = load_dir(MODULE_DIR)
@@ -77,7 +78,8 @@ def _render_rbac(
         f"  name_prefix = {json.dumps(prefix)}\n"
         f"  users = {json.dumps(users)}\n"
         f"  namespaces = {json.dumps(namespaces)}\n"
-        f"  read_namespaces = {json.dumps(list(read_namespaces))}\n}}\n",
+        f"  read_namespaces = {json.dumps(list(read_namespaces))}\n"
+        f"  token_review = {json.dumps(token_review)}\n}}\n",
         encoding="utf-8",
     )
     binary = terraform_binary()
@@ -132,6 +134,21 @@ def test_rbac_names_the_real_service_accounts_for_any_prefix(tmp_path: Path) -> 
     roles = {d["metadata"]["name"] for d in yaml.safe_load_all((K8S_DIR / "rbac.yaml").read_text())}
     assert docs[0]["roleRef"]["name"] == "cocoon-hibernation" and "cocoon-hibernation" in roles
     assert {d["roleRef"]["name"] for d in docs[1:]} == {"cocoon-hibernation-writer"} <= roles
+
+
+def test_token_review_is_bound_cluster_wide_only_when_asked(tmp_path: Path) -> None:
+    """TokenReview is cluster-scoped: even with an allowlist its binding is a ClusterRoleBinding."""
+    call = load_dir(MODULE_DIR).modules["kubernetes_rbac"]
+    assert norm(call["token_review"]) == norm("${var.kubernetes_token_review}")
+    docs = _render_rbac(tmp_path, "acme", "acme-prod", ["team-a"], ("team-a",), token_review=True)
+    review = docs[-1]
+    assert (review["kind"], review["metadata"]["name"]) == (
+        "ClusterRoleBinding",
+        "acme-hibernation-functions-tokenreview",
+    )
+    roles = {d["metadata"]["name"] for d in yaml.safe_load_all((K8S_DIR / "rbac.yaml").read_text())}
+    assert review["roleRef"]["name"] == "cocoon-hibernation-tokenreview" in roles
+    assert review["subjects"] == docs[0]["subjects"]
 
 
 def test_rbac_for_the_default_prefix_is_the_committed_reference(tmp_path: Path) -> None:

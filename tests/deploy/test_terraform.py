@@ -863,6 +863,7 @@ UNVALIDATED = {
     "publish_lifecycle_events",
     "gke_data_write_audit_logs",
     "attach_dead_letters",
+    "kubernetes_token_review",
 }
 
 

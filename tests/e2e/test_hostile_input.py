@@ -13,9 +13,11 @@ part sends the same to the per-target processes (`functions-framework --target`)
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -461,20 +463,26 @@ TARGETS = ("release", "wake", "sweep", "ingest")
 INGEST_DOORS = ("/registry", "/kubernetes/audit", "/pubsub")
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
+@contextlib.contextmanager
+def _processes(
+    names: tuple[str, ...], env_extra: dict[str, str], tmp: Path
+) -> Iterator[dict[str, int]]:
     from devstack.processes import free_port
 
     cli = str(Path(sys.executable).parent / "functions-framework")
     env = {k_: v for k_, v in os.environ.items() if not k_.startswith("COCOON_")}
-    env |= DOOR_ENV | {
-        "KUBECONFIG": str(tmp_path_factory.mktemp("none") / "absent"),
-        "COCOON_REGISTRY_BASE": "127.0.0.1:9/unused",
-        "COCOON_NAMESPACES": NS,
-        "COCOON_OPERATOR": "absent",
-        "COCOON_LOG_FORMAT": "json",
-    }
-    ports = {t: free_port() for t in TARGETS}
+    env |= (
+        DOOR_ENV
+        | {
+            "KUBECONFIG": str(tmp / "absent"),
+            "COCOON_REGISTRY_BASE": "127.0.0.1:9/unused",
+            "COCOON_NAMESPACES": NS,
+            "COCOON_OPERATOR": "absent",
+            "COCOON_LOG_FORMAT": "json",
+        }
+        | env_extra
+    )
+    ports = {t: free_port() for t in names}
     procs = [
         subprocess.Popen(
             [cli, "--target", t, "--source", str(REPO_ROOT / "main.py"), "--port", str(ports[t])],
@@ -483,7 +491,7 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        for t in TARGETS
+        for t in names
     ]
     try:
         deadline = time.monotonic() + 60
@@ -501,6 +509,12 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]
             os.killpg(proc.pid, signal.SIGTERM)
         for proc in procs:
             proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
+    with _processes(TARGETS, {}, tmp_path_factory.mktemp("none")) as ports:
+        yield ports
 
 
 def _head(path: str, headers: dict[str, str], length: int) -> str:
@@ -585,3 +599,61 @@ def test_a_target_refuses_five_mib_before_reading_it(targets: dict[str, int], ta
     # Still answering: a real event after the refusal is acknowledged.
     ok_head, body = _event(k.CE_WAKE_REQUESTED, OTHER_NS)
     assert _raw_post(targets[target], ok_head, iter([body])).startswith("HTTP/1.1 2")
+
+
+# --- the per-target processes checking credentials themselves (COCOON_TARGET_AUTH=doors) ---
+#
+# Default: the platform in front (Cloud Run IAM, Eventarc) and no credential here, as
+# above. With the setting, each CloudEvent target takes its door's credentials as `serve`
+# does; the cluster's callers are listed too, so a JWT naming no listed account is tried.
+
+LISTED = "system:serviceaccount:cocoon-system:cocoon-wake-oidc-sources.knative.dev-apiserversource"
+
+
+@pytest.fixture(scope="module")
+def guarded_targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
+    extra = {
+        "COCOON_TARGET_AUTH": "doors",
+        "COCOON_CLUSTER_AUDIENCE": "cocoon-hibernation",
+        "COCOON_CLUSTER_CALLERS": f"{LISTED}=wake",
+    }
+    with _processes(("release", "wake", "sweep"), extra, tmp_path_factory.mktemp("none")) as ports:
+        yield ports
+
+
+def _unlisted_jwt() -> str:
+    claims = base64.urlsafe_b64encode(json.dumps({"sub": "system:serviceaccount:t:x"}).encode())
+    return "eyJhbGciOiJSUzI1NiJ9." + claims.decode().rstrip("=") + ".c2ln"
+
+
+def _target_credentials() -> list[Any]:
+    cases = []
+    for target in ("release", "wake", "sweep"):
+        _, others = ROUTES[f"/{target}"]
+        for i, token in enumerate([None, "x" * 40, _unlisted_jwt(), *others]):
+            cases.append(pytest.param(target, token, id=f"{target}-{i}"))
+    return cases
+
+
+@pytest.mark.parametrize(("target", "token"), _target_credentials())
+def test_with_target_auth_a_target_refuses_a_missing_or_foreign_credential_before_the_body(
+    guarded_targets: dict[str, int], target: str, token: str | None
+) -> None:
+    head, _ = _event(k.CE_WAKE_REQUESTED, NS)
+    auth = "" if token is None else f"Authorization: Bearer {token}\r\n"
+    # 5 MiB announced and never sent: the answer comes on the headers alone, and with no
+    # API server configured, nothing could have been changed.
+    head = re.sub(r"Content-Length: \d+", f"{auth}Content-Length: {FIVE_MIB}", head)
+    assert _raw_post(guarded_targets[target], head, iter(())).startswith("HTTP/1.1 401")
+    as_extension = head.replace("Authorization: Bearer ", "ce-cocoonauth: ") if token else head
+    assert _raw_post(guarded_targets[target], as_extension, iter(())).startswith("HTTP/1.1 401")
+
+
+@pytest.mark.parametrize("target", ["release", "wake", "sweep"])
+def test_with_target_auth_its_own_credential_opens_a_target(
+    guarded_targets: dict[str, int], target: str
+) -> None:
+    head, body = _event(k.CE_WAKE_REQUESTED, OTHER_NS)  # outside COCOON_NAMESPACES: inert
+    token, _ = ROUTES[f"/{target}"]
+    head = head.replace("Content-Length", f"Authorization: Bearer {token}\r\nContent-Length")
+    assert _raw_post(guarded_targets[target], head, iter([body])).startswith("HTTP/1.1 2")

@@ -2,7 +2,8 @@
 
 This module's kube-apiserver logs every request of the function identities
 (Metadata level). The release, wake, watch and sweep flows of test_real_cluster.py
-run here again, unchanged, plus a sweep that reads PodMetrics; the last test holds
+and the in-cluster caller's TokenReview (test_cluster_callers_real.py) run here
+again, unchanged, plus a sweep that reads PodMetrics; the last test holds
 the rules of `infra/k8s/rbac.yaml` equal to the (group, resource, verb) triples those
 requests used: nothing unused, nothing missing. Run the module whole: the last test
 reads what the others left in the log.
@@ -23,6 +24,7 @@ import yaml
 from devstack.realkube import FUNCTION_USERS, REPO_ROOT
 from shared import constants as k
 from shared.durations import format_rfc3339
+from tests.e2e import test_cluster_callers_real as callers
 from tests.e2e import test_real_cluster as flows
 from tests.fixtures.cocoon_objects import NS, SET, pod_manifest, set_manifest
 from tests.fixtures.reconcile_world import World
@@ -38,6 +40,10 @@ test_flow_push_watches_the_pod = (
     flows.test_a_push_that_beats_the_report_watches_the_pod_with_exactly_the_manifests_rights
 )
 test_flow_sweep_idle = flows.test_sweep_idle_suspends_with_exactly_the_manifests_rights
+test_flow_cluster_caller = (
+    callers.test_a_listed_service_account_with_the_sinks_audience_wakes_and_nothing_else_opens
+)
+serve_as_function = callers.serve_as_function
 
 Rule = tuple[str, str, str]  # (API group, resource[/subresource], verb)
 

@@ -53,6 +53,7 @@ module "cocoon_hibernation" {
   dead_letter_max_delivery_attempts = var.dead_letter_max_delivery_attempts
   attach_dead_letters               = var.attach_dead_letters
   rbac_namespaces                   = var.rbac_namespaces
+  kubernetes_token_review           = var.kubernetes_token_review
   alert_stuck_suspending_after      = var.alert_stuck_suspending_after
   alert_function_errors             = var.alert_function_errors
 }

@@ -211,6 +211,12 @@ variable "rbac_namespaces" {
   default     = null
 }
 
+variable "kubernetes_token_review" {
+  description = "Bind the TokenReview ClusterRole to the functions in kubernetes_rbac_manifest (for COCOON_CLUSTER_CALLERS)."
+  type        = bool
+  default     = null
+}
+
 variable "alert_stuck_suspending_after" {
   description = "How long a set may stay Suspending before the alert (1800s by default)."
   type        = string

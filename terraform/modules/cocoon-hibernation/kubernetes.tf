@@ -17,4 +17,5 @@ module "kubernetes_rbac" {
   namespaces = distinct(concat(var.namespaces, var.rbac_namespaces))
   # With an allowlist the functions read nowhere else: no cluster-wide read either.
   read_namespaces = var.namespaces
+  token_review    = var.kubernetes_token_review
 }

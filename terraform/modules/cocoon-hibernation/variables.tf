@@ -475,6 +475,13 @@ variable "rbac_namespaces" {
   }
 }
 
+variable "kubernetes_token_review" {
+  description = "Bind ClusterRole cocoon-hibernation-tokenreview (infra/k8s/rbac.yaml) to the functions in kubernetes_rbac_manifest. Needed only when they verify in-cluster callers by TokenReview (COCOON_CLUSTER_CALLERS, docs/security.md)."
+  type        = bool
+  nullable    = false
+  default     = false
+}
+
 # --- after the apply ------------------------------------------------------------
 
 variable "attach_dead_letters" {

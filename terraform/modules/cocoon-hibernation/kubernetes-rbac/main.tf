@@ -31,6 +31,12 @@ variable "read_namespaces" {
   default     = []
 }
 
+variable "token_review" {
+  description = "Also bind ClusterRole cocoon-hibernation-tokenreview cluster-wide (TokenReview is cluster-scoped): for in-cluster callers verified by TokenReview (COCOON_CLUSTER_CALLERS)."
+  type        = bool
+  default     = false
+}
+
 locals {
   binding_name = "${var.name_prefix}-hibernation-functions"
   labels       = { "app.kubernetes.io/name" = "cocoon-hibernation" }
@@ -83,9 +89,24 @@ locals {
     }
   ]
 
+  token_review_binding = {
+    apiVersion = "rbac.authorization.k8s.io/v1"
+    kind       = "ClusterRoleBinding"
+    metadata   = { name = "${local.binding_name}-tokenreview", labels = local.labels }
+    roleRef = {
+      apiGroup = "rbac.authorization.k8s.io"
+      kind     = "ClusterRole"
+      name     = "cocoon-hibernation-tokenreview"
+    }
+    subjects = local.subjects
+  }
+
   # An allowlist confines the reads to it; without one the sweep lists every namespace.
   cluster_reads = [for b in [local.cluster_binding] : b if length(var.read_namespaces) == 0]
-  documents     = concat(local.cluster_reads, local.read_bindings, local.namespace_bindings)
+  token_reviews = [for b in [local.token_review_binding] : b if var.token_review]
+  documents = concat(
+    local.cluster_reads, local.read_bindings, local.namespace_bindings, local.token_reviews
+  )
 }
 
 output "documents" {
