@@ -325,6 +325,7 @@ _ROUTES: dict[str, tuple[str, str]] = {
     "list_namespaced_custom_object": ("GET", _SETS),
     "patch_namespaced_custom_object": ("PATCH", _SETS + "/{name}"),
     "patch_namespaced_custom_object_status": ("PATCH", _SETS + "/{name}/status"),
+    "create_token_review": ("POST", "/apis/authentication.k8s.io/v1/tokenreviews"),
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _COCOONSETS = {"group": k.GROUP, "version": k.VERSION, "plural": k.PLURAL}
@@ -823,12 +824,8 @@ class KubeClient:
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": review}
         out = self._call(
             "CREATE tokenreview",
-            lambda _request_timeout: self._core.send(
-                "POST",
-                "/apis/authentication.k8s.io/v1/tokenreviews",
-                {},
-                body,
-                _request_timeout=(2.0, 5.0),
+            lambda _request_timeout: self._core.create_token_review(
+                body=body, _request_timeout=(2.0, 5.0)
             ),
         )
         status = out.get("status") or {}

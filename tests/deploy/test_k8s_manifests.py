@@ -176,6 +176,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "patch_namespaced_pod": ("", "pods", "patch"),
     "delete_namespaced_pod": ("", "pods", "delete"),
     "create_namespaced_event": ("", "events", "create"),
+    "create_token_review": ("authentication.k8s.io", "tokenreviews", "create"),
 }
 # Rights a call needs beyond its own verb. The restored main pod's controller
 # ownerReference sets blockOwnerDeletion, and OwnerReferencesPermissionEnforcement
@@ -202,10 +203,6 @@ def _code_needs() -> set[tuple[str, str, str]]:
     source = (REPO_ROOT / "shared" / "clients" / "kube.py").read_text(encoding="utf-8")
     calls = set(re.findall(r"self\._(?:core|custom)\.(\w+)", source))
     assert calls, "no kubernetes client call found in shared/clients/kube.py"
-    # The one request sent by path rather than by a generated method's name.
-    if calls & {"send"}:
-        assert '"/apis/authentication.k8s.io/v1/tokenreviews"' in source
-        calls.discard("send")
     unknown = calls - set(CLIENT_CALLS)
     assert not unknown, f"map these client calls to their RBAC verbs: {sorted(unknown)}"
     needs = {CLIENT_CALLS[name] for name in calls}
@@ -217,8 +214,6 @@ def _code_needs() -> set[tuple[str, str, str]]:
     # The one custom-object call outside the CocoonSet group: PodMetrics (list only).
     if '"metrics.k8s.io"' in source:
         needs.add(("metrics.k8s.io", "pods", "list"))
-    if "/tokenreviews" in source:
-        needs.add(TOKEN_REVIEW)
     return needs.union(*(IMPLIED.get(n, set()) for n in needs))
 
 
