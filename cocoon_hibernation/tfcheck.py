@@ -280,9 +280,8 @@ def check_module(tf: Terraform, root: Path, var_file: Path, *, plan: bool) -> li
     if errors and all(_CREDENTIALS.search(_said(d)) for d in errors):
         why = f"not checked: {_said(errors[0])}"
         return [*found, Finding(Level.UNCHECKED, "terraform plan", why)]
-    return found + [Finding(Level.FAIL, "terraform plan", _said(d)) for d in errors] or [
-        Finding(Level.FAIL, "terraform plan", _first_error(proc))
-    ]
+    failed = [Finding(Level.FAIL, "terraform plan", _said(d)) for d in errors]
+    return found + (failed or [Finding(Level.FAIL, "terraform plan", _first_error(proc))])
 
 
 def check(binary: str | None, root: Path, var_file: Path, *, plan: bool) -> Result:

@@ -389,3 +389,26 @@ def test_validate_and_plan_run_where_no_provider_is_needed(tf: str, tmp_path: Pa
     assert broken["terraform validate"][0] == "FAIL"
     assert "Reference to undeclared input variable" in broken["terraform validate"][1]
     assert sorted(p.name for p in root.iterdir()) == ["main.tf"]
+
+
+def test_a_plan_that_crashes_without_a_diagnostic_is_a_failure(tf: str, tmp_path: Path) -> None:
+    # A Terraform or provider crash prints a panic, not a JSON diagnostic, and cannot
+    # be provoked on purpose: the real binary runs every step but plan, which "crashes".
+    root = tmp_path / "tiny"
+    root.mkdir()
+    (root / "main.tf").write_text(TINY, encoding="utf-8")
+    crashing = tmp_path / "terraform"
+    crashing.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = plan ] && plan=1; done\n'
+        'if [ -n "$plan" ] && [ -n "$CRASH_ON_PLAN" ]; then\n'
+        "  echo 'panic: runtime error: invalid memory address' >&2; exit 11\nfi\n"
+        f'exec {tf} "$@"\n',
+        encoding="utf-8",
+    )
+    crashing.chmod(0o755)
+    var_file = _write(tmp_path, {"project_id": "acme-prod"})
+    args = ["--var-file", var_file, "--root", str(root), "--allow-unchecked", "-o", "json"]
+    result = _run(str(crashing), *args, env={"CRASH_ON_PLAN": "1"})
+    found = {f["check"]: (f["level"], f["message"]) for f in json.loads(result.stdout)}
+    assert found["terraform plan"] == ("FAIL", "panic: runtime error: invalid memory address")
+    assert result.exit_code == 1
