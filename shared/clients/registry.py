@@ -189,7 +189,23 @@ class RegistryClient:
             )
         if resp.status_code != 404:  # already gone
             self._raise_for_status(resp, f"DELETE {repo}@{digest}")
-        return True
+        if self.resolve_digest(repo, tag) is None:
+            return True
+        # A registry that keeps a tag apart from its manifest (OCI 1.1 lets a client
+        # untag by name) still resolves it: delete the tag itself, then look again.
+        resp = self._http("DELETE", repo, f"manifests/{tag}")
+        if resp.status_code not in (400, 404, 405):
+            self._raise_for_status(resp, f"DELETE {repo}:{tag}")
+        if self.resolve_digest(repo, tag) is None:
+            return True
+        log.warning(
+            "registry tag kept after its manifest was deleted",
+            repository=repo,
+            tag=tag,
+            status=resp.status_code,
+            why="the registry keeps tags apart from manifests and refused to delete the tag",
+        )
+        return False
 
     def snapshot_present(self, vm_name: str) -> bool:
         """Whether `<base>/<vm_name>:hibernate` exists (errors raise, never read as False)."""

@@ -7,6 +7,7 @@ questions release and wake ask: is `:hibernate` there, and drop it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -502,3 +503,79 @@ def test_google_mode_exchanges_the_token_when_challenged(
         assert client.resolve_digest(repo, constants.TAG_HIBERNATE) == digest
         assert len(tokens.requests) == 1
         assert tokens.requests[0].authorized is True
+
+
+# ------------------------------------------------- registries that keep tags apart
+
+MEDIA = "application/vnd.oci.image.manifest.v1+json"
+DIGEST = "sha256:" + "ab" * 32
+
+
+class _TagsApart(BaseHTTPRequestHandler):
+    """A registry keeping each tag apart from its manifest (go-containerregistry's does,
+    checked by hand): a DELETE removes only the reference it names, by digest or by tag.
+    Distribution, which the other tests run, removes the tags with the manifest."""
+
+    host = ""
+    refs: dict[str, str]  # reference (tag or digest) -> digest
+    untag = True  # whether a DELETE by tag is accepted
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
+        self.send_response(status)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        ref = self.path.rpartition("/manifests/")[2]
+        if "/tags/list" in self.path:
+            tags = [r for r in self.refs if not r.startswith("sha256:")]
+            self._send(
+                200, {"Content-Type": "application/json"}, json.dumps({"tags": tags}).encode()
+            )
+        elif ref in self.refs:
+            self._send(200, {"Docker-Content-Digest": self.refs[ref], "Content-Type": MEDIA})
+        else:
+            self._send(404, {})
+
+    do_GET = do_HEAD
+
+    def do_DELETE(self) -> None:
+        ref = self.path.rpartition("/manifests/")[2]
+        if not ref.startswith("sha256:") and not self.untag:
+            self._send(400, {})
+        else:
+            self._send(404 if self.refs.pop(ref, None) is None else 202, {})
+
+
+@pytest.fixture
+def tags_apart() -> Iterator[type[_TagsApart]]:
+    class Handler(_TagsApart):
+        refs: dict[str, str] = {constants.TAG_HIBERNATE: DIGEST, DIGEST: DIGEST}  # noqa: RUF012
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    Handler.host = f"127.0.0.1:{server.server_address[1]}"
+    yield Handler
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("untag", [True, False], ids=["untags", "refuses-untag"])
+def test_a_tag_kept_apart_from_its_manifest_is_deleted_or_reported_kept(
+    tags_apart: type[_TagsApart], untag: bool, vm: str
+) -> None:
+    # Dropping `:hibernate` by digest alone left the tag on such a registry, and
+    # vk-cocoon restores from a `:hibernate` it finds the next time the VM starts.
+    tags_apart.untag = untag
+    client = RegistryClient(settings_for(tags_apart.host))
+    assert client.drop_snapshot(vm) is untag
+    assert client.snapshot_present(vm) is not untag
