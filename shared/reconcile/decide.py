@@ -382,7 +382,13 @@ def decide_wake(o: Observed) -> Step:
     waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake or unbooked
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
-        normal = NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
+        # A wake the normal flow took over (the operator dropped the snapshot and boots
+        # fresh): no WakeCompleted will name its requester, so the name goes with it.
+        normal = NotOurs(
+            f"phase {phase.value if phase else 'unset'}: the normal flow's",
+            forget_requester=not (hint or cs.hibernated_image)
+            and k.ANN_WAKE_REQUESTED_BY in cs.metadata.annotations,
+        )
         if hint and main is not None and _stale_hint_suspect(main):
             # The normal flow already moved the phase on (an in-place unsuspend)
             # but the hint of a release that never completed is still there.

@@ -41,6 +41,7 @@ def obs(set_kw: dict[str, Any], pods: list[dict[str, Any]] | None = None, **extr
 
 
 NORMAL_FLOW = "the normal flow's"
+ASKED = {k.ANN_WAKE_REQUESTED_BY: "wake:alice"}
 
 CASES: list[tuple[str, Observed, Step]] = [
     # --- engagement
@@ -50,7 +51,17 @@ CASES: list[tuple[str, Observed, Step]] = [
         NotOurs(f"phase Running: {NORMAL_FLOW}"),
     ),
     ("pending-is-normal-flow", obs({"phase": "Pending"}), NotOurs(f"phase Pending: {NORMAL_FLOW}")),
-    ("no-phase-is-normal-flow", obs({"phase": None}), NotOurs(f"phase unset: {NORMAL_FLOW}")),
+    (
+        # The operator dropped the snapshot on an image change and boots fresh.
+        "wake-taken-over-by-normal-flow-forgets-requester",
+        obs({"phase": "Pending", "annotations": ASKED}),
+        NotOurs(f"phase Pending: {NORMAL_FLOW}", forget_requester=True),
+    ),
+    (
+        "released-record-keeps-requester",
+        obs({"phase": "Pending", "annotations": {**ASKED, k.ANN_HIBERNATED_IMAGE: "img:1"}}),
+        NotOurs(f"phase Pending: {NORMAL_FLOW}"),
+    ),
     (
         "suspending-without-hint-left-alone",
         obs({"phase": "Suspending"}),
