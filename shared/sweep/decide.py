@@ -6,7 +6,6 @@ set); the safety net picks exactly the sets an event would have reconciled.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ class IdleEval:
     timeout: timedelta | None = None
     last_activity: datetime | None = None
     idle_for: timedelta | None = None
-    exempt_until: datetime | None = None
     problems: tuple[str, ...] = ()
 
     @property
@@ -117,14 +115,9 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     except ValueError:
         problems.append(problem(k.ANN_IDLE_TIMEOUT, raw_timeout))
 
-    stamps: dict[str, datetime] = {}
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
         raw = ann.get(key)
-        if raw is None:
-            continue
-        try:
-            stamps[key] = parse_rfc3339(raw)
-        except ValueError:
+        if raw is not None and read_time(raw) is None:
             problems.append(problem(key, raw))
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
@@ -135,18 +128,32 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     if not steady(cs) or last is None:
         return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
     idle_for = now - last
-
-    exempt = stamps.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if exempt is not None and now < exempt:
-        return IdleEval(
-            IdleState.EXEMPT,
-            timeout=timeout,
-            last_activity=last,
-            idle_for=idle_for,
-            exempt_until=exempt,
-        )
-    state = IdleState.IDLE if idle_for >= timeout else IdleState.ACTIVE
+    if exempt_reason(cs, now=now) is not None:
+        state = IdleState.EXEMPT
+    else:
+        state = IdleState.IDLE if idle_for >= timeout else IdleState.ACTIVE
     return IdleEval(state, timeout=timeout, last_activity=last, idle_for=idle_for)
+
+
+def read_time(raw: str | None) -> datetime | None:
+    """An RFC 3339 value, or None when it is absent or does not parse."""
+    if not raw:
+        return None
+    try:
+        return parse_rfc3339(raw)
+    except ValueError:
+        return None
+
+
+def exempt_reason(cs: CocoonSet, *, now: datetime) -> str | None:
+    """Why `idle-exempt-until` protects `cs` from an idle, scheduled or reclaim suspend now."""
+    raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
+    if raw is None:
+        return None
+    until = read_time(raw)
+    if until is None:
+        return "idle-exempt-until does not parse"
+    return "idle-exempt-until is in the future" if now < until else None
 
 
 def steady(cs: CocoonSet) -> bool:
@@ -158,22 +165,18 @@ def steady(cs: CocoonSet) -> bool:
 def measured_last_activity(cs: CocoonSet) -> datetime | None:
     """The idle clock: the latest of `last-activity`, the last wake and the creation.
     None when a stamp does not parse or none is there: never act on a guess."""
-    ann = cs.metadata.annotations
     stamps: list[datetime] = []
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE):
-        raw = ann.get(key)
+        raw = cs.metadata.annotations.get(key)
         if raw is None:
             continue
-        try:
-            stamps.append(parse_rfc3339(raw))
-        except ValueError:
+        if (stamp := read_time(raw)) is None:
             return None
-    created = cs.metadata.creation_timestamp
-    if created:
-        # Set by the API server, never user input: an unparseable one is just ignored.
-        with contextlib.suppress(ValueError):
-            stamps.append(parse_rfc3339(created))
-    return max(stamps) if stamps else None
+        stamps.append(stamp)
+    # Set by the API server, never user input: an unparseable one is just ignored.
+    if (created := read_time(cs.metadata.creation_timestamp)) is not None:
+        stamps.append(created)
+    return max(stamps, default=None)
 
 
 def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None:
@@ -225,10 +228,8 @@ def check_wake_deadline(
     cs: CocoonSet, pods: Sequence[Pod], *, now: datetime, deadline: timedelta
 ) -> WakeTimeout | None:
     """A `WakeTimedOut` due for a Waking set, or None (once per wake: keyed by its identity).
-
-    The wake's start is `wake-started`, else the restore pod's creation; a live main
-    pod is a wake about to complete, not a stuck one.
-    """
+    The wake started at `wake-started`, else at the restore pod's creation; a live main
+    pod is a wake about to complete, not a stuck one."""
     if cs.phase is not CocoonSetPhase.WAKING:
         return None
     main = next(
@@ -241,28 +242,16 @@ def check_wake_deadline(
     )
     if main is not None and main.live:
         return None
-    key: str | None = None
-    started: datetime | None = None
     raw_started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
-    if raw_started:
-        try:
-            started = parse_rfc3339(raw_started)
-            key = f"started:{raw_started}"
-        except ValueError:
-            started = None
-    if started is None and main is not None and main.metadata.creation_timestamp:
-        try:
-            started = parse_rfc3339(main.metadata.creation_timestamp)
-            key = f"pod:{main.metadata.uid or main.name}"
-        except ValueError:
-            started = None
-    if started is None or key is None:
-        return None
-    age = now - started
-    if age <= deadline:
+    started, key = read_time(raw_started), f"started:{raw_started}"
+    if started is None and main is not None:
+        started = read_time(main.metadata.creation_timestamp)
+        key = f"pod:{main.metadata.uid or main.name}"
+    if started is None or now - started <= deadline:
         return None
     if cs.metadata.annotations.get(k.ANN_WAKE_TIMEOUT_REPORTED) == key:
         return None
+    age = now - started
     if main is None:
         why = "the main pod does not exist yet"
     elif (unschedulable := main.unschedulable_message()) is not None:
@@ -334,17 +323,13 @@ class IdleQueue:
     _heap: list[_Ranked] = field(default_factory=list)
 
     def offer(self, cand: IdleCandidate) -> None:
-        if self.cap <= 0:
-            self.deferred += 1
-            return
         entry = _Ranked(cand)
         if len(self._heap) < self.cap:
             heapq.heappush(self._heap, entry)
-        elif self._heap[0] < entry:
+            return
+        self.deferred += 1
+        if self._heap and self._heap[0] < entry:
             heapq.heapreplace(self._heap, entry)
-            self.deferred += 1
-        else:
-            self.deferred += 1
 
     def __len__(self) -> int:
         return len(self._heap)

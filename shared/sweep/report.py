@@ -1,8 +1,5 @@
-"""What a sweep run did, and the one way anything in a run reports it.
-
-Every action, Event, compare-and-swap write and error of a run, the seat economy's
-page hook's included, goes through :class:`SweepReport`: one summary, one dry run.
-"""
+"""What a sweep run did. Every action, Event, compare-and-swap write and error of a run
+(the seat economy's page hook's included) goes through :class:`SweepReport`."""
 
 from __future__ import annotations
 
@@ -180,10 +177,13 @@ class SweepReport:
         detail: str,
         *,
         resource_version: str | None,
-        what: str,
+        what: str = "",
     ) -> CocoonSet | None:
-        """A compare-and-swap write for `kind`, reported; the set as written, or None
-        (lost, gone or failed: the next run re-decides from fresh state)."""
+        """A compare-and-swap write for `kind`, reported; the set as written, or None (a dry
+        run, or lost, gone or failed: the next run re-decides from fresh state)."""
+        if self.dry_run:
+            self.act(kind, ref, Result.WOULD, detail)
+            return None
         try:
             updated = self.kube.patch_set(ref, body, resource_version=resource_version)
         except Conflict:
@@ -193,23 +193,36 @@ class SweepReport:
             self.act(kind, ref, Result.GONE, detail)
             return None
         except CocoonError as err:
-            self.error(ref, what, err, kind=kind)
+            self.error(ref, what or kind.value, err, kind=kind)
             return None
         self.act(kind, ref, Result.DONE, detail)
         return updated
 
     def warn_once(
-        self, cs: CocoonSet, key: str, fingerprint: str | None, detail: str, *, what: str
+        self,
+        cs: CocoonSet,
+        key: str,
+        fingerprint: str,
+        *,
+        subject: str,
+        skipped: str,
+        what: str = "",
     ) -> CocoonSet | None:
-        """Record the bad annotation values in `key` with one Warning, or clear the record."""
-        ref = SetRef(cs.namespace, cs.name)
+        """Record the bad `subject` annotation values (`fingerprint`) in `key` with one
+        Warning, or clear the record ("" once they are fixed)."""
         kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
-        if self.dry_run:
-            self.act(kind, ref, Result.WOULD, detail)
-            return None
-        patch = {"metadata": {"annotations": {key: fingerprint}}}
+        detail = (
+            f"invalid {subject} annotation(s), {skipped}: {fingerprint}"
+            if fingerprint
+            else f"{subject} annotations valid again"
+        )
         updated = self.patch(
-            ref, patch, kind, detail, resource_version=cs.metadata.resource_version, what=what
+            SetRef(cs.namespace, cs.name),
+            {"metadata": {"annotations": {key: fingerprint or None}}},
+            kind,
+            detail,
+            resource_version=cs.metadata.resource_version,
+            what=what,
         )
         if updated is not None and fingerprint:
             self.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
