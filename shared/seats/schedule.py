@@ -17,6 +17,7 @@ from shared import constants as k
 from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
+from shared.sweep.decide import exempt_reason
 
 
 class Tick(StrEnum):
@@ -130,11 +131,6 @@ def decide_schedule(
     if cs.phase is CocoonSetPhase.WAKING or cs.hint:
         # Suspending mid-restore would snapshot a VM that is still restoring.
         return Deferred(tick, at, "a wake is in flight")
-    exempt_raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if exempt_raw is not None:
-        try:
-            if now < parse_rfc3339(exempt_raw):
-                return Deferred(tick, at, f"idle-exempt-until {exempt_raw}")
-        except ValueError:
-            return Deferred(tick, at, "idle-exempt-until does not parse")
+    if (exempt := exempt_reason(cs, now=now)) is not None:
+        return Deferred(tick, at, exempt)
     return ScheduleDecision(ScheduleAction.SUSPEND, tick, at)

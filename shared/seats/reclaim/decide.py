@@ -17,7 +17,7 @@ from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.sweep.decide import measured_last_activity, steady
+from shared.sweep.decide import exempt_reason, measured_last_activity, steady
 
 # Seats one wake may take in all: a cascade of suspends for a pod that never fits is refused.
 MAX_RECLAIMS_PER_WAKE = 3
@@ -28,6 +28,10 @@ SETTLE_FLOOR = timedelta(seconds=10)
 
 def set_key(cs: CocoonSet) -> str:
     return f"{cs.namespace}/{cs.name}"
+
+
+def pool_of(cs: CocoonSet) -> str:
+    return cs.spec.node_pool or k.DEFAULT_POOL
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,43 +75,36 @@ class SeatWait:
         return cls(pod=pod, since=since, victim=victim, at=at, freed=freed, count=count)
 
 
+# The steps of a wait. Stamp: the pod's first unschedulable observation, recorded (CAS) as
+# the grace's start. Hold: nothing to do now. MarkFreed: record (CAS) when the victim's seat
+# was first seen released. Search: past the grace, no reclaim in flight: claim a candidate.
 @dataclass(frozen=True, slots=True)
 class Stamp:
-    """First unschedulable observation of this pod: record it (CAS); the grace starts."""
-
     wait: SeatWait
 
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """Nothing to do now (grace running, a reclaim in flight, a freed seat settling)."""
-
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
 class MarkFreed:
-    """The victim released its seat: record when that was first seen (CAS)."""
-
     wait: SeatWait
 
 
 @dataclass(frozen=True, slots=True)
 class Search:
-    """Past the grace with no reclaim in flight: list candidates and claim one."""
-
     wait: SeatWait
-    exclude: frozenset[str]  # sets not to try (a victim whose release failed)
+    exclude: frozenset[str] = frozenset()  # sets not to try (a victim whose release failed)
+
+    @classmethod
+    def again(cls, wait: SeatWait, exclude: frozenset[str] = frozenset()) -> Search:
+        """A new search, the claim on the recorded victim given up (its count kept)."""
+        return cls(replace(wait, victim=None, at=None, freed=None), exclude)
 
 
 WaitStep = Stamp | Hold | MarkFreed | Search
-
-
-class NotRead:
-    """Sentinel: the caller has not re-read the recorded victim yet."""
-
-
-NOT_READ = NotRead()
 
 
 def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
@@ -131,10 +128,10 @@ def decide_wait(
     *,
     now: datetime,
     grace: timedelta,
-    victim: CocoonSet | NotRead | None = NOT_READ,
+    victim: CocoonSet | None = None,
 ) -> WaitStep:
     """The next reclaim step for a waker whose restore pod `pod_uid` is unschedulable.
-    `victim`: the recorded victim as re-read (None = gone), when the record names one."""
+    `victim`: the victim the record names (`recorded_victim`) as re-read, None if gone."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid:
         return Stamp(SeatWait(pod=pod_uid, since=now))
@@ -142,9 +139,7 @@ def decide_wait(
     if waited < grace:
         return Hold(f"unschedulable for {_secs(waited)}, grace {_secs(grace)}")
     if wait.victim is None:
-        return Search(wait, frozenset())
-    if isinstance(victim, NotRead):
-        raise ValueError("the record names a victim: re-read it and pass it as `victim`")
+        return Search(wait)
     if victim is not None and not _claim_landed(victim, waker):
         # Our victim write never landed, or is landing now in a concurrent invocation:
         # wait one grace before giving the claim up, so no two seats are taken.
@@ -152,11 +147,11 @@ def decide_wait(
         if now - claimed < max(grace, SETTLE_FLOOR):
             return Hold(f"claim on {wait.victim} in flight")
         # The same set may be chosen again: it is judged afresh.
-        return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+        return Search.again(wait)
     if victim is not None and victim.phase is CocoonSetPhase.FAILED:
         # `Failed` keeps the seat and nothing will release it: try the next candidate
         # (the count keeps the claim, so failures cannot cascade past the cap).
-        return Search(replace(wait, victim=None, at=None, freed=None), frozenset({wait.victim}))
+        return Search.again(wait, frozenset({wait.victim}))
     released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
     if not released:
         assert victim is not None
@@ -171,7 +166,7 @@ def decide_wait(
         # Freed seats keep going elsewhere, or one is not enough for it: stop here.
         return Hold(f"already reclaimed {wait.count} seat(s) for this wake")
     # The freed seat went to someone else: this wake may reclaim once more.
-    return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+    return Search.again(wait)
 
 
 def _secs(value: timedelta) -> str:
@@ -190,7 +185,7 @@ class Candidate:
 
     @property
     def pool(self) -> str:
-        return self.cs.spec.node_pool or k.DEFAULT_POOL
+        return pool_of(self.cs)
 
 
 def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidate:
@@ -212,14 +207,9 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
         after = parse_duration(raw)
     except ValueError:
         return "reclaimable-after does not parse"
-    exempt_raw = ann.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if exempt_raw is not None:
-        try:
-            if now < parse_rfc3339(exempt_raw):
-                return "idle-exempt-until is in the future"
-        except ValueError:
-            return "idle-exempt-until does not parse"
-    if (cs.spec.node_pool or k.DEFAULT_POOL) != (waker.spec.node_pool or k.DEFAULT_POOL):
+    if (exempt := exempt_reason(cs, now=now)) is not None:
+        return exempt
+    if pool_of(cs) != pool_of(waker):
         return "another node pool"
     cls = waker.spec.snapshot_compatibility_class
     if cls and cs.spec.snapshot_compatibility_class != cls:
