@@ -1,8 +1,6 @@
-"""A VM's CPU use as activity (`idle-cpu-below: <quantity>`), as pure decisions.
-
-At or above the threshold the set is active and `last-activity` is refreshed, at most once
-per tenth of its shortest timeout; below it the idle clock runs; no PodMetrics for the main
-pod is *unknown*, and an unknown set is never suspended for idleness.
+"""A VM's CPU use as activity (`idle-cpu-below: <quantity>`), as pure decisions: at or above
+the threshold `last-activity` is refreshed (at most once per tenth of its shortest timeout);
+below it the idle clock runs; without PodMetrics it is unknown, never suspended for idleness.
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ from enum import StrEnum
 from typing import Any
 
 from shared import constants as k
-from shared.durations import parse_duration, parse_rfc3339
+from shared.durations import parse_duration
 from shared.models import CocoonSet
-from shared.sweep.decide import steady
+from shared.sweep.decide import read_time, steady
 
 # Kubernetes quantity suffixes that matter for CPU (binary suffixes are legal but absurd).
 _SUFFIX = {
@@ -93,13 +91,10 @@ def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> Act
         return ActivityEval(Activity.UNKNOWN, threshold=threshold)
     if usage < threshold:
         return ActivityEval(Activity.QUIET, usage, threshold)
-    stored = cs.metadata.annotations.get(k.ANN_LAST_ACTIVITY)
-    if stored is not None:
-        try:
-            if now - parse_rfc3339(stored) < refresh_every(cs):
-                return ActivityEval(Activity.ACTIVE, usage, threshold)
-        except ValueError:
-            pass  # an unreadable stamp is replaced by a good one
+    # An unreadable stamp is replaced by a good one.
+    stored = read_time(cs.metadata.annotations.get(k.ANN_LAST_ACTIVITY))
+    if stored is not None and now - stored < refresh_every(cs):
+        return ActivityEval(Activity.ACTIVE, usage, threshold)
     return ActivityEval(Activity.REFRESH, usage, threshold)
 
 

@@ -1,8 +1,6 @@
-"""The seat economy's part of a wake, for the reconciler's executor: the restore pod's
-place in its pool's line (gated behind a stuck older waiter), ungating whoever's turn it is,
-and reclaiming an idle seat. The line and reclaim modules load on first use: a release
-never needs them.
-"""
+"""The seat economy's part of a wake, for the reconciler's executor: the restore pod's place
+in its pool's line, ungating whoever's turn it is, and reclaiming an idle seat. The line and
+reclaim executors load on first use: a release never needs them."""
 
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import KubeApi
+from shared.seats.reclaim.decide import pool_of
 
 if TYPE_CHECKING:
     from shared.seats.line.executor import Advanced
@@ -53,7 +52,7 @@ class WakeSeats:
             self.kube,
             self.settings,
             body,
-            pool=cs.spec.node_pool or k.DEFAULT_POOL,
+            pool=pool_of(cs),
             wake_started=cs.metadata.annotations.get(k.ANN_WAKE_STARTED),
             now=self.now,
         )
@@ -71,7 +70,6 @@ class WakeSeats:
             cs = self.kube.patch_set(
                 ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: since}}}
             )
-        pool = cs.spec.node_pool or k.DEFAULT_POOL
         place = parse_rfc3339(started) if started else self.now
         # Labels and a place only: a gate cannot be added after creation, so it waits
         # ungated, but in the line.
@@ -81,7 +79,7 @@ class WakeSeats:
             {
                 "metadata": {
                     "uid": pod_uid,
-                    "labels": {k.LABEL_SEAT_LINE: pool},
+                    "labels": {k.LABEL_SEAT_LINE: pool_of(cs)},
                     "annotations": {k.ANN_QUEUED_AT: micro(place)},
                 }
             },

@@ -1,8 +1,6 @@
-"""Keeping a pool's line of waiting wakes; the decisions are in `decide.py`.
-
-The line moves when a wake creates a gated pod, when a restore pod is bound or a wake
-completes, and at every sweep (the safety net). One LIST of the pool's unbound restore pods
-per call and a PATCH per pod ungated; ungating is idempotent, so it needs no record.
+"""Keeping a pool's line of waiting wakes (decisions in `decide.py`): it moves when a wake
+creates a gated pod, a restore pod is bound, a wake completes, and at every sweep. One LIST
+of the pool's unbound restore pods per call, a PATCH per pod ungated (idempotent: no record).
 """
 
 from __future__ import annotations
@@ -62,20 +60,19 @@ def prepare_restore_pod(
         line = read_line(kube, settings, pool)
     except CocoonError as err:
         log.warning("seat line unreadable: restore pod created ungated", pool=pool, error=str(err))
-        return join_line(body, pool=pool, queued_at=place, gate=False)
+        line = []
     mine = join_line(copy.deepcopy(body), pool=pool, queued_at=place, gate=False)
     me = waiter_of(Pod.model_validate(mine))
     behind = None if me is None else gate_at_create(me, line)
-    if behind is None:
-        return join_line(body, pool=pool, queued_at=place, gate=False)
-    log.info(
-        "seat line: restore pod created gated",
-        pool=pool,
-        pod=f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}",
-        behind=behind.key,
-        behind_state=behind.state.value,
-    )
-    return join_line(body, pool=pool, queued_at=place, gate=True)
+    if behind is not None:
+        log.info(
+            "seat line: restore pod created gated",
+            pool=pool,
+            pod=f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}",
+            behind=behind.key,
+            behind_state=behind.state.value,
+        )
+    return join_line(body, pool=pool, queued_at=place, gate=behind is not None)
 
 
 @dataclass(slots=True)
