@@ -1,8 +1,6 @@
-"""The sweep's decisions: pure functions of a set as listed (and, for a few, its pods).
-
-A bad idle annotation is warned about once per value (its fingerprint is recorded on the
-set); the safety net picks exactly the sets an event would have reconciled.
-"""
+"""The sweep's decisions: pure functions of a set as listed (and, for a few, its pods). A bad
+idle annotation is warned about once per value (its fingerprint is recorded on the set); the
+safety net picks exactly the sets an event would have reconciled."""
 
 from __future__ import annotations
 
@@ -38,12 +36,7 @@ class IdleEval:
     timeout: timedelta | None = None
     last_activity: datetime | None = None
     idle_for: timedelta | None = None
-    problems: tuple[str, ...] = ()
-
-    @property
-    def fingerprint(self) -> str:
-        """Identifies the bad values (not the parse messages), for warn-once."""
-        return ";".join(self.problems)
+    fingerprint: str = ""  # the bad values (not the parse messages), for warn-once
 
 
 class SafetyNeed(StrEnum):
@@ -89,7 +82,6 @@ class IdleCandidate:
 @dataclass(frozen=True, slots=True)
 class WakeTimeout:
     key: str  # the wake's identity, stored in ANN_WAKE_TIMEOUT_REPORTED
-    age: timedelta
     message: str
 
 
@@ -121,7 +113,7 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
             problems.append(problem(key, raw))
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
-        return IdleEval(IdleState.BAD_CONFIG, problems=tuple(problems))
+        return IdleEval(IdleState.BAD_CONFIG, fingerprint=";".join(problems))
     assert timeout is not None
 
     last = measured_last_activity(cs)
@@ -262,7 +254,7 @@ def check_wake_deadline(
         f"wake has not completed after {format_duration(age)} "
         f"(deadline {format_duration(deadline)}): {why}; still waiting"
     )
-    return WakeTimeout(key=key, age=age, message=message)
+    return WakeTimeout(key=key, message=message)
 
 
 # --- per set -----------------------------------------------------------------------------

@@ -204,7 +204,7 @@ class _Run:
             self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
-            self.report.unexpected(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
         self.report.act(
             ActionKind.RECONCILE,

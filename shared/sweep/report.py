@@ -113,11 +113,6 @@ class SweepIncomplete(TransientError):
         self.summary = summary
 
 
-def _is_transient(err: BaseException) -> bool:
-    # A ConfigError is retried too: fixing the deployment should let a rerun succeed.
-    return isinstance(err, TransientError | ConfigError)
-
-
 class SweepReport:
     def __init__(self, *, kube: KubeApi, dry_run: bool) -> None:
         self.kube = kube
@@ -232,27 +227,31 @@ class SweepReport:
         self,
         ref: SetRef | None,
         what: str,
-        err: CocoonError,
+        err: Exception,
         *,
         kind: ActionKind | None = None,
         **fields: str,
     ) -> None:
-        transient = _is_transient(err)
+        """A failed step; an error that is not a CocoonError is a bug, logged as one."""
+        # A ConfigError is retried too: fixing the deployment should let a rerun succeed.
+        transient = isinstance(err, TransientError | ConfigError)
+        bug = not isinstance(err, CocoonError)
+        failure = f"{what}: {err!r}" if bug else f"{what}: {err}"
         self.summary.errors += 1
-        if isinstance(err, AdmissionDenied) and ref is not None:
-            self._refused(ref, what, err)
         if transient:
             self.summary.transient_errors += 1
+        if isinstance(err, AdmissionDenied) and ref is not None:
+            self._refused(ref, what, err)
         if ref is not None and kind is not None:
-            self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err}"))
+            self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, failure))
         else:
-            self.summary.failures.append(f"{what}: {err}")
+            self.summary.failures.append(failure)
         log.emit(
-            "WARNING" if transient else "INFO",
-            f"sweep: {what} failed",
+            "ERROR" if bug else "WARNING" if transient else "INFO",
+            f"sweep: {what} raised unexpectedly" if bug else f"sweep: {what} failed",
             namespace=ref.namespace if ref else None,
             cocoonset=ref.name if ref else None,
-            error=str(err),
+            error=repr(err) if bug else str(err),
             error_type=type(err).__name__,
             transient=transient,
             **fields,
@@ -267,14 +266,3 @@ class SweepReport:
                 report_refusal(self.kube, cs, what, err)
         except CocoonError as e:
             log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))
-
-    def unexpected(self, ref: SetRef, what: str, err: Exception, *, kind: ActionKind) -> None:
-        self.summary.errors += 1
-        self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err!r}"))
-        log.error(
-            f"sweep: {what} raised unexpectedly",
-            namespace=ref.namespace,
-            cocoonset=ref.name,
-            error=repr(err),
-            error_type=type(err).__name__,
-        )
