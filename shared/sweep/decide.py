@@ -60,16 +60,6 @@ class ConfigAction(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SetDecision:
-    ref: SetRef
-    resource_version: str
-    release: bool
-    idle: IdleEval
-    config: ConfigAction | None = None
-    safety: SafetyNeed | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class IdleCandidate:
     ref: SetRef
     resource_version: str
@@ -77,6 +67,15 @@ class IdleCandidate:
     idle_for: timedelta
     timeout: timedelta
     last_activity: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SetDecision:
+    ref: SetRef
+    idle: IdleEval
+    candidate: IdleCandidate | None = None  # idle past its timeout: suspend (subject to the cap)
+    config: ConfigAction | None = None
+    safety: SafetyNeed | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,31 +261,18 @@ def check_wake_deadline(
 
 def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
     idle = evaluate_idle(cs, now=now)
+    ref = SetRef(cs.namespace, cs.name)
+    candidate = None
+    if idle.state is IdleState.IDLE:
+        assert idle.idle_for is not None and idle.timeout is not None
+        assert idle.last_activity is not None
+        rv = cs.metadata.resource_version or ""
+        candidate = IdleCandidate(
+            ref, rv, cs.is_release, idle.idle_for, idle.timeout, idle.last_activity
+        )
+    recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
     return SetDecision(
-        ref=SetRef(cs.namespace, cs.name),
-        resource_version=cs.metadata.resource_version or "",
-        release=cs.is_release,
-        idle=idle,
-        config=config_action(
-            cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR), idle.fingerprint
-        ),
-        safety=safety_need(cs),
-    )
-
-
-def idle_candidate(decision: SetDecision) -> IdleCandidate | None:
-    idle = decision.idle
-    if idle.state is not IdleState.IDLE:
-        return None
-    assert idle.idle_for is not None and idle.timeout is not None
-    assert idle.last_activity is not None
-    return IdleCandidate(
-        ref=decision.ref,
-        resource_version=decision.resource_version,
-        release=decision.release,
-        idle_for=idle.idle_for,
-        timeout=idle.timeout,
-        last_activity=idle.last_activity,
+        ref, idle, candidate, config_action(recorded, idle.fingerprint), safety_need(cs)
     )
 
 

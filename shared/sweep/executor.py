@@ -27,7 +27,6 @@ from shared.sweep.decide import (
     check_wake_deadline,
     decide_set,
     format_duration,
-    idle_candidate,
     name_selectors,
     pods_left,
     unlabelable,
@@ -136,7 +135,7 @@ class _Run:
                     skipped="idle suspend skipped",
                     what="record idle config error",
                 )
-            cand = idle_candidate(decision)
+            cand = decision.candidate
             if cand is not None and self.page_hook.idle_allowed(cand.ref):
                 self.summary.idle_candidates += 1
                 self.queue.offer(cand)
@@ -199,9 +198,6 @@ class _Run:
             outcome = self.reconcile_fn(ref)
         except NotFound:
             self.report.act(ActionKind.RECONCILE, ref, Result.GONE, why)
-            return
-        except CocoonError as err:
-            self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
             self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)

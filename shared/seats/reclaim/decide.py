@@ -116,12 +116,6 @@ def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
     return SetRef(ns, name)
 
 
-def _claim_landed(victim: CocoonSet, waker: CocoonSet) -> bool:
-    return victim.suspended and (
-        victim.metadata.annotations.get(k.ANN_RECLAIMED_BY) == set_key(waker)
-    )
-
-
 def decide_wait(
     waker: CocoonSet,
     pod_uid: str,
@@ -140,7 +134,8 @@ def decide_wait(
         return Hold(f"unschedulable for {_secs(waited)}, grace {_secs(grace)}")
     if wait.victim is None:
         return Search(wait)
-    if victim is not None and not _claim_landed(victim, waker):
+    claimant = victim.metadata.annotations.get(k.ANN_RECLAIMED_BY) if victim else None
+    if victim is not None and not (victim.suspended and claimant == set_key(waker)):
         # Our victim write never landed, or is landing now in a concurrent invocation:
         # wait one grace before giving the claim up, so no two seats are taken.
         claimed = wait.at or wait.since
@@ -152,9 +147,7 @@ def decide_wait(
         # `Failed` keeps the seat and nothing will release it: try the next candidate
         # (the count keeps the claim, so failures cannot cascade past the cap).
         return Search.again(wait, frozenset({wait.victim}))
-    released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
-    if not released:
-        assert victim is not None
+    if victim is not None and victim.phase is not CocoonSetPhase.SUSPENDED:
         phase = victim.phase.value if victim.phase else "unset"
         return Hold(f"reclaim in flight: {wait.victim} is releasing its seat (phase {phase})")
     if wait.freed is None:
@@ -237,22 +230,10 @@ def choose_victim(
     exclude: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """Every candidate for `waker`, best first: longest idle, then namespace/name."""
-    found: list[Candidate] = []
-    for cs in sets:
-        if set_key(cs) in exclude:
-            continue
-        res = why_not(cs, waker, now=now)
-        if isinstance(res, Candidate):
-            found.append(res)
+    judged = (why_not(cs, waker, now=now) for cs in sets if set_key(cs) not in exclude)
+    found = [c for c in judged if isinstance(c, Candidate)]
     found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
     return found
-
-
-def waiting_since(cs: CocoonSet) -> SeatWait | None:
-    """The wait record of a `Waking` set, or None (not waiting, or no record)."""
-    if cs.phase is not CocoonSetPhase.WAKING or cs.suspended:
-        return None
-    return SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
 
 
 def older_waiter_first(
@@ -268,14 +249,13 @@ def older_waiter_first(
     its grace, no reclaim in flight, not at the cap, and `cand` fits it (records only)."""
     mine = (wait.since, waker.namespace, waker.name)
     for other in others:
-        if set_key(other) == set_key(waker):
+        waking = other.phase is CocoonSetPhase.WAKING and not other.suspended
+        if not waking or set_key(other) == set_key(waker):
             continue
-        theirs = waiting_since(other)
+        theirs = SeatWait.decode(other.metadata.annotations.get(k.ANN_SEAT_WAIT))
         if theirs is None or theirs.victim is not None or theirs.count >= MAX_RECLAIMS_PER_WAKE:
             continue
-        if now - theirs.since < grace:
-            continue
-        if (theirs.since, other.namespace, other.name) >= mine:
+        if now - theirs.since < grace or (theirs.since, other.namespace, other.name) >= mine:
             continue
         if isinstance(why_not(cand.cs, other, now=now), Candidate):
             return set_key(other)
