@@ -15,7 +15,7 @@ from typing import Any
 from shared import constants as k
 from shared.durations import parse_duration
 from shared.models import CocoonSet
-from shared.sweep.decide import read_time, steady
+from shared.sweep.decide import parsed, read_time, steady
 
 # Kubernetes quantity suffixes that matter for CPU (binary suffixes are legal but absurd).
 _SUFFIX = {
@@ -64,15 +64,8 @@ class ActivityEval:
 def refresh_every(cs: CocoonSet) -> timedelta:
     """A tenth of the shortest timeout the set uses (what bounds the activity writes)."""
     ann = cs.metadata.annotations
-    timeouts: list[timedelta] = []
-    for key in (k.ANN_IDLE_TIMEOUT, k.ANN_RECLAIMABLE_AFTER):
-        raw = ann.get(key)
-        if raw is None:
-            continue
-        try:
-            timeouts.append(parse_duration(raw))
-        except ValueError:
-            continue
+    keys = (k.ANN_IDLE_TIMEOUT, k.ANN_RECLAIMABLE_AFTER)
+    timeouts = [t for key in keys if (t := parsed(parse_duration, ann.get(key))) is not None]
     return min(timeouts) / 10 if timeouts else DEFAULT_REFRESH
 
 
@@ -100,20 +93,10 @@ def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> Act
 
 def main_pod_usage(containers: list[dict[str, object]]) -> int | None:
     """Sum of the containers' CPU usage in a PodMetrics item; None if none is readable."""
-    total, seen = 0, False
-    for c in containers:
-        usage = c.get("usage")
-        if not isinstance(usage, dict):
-            continue
-        cpu = usage.get("cpu")
-        if not isinstance(cpu, str):
-            continue
-        try:
-            total += cpu_nanocores(cpu)
-        except ValueError:
-            continue
-        seen = True
-    return total if seen else None
+    usages = [c.get("usage") for c in containers]
+    cpus = [parsed(cpu_nanocores, u.get("cpu")) for u in usages if isinstance(u, dict)]
+    readable = [n for n in cpus if n is not None]
+    return sum(readable) if readable else None
 
 
 def cpu_by_pod(items: list[dict[str, Any]]) -> dict[str, int]:

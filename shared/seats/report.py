@@ -15,7 +15,7 @@ from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet, Pod
 from shared.seats.line.decide import Waiter, position, waiter_of
 from shared.seats.reclaim.decide import SeatWait, pool_of, set_key
-from shared.sweep.decide import measured_last_activity, read_time, steady
+from shared.sweep.decide import measured_last_activity, parsed, read_time, steady
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +78,9 @@ def seat_view(
                     position=position(me, in_line.values()) if me is not None else 0,
                 )
             )
-        raw = cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER)
-        if raw is None or not cs.is_release:
-            continue
-        try:
-            after = parse_duration(raw)
-        except ValueError:
-            continue
+        after = parsed(parse_duration, cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER))
         last = measured_last_activity(cs)
-        if not steady(cs) or last is None:
+        if after is None or last is None or not cs.is_release or not steady(cs):
             continue
         idle = now - last
         entry.reclaimable.append(

@@ -14,10 +14,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from shared import constants as k
-from shared.durations import format_rfc3339, parse_rfc3339
+from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
-from shared.sweep.decide import exempt_reason
+from shared.sweep.decide import exempt_reason, parsed, read_time
 
 
 class Tick(StrEnum):
@@ -61,13 +61,9 @@ def encode_applied(tick: Tick, at: datetime) -> str:
 
 
 def decode_applied(raw: str | None) -> tuple[Tick, datetime] | None:
-    if not raw or "@" not in raw:
-        return None
-    kind, _, when = raw.partition("@")
-    try:
-        return Tick(kind), parse_rfc3339(when)
-    except ValueError:
-        return None
+    kind, _, when = (raw or "").partition("@")
+    tick, at = parsed(Tick, kind), read_time(when)
+    return (tick, at) if tick is not None and at is not None else None
 
 
 class ScheduleAction(StrEnum):

@@ -19,12 +19,11 @@ from shared.ports import KubeApi
 from shared.seats.activity import Activity, cpu_by_pod, cpu_nanocores, evaluate_activity
 from shared.seats.schedule import (
     Deferred,
-    Schedule,
     ScheduleAction,
     decide_schedule,
     parse_schedule,
 )
-from shared.sweep.decide import config_action, problem
+from shared.sweep.decide import config_action, parsed, problem
 from shared.sweep.report import ActionKind, SweepReport
 
 _MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
@@ -42,24 +41,12 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
     )
     for key, parse in checks:
         raw = ann.get(key)
-        if raw is None:
-            continue
-        try:
-            parse(raw)
-        except ValueError:
+        if raw is not None and parsed(parse, raw) is None:
             problems.append(problem(key, raw))
-            continue
-        if key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
+        elif raw is not None and key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
             # Valid but void (a retain set keeps its seat while suspended): say so.
             problems.append(f"{problem(key, raw)} (hibernatePolicy is not release)")
     return tuple(problems)
-
-
-def _schedule(cs: CocoonSet, key: str) -> Schedule | None:
-    try:
-        return parse_schedule(cs.metadata.annotations[key])
-    except (KeyError, ValueError):
-        return None  # absent, or warned about once by the config check
 
 
 @dataclass
@@ -141,8 +128,9 @@ class SeatSweep:
         return cs
 
     def _schedule(self, cs: CocoonSet) -> CocoonSet:
-        sleep = _schedule(cs, k.ANN_SLEEP_SCHEDULE)
-        wake = _schedule(cs, k.ANN_WAKE_SCHEDULE)
+        # A bad schedule is left out (and warned about once by the config check).
+        sleep = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_SLEEP_SCHEDULE))
+        wake = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_WAKE_SCHEDULE))
         decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
         if decision is None:
             return cs

@@ -5,10 +5,11 @@ safety net picks exactly the sets an event would have reconciled."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TypeVar
 
 from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
@@ -17,6 +18,7 @@ from shared.log import clip
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef, is_label_value
 
+T = TypeVar("T")
 # Annotation values are user input: a fingerprint stored back on the set stays small.
 _FINGERPRINT_VALUE_MAX = 120
 
@@ -100,10 +102,7 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
         return IdleEval(IdleState.NOT_OPTED_IN)
 
     problems: list[str] = []
-    timeout: timedelta | None = None
-    try:
-        timeout = parse_duration(raw_timeout)
-    except ValueError:
+    if (timeout := parsed(parse_duration, raw_timeout)) is None:
         problems.append(problem(k.ANN_IDLE_TIMEOUT, raw_timeout))
 
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
@@ -126,14 +125,19 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     return IdleEval(state, timeout=timeout, last_activity=last, idle_for=idle_for)
 
 
-def read_time(raw: str | None) -> datetime | None:
-    """An RFC 3339 value, or None when it is absent or does not parse."""
-    if not raw:
+def parsed(parse: Callable[[str], T], raw: object) -> T | None:
+    """`parse(raw)`, or None when `raw` is not a string or does not parse (ValueError)."""
+    if not isinstance(raw, str):
         return None
     try:
-        return parse_rfc3339(raw)
+        return parse(raw)
     except ValueError:
         return None
+
+
+def read_time(raw: str | None) -> datetime | None:
+    """An RFC 3339 value, or None when it is absent or does not parse."""
+    return parsed(parse_rfc3339, raw)
 
 
 def exempt_reason(cs: CocoonSet, *, now: datetime) -> str | None:

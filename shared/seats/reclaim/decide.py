@@ -17,7 +17,7 @@ from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.sweep.decide import exempt_reason, measured_last_activity, steady
+from shared.sweep.decide import exempt_reason, measured_last_activity, parsed, steady
 
 # Seats one wake may take in all: a cascade of suspends for a pod that never fits is refused.
 MAX_RECLAIMS_PER_WAKE = 3
@@ -196,9 +196,7 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
         return "being deleted"
     if not steady(cs):
         return "not Running (or suspending, or waking)"
-    try:
-        after = parse_duration(raw)
-    except ValueError:
+    if (after := parsed(parse_duration, raw)) is None:
         return "reclaimable-after does not parse"
     if (exempt := exempt_reason(cs, now=now)) is not None:
         return exempt
