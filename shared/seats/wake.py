@@ -1,13 +1,12 @@
 """The seat economy's part of a wake, for the reconciler's executor: the restore pod's place
-in its pool's line, ungating whoever's turn it is, and reclaiming an idle seat. The line and
-reclaim executors load on first use: a release never needs them."""
+in its pool's line, ungating whoever's turn it is, and reclaiming an idle seat."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared import constants as k
 from shared import log
@@ -18,17 +17,15 @@ from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import KubeApi
+from shared.seats.line.decide import micro
+from shared.seats.line.executor import Advanced, advance_line, drop_gate, prepare_restore_pod
 from shared.seats.reclaim.decide import pool_of
-
-if TYPE_CHECKING:
-    from shared.seats.line.executor import Advanced
-    from shared.seats.reclaim.executor import StartRelease
+from shared.seats.reclaim.executor import StartRelease, reclaim_for
 
 
 def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime) -> str:
     """Remove the gate of a pod with no line to wait in (nobody else would); the reason
     the wake still waits."""
-    from shared.seats.line.executor import drop_gate  # noqa: PLC0415 - wakes only
 
     if main is not None:
         drop_gate(kube, main, now=now)
@@ -46,8 +43,6 @@ class WakeSeats:
         """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
         if not self.settings.seat_order:
             return body
-        from shared.seats.line.executor import prepare_restore_pod  # noqa: PLC0415 - wakes only
-
         return prepare_restore_pod(
             self.kube,
             self.settings,
@@ -61,8 +56,6 @@ class WakeSeats:
         self, ref: SetRef, cs: CocoonSet, *, pod_name: str, pod_uid: str, since: str | None
     ) -> tuple[CocoonSet, Pod]:
         """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
-        from shared.seats.line.decide import micro  # noqa: PLC0415 - wakes only
-
         started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
         if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
             # The wake's start (the sweep's deadline clock): the operator persists
@@ -94,8 +87,6 @@ class WakeSeats:
         A failure is logged (the next reconcile or sweep re-reads), or raised if `strict`."""
         if not self.settings.seat_order or main is None or k.LABEL_SEAT_LINE not in main.labels:
             return None
-        from shared.seats.line.executor import advance_line  # noqa: PLC0415 - wakes only
-
         try:
             res = advance_line(
                 self.kube, self.settings, main.labels[k.LABEL_SEAT_LINE], now=self.now
@@ -132,8 +123,6 @@ class WakeSeats:
         """Try to take an idle seat for this waiting wake; a note for the log."""
         if self.settings.seat_reclaim_grace is None:
             return ""
-        from shared.seats.reclaim.executor import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
-
         try:
             res = reclaim_for(
                 cs,

@@ -76,14 +76,8 @@ class SweepSummary:
 
     def counts(self) -> dict[str, int]:
         """`<kind>` for done actions, `would-<kind>` in a dry run, plus `conflict`, `error`."""
-        c: Counter[str] = Counter()
-        for a in self.actions:
-            if a.result is Result.DONE:
-                c[a.kind.value] += 1
-            elif a.result is Result.WOULD:
-                c[f"would-{a.kind.value}"] += 1
-            else:
-                c[a.result.value] += 1
+        names = {Result.DONE: "{}", Result.WOULD: "would-{}"}
+        c = Counter(names.get(a.result, a.result.value).format(a.kind.value) for a in self.actions)
         return dict(sorted(c.items()))
 
     def of(self, kind: ActionKind, result: Result | None = None) -> list[SweepAction]:
@@ -113,11 +107,13 @@ class SweepIncomplete(TransientError):
         self.summary = summary
 
 
+@dataclass
 class SweepReport:
-    def __init__(self, *, kube: KubeApi, dry_run: bool) -> None:
-        self.kube = kube
-        self.dry_run = dry_run
-        self.summary = SweepSummary(dry_run=dry_run)
+    kube: KubeApi
+    dry_run: bool
+
+    def __post_init__(self) -> None:
+        self.summary = SweepSummary(dry_run=self.dry_run)
 
     def event(
         self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
