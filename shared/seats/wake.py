@@ -3,6 +3,7 @@ in its pool's line, ungating whoever's turn it is, and reclaiming an idle seat."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,23 +13,28 @@ from shared import constants as k
 from shared import log
 from shared.config import Settings
 from shared.durations import parse_rfc3339
-from shared.errors import CocoonError, TransientError
+from shared.errors import CocoonError, Conflict, Invalid, NotFound, TransientError
 from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import KubeApi
-from shared.seats.line.decide import micro
-from shared.seats.line.executor import Advanced, advance_line, drop_gate, prepare_restore_pod
+from shared.seats.line.decide import gate_removal, micro
+from shared.seats.line.executor import Advanced, advance_line, prepare_restore_pod
 from shared.seats.reclaim.decide import pool_of
 from shared.seats.reclaim.executor import StartRelease, reclaim_for
 
 
 def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime) -> str:
-    """Remove the gate of a pod with no line to wait in (nobody else would); the reason
-    the wake still waits."""
-
-    if main is not None:
-        drop_gate(kube, main, now=now)
+    """Remove our gate from a pod with no line to wait in (the order is off, or it lost its
+    line label), or nobody would; the reason the wake still waits."""
+    if main is not None and k.GATE_SEAT_ORDER in main.scheduling_gates:
+        patch = gate_removal(main.metadata.uid or "", main.scheduling_gates, now=now)
+        with contextlib.suppress(NotFound, Conflict, Invalid):
+            kube.patch_pod(main.metadata.namespace or "", main.name, patch)
+            log.info(
+                "seat line: gate removed outside a line",
+                pod=f"{main.metadata.namespace}/{main.name}",
+            )
     return f"{pod_name}: not in a seat line: ungated"
 
 
@@ -43,14 +49,7 @@ class WakeSeats:
         """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
         if not self.settings.seat_order:
             return body
-        return prepare_restore_pod(
-            self.kube,
-            self.settings,
-            body,
-            pool=pool_of(cs),
-            wake_started=cs.metadata.annotations.get(k.ANN_WAKE_STARTED),
-            now=self.now,
-        )
+        return prepare_restore_pod(self.kube, self.settings, cs, body, now=self.now)
 
     def adopt(
         self, ref: SetRef, cs: CocoonSet, *, pod_name: str, pod_uid: str, since: str | None

@@ -49,14 +49,6 @@ class PageHook(Protocol):
 PageHookFactory = Callable[[SweepReport], PageHook]
 
 
-class _NoHook:
-    def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
-        return page
-
-    def idle_allowed(self, ref: SetRef) -> bool:
-        return True
-
-
 def sweep(
     *,
     kube: KubeApi,
@@ -65,12 +57,12 @@ def sweep(
     now: datetime,
     dry_run: bool,
     publisher: PublisherArg = FROM_SETTINGS,
-    page_hook: PageHookFactory | None = None,
+    page_hook: PageHookFactory,
 ) -> SweepSummary:
     """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
     report = SweepReport(kube=kube, dry_run=dry_run)
-    hook = page_hook(report) if page_hook is not None else _NoHook()
-    run = _Run(kube, settings, reconcile, now, report, resolve_publisher(publisher, settings), hook)
+    events = resolve_publisher(publisher, settings)
+    run = _Run(kube, settings, reconcile, now, report, events, page_hook(report))
     started = time.monotonic()
     try:
         run.scopes()

@@ -14,7 +14,7 @@ from shared import constants as k
 from shared import log
 from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
-from shared.models import Pod
+from shared.models import CocoonSet, Pod
 from shared.ports import LineReader
 from shared.seats.line.decide import (
     KeepGated,
@@ -26,6 +26,7 @@ from shared.seats.line.decide import (
     queued_at,
     waiter_of,
 )
+from shared.seats.reclaim.decide import pool_of
 
 UNBOUND: str = "spec.nodeName="
 
@@ -43,19 +44,12 @@ def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
 
 
 def prepare_restore_pod(
-    kube: LineReader,
-    settings: Settings | None,
-    body: dict[str, Any],
-    *,
-    pool: str,
-    wake_started: str | None,
-    now: datetime,
+    kube: LineReader, settings: Settings, cs: CocoonSet, body: dict[str, Any], *, now: datetime
 ) -> dict[str, Any]:
-    """The restore pod with its place in the line, gated when an older waiter is stuck.
+    """`cs`'s restore pod with its place in the line, gated when an older waiter is stuck.
     Fairness is worth a LIST, not a failed wake: an unreadable line leaves it ungated."""
-    if settings is None or not settings.seat_order:
-        return body
-    place = queued_at(wake_started, now=now)
+    pool = pool_of(cs)
+    place = queued_at(cs.metadata.annotations.get(k.ANN_WAKE_STARTED), now=now)
     try:
         line = read_line(kube, settings, pool)
     except CocoonError as err:
@@ -104,17 +98,3 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
         result.ungated.append(w.key)
         log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
     return result
-
-
-def drop_gate(kube: LineReader, pod: Pod, *, now: datetime) -> bool:
-    """Remove our gate from a pod outside any line (the order is off, or it lost its line
-    label): a pod we gated is never left for nobody to release."""
-    if k.GATE_SEAT_ORDER not in pod.scheduling_gates:
-        return False
-    patch = gate_removal(pod.metadata.uid or "", pod.scheduling_gates, now=now)
-    try:
-        kube.patch_pod(pod.metadata.namespace or "", pod.name, patch)
-    except (NotFound, Conflict, Invalid):
-        return False
-    log.info("seat line: gate removed outside a line", pod=f"{pod.metadata.namespace}/{pod.name}")
-    return True
