@@ -60,12 +60,6 @@ def encode_applied(tick: Tick, at: datetime) -> str:
     return f"{tick.value}@{format_rfc3339(at)}"
 
 
-def decode_applied(raw: str | None) -> tuple[Tick, datetime] | None:
-    kind, _, when = (raw or "").partition("@")
-    tick, at = parsed(Tick, kind), read_time(when)
-    return (tick, at) if tick is not None and at is not None else None
-
-
 class ScheduleAction(StrEnum):
     SUSPEND = "suspend"  # write spec.suspend=true + the record (CAS)
     WAKE = "wake"  # write spec.suspend=false + the record (CAS)
@@ -109,8 +103,10 @@ def decide_schedule(
         return None
     # Both at the same minute: waking wins (a set is never put to sleep by a tie).
     at, tick = max(ticks, key=lambda t: (t[0], t[1] is Tick.WAKE))
-    applied = decode_applied(cs.metadata.annotations.get(k.ANN_SCHEDULE_APPLIED))
-    if applied is not None and applied[1] >= at:
+    # The record, `<tick>@<time>`; an unreadable one is no record.
+    kind, _, when = cs.metadata.annotations.get(k.ANN_SCHEDULE_APPLIED, "").partition("@")
+    applied = read_time(when) if parsed(Tick, kind) is not None else None
+    if applied is not None and applied >= at:
         return None
     if cs.metadata.deletion_timestamp is not None:
         return None

@@ -70,6 +70,12 @@ class IdleCandidate:
     timeout: timedelta
     last_activity: datetime
 
+    def __lt__(self, other: IdleCandidate) -> bool:
+        """The cap's ranking: 'less' is a worse candidate (shorter idle, then later name)."""
+        if self.idle_for != other.idle_for:
+            return self.idle_for < other.idle_for
+        return (self.ref.namespace, self.ref.name) > (other.ref.namespace, other.ref.name)
+
 
 @dataclass(frozen=True, slots=True)
 class SetDecision:
@@ -283,42 +289,28 @@ def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
 # --- the per-run cap ---------------------------------------------------------------------
 
 
-@dataclass(order=False, slots=True)
-class _Ranked:
-    """Heap entry: 'less' = a worse candidate (shorter idle, then later name)."""
-
-    cand: IdleCandidate
-
-    def __lt__(self, other: _Ranked) -> bool:
-        a, b = self.cand, other.cand
-        if a.idle_for != b.idle_for:
-            return a.idle_for < b.idle_for
-        return (a.ref.namespace, a.ref.name) > (b.ref.namespace, b.ref.name)
-
-
 @dataclass(slots=True)
 class IdleQueue:
     """The `cap` longest-idle candidates seen so far, page by page, in O(cap) memory."""
 
     cap: int
     deferred: int = 0
-    _heap: list[_Ranked] = field(default_factory=list)
+    _heap: list[IdleCandidate] = field(default_factory=list)
 
     def offer(self, cand: IdleCandidate) -> None:
-        entry = _Ranked(cand)
         if len(self._heap) < self.cap:
-            heapq.heappush(self._heap, entry)
+            heapq.heappush(self._heap, cand)
             return
         self.deferred += 1
-        if self._heap and self._heap[0] < entry:
-            heapq.heapreplace(self._heap, entry)
+        if self._heap and self._heap[0] < cand:
+            heapq.heapreplace(self._heap, cand)
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def drain(self) -> list[IdleCandidate]:
         """Longest idle first (ties by namespace/name)."""
-        out = [e.cand for e in sorted(self._heap, reverse=True)]
+        out = sorted(self._heap, reverse=True)
         self._heap.clear()
         return out
 
@@ -357,10 +349,6 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
 
 def format_duration(value: timedelta) -> str:
     """`1h2m3s`-style, whole seconds (what users write in idle-timeout)."""
-    total = int(value.total_seconds())
-    if total <= 0:
-        return "0s"
-    h, rem = divmod(total, 3600)
+    h, rem = divmod(max(int(value.total_seconds()), 0), 3600)
     m, s = divmod(rem, 60)
-    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{s}s" if s else ""]
-    return "".join(parts)
+    return "".join(f"{n}{unit}" for n, unit in ((h, "h"), (m, "m"), (s, "s")) if n) or "0s"
