@@ -18,7 +18,7 @@ from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import KubeApi
-from shared.seats.line.decide import gate_removal, micro
+from shared.seats.line.decide import gate_removal, join_line
 from shared.seats.line.executor import Advanced, advance_line, prepare_restore_pod
 from shared.seats.reclaim.decide import pool_of
 from shared.seats.reclaim.executor import StartRelease, reclaim_for
@@ -65,17 +65,9 @@ class WakeSeats:
         place = parse_rfc3339(started) if started else self.now
         # Labels and a place only: a gate cannot be added after creation, so it waits
         # ungated, but in the line.
-        pod = self.kube.patch_pod(
-            ref.namespace,
-            pod_name,
-            {
-                "metadata": {
-                    "uid": pod_uid,
-                    "labels": {k.LABEL_SEAT_LINE: pool_of(cs)},
-                    "annotations": {k.ANN_QUEUED_AT: micro(place)},
-                }
-            },
-        )
+        patch = {"metadata": {"uid": pod_uid}}
+        join_line(patch, pool=pool_of(cs), queued_at=place, gate=False)
+        pod = self.kube.patch_pod(ref.namespace, pod_name, patch)
         log.info("the operator's restore pod joined the seat line", set=str(ref), pod=pod.name)
         return cs, pod
 

@@ -204,17 +204,27 @@ class _Run:
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
         ref, kind = SetRef(cs.namespace, cs.name), ActionKind.WAKE_TIMED_OUT
-        due = check_wake_deadline(cs, pods, now=self.now, deadline=self.settings.wake_deadline)
-        if due is None:
-            return
-        if self.dry_run:
-            self.report.act(kind, ref, Result.WOULD, due.message)
-            return
         current: CocoonSet | None = cs
         for attempt in (1, 2):
-            if attempt == 2:
-                # The reconcile just ran and may have written the set: re-read once and
-                # re-decide from the fresh set.
+            assert current is not None
+            due = check_wake_deadline(
+                current, pods, now=self.now, deadline=self.settings.wake_deadline
+            )
+            if due is None:
+                return  # not due, completed, or someone else reported it
+            if self.dry_run:
+                self.report.act(kind, ref, Result.WOULD, due.message)
+                return
+            patch = {"metadata": {"annotations": {k.ANN_WAKE_TIMEOUT_REPORTED: due.key}}}
+            try:
+                updated = self.kube.patch_set(
+                    ref, patch, resource_version=current.metadata.resource_version
+                )
+            except Conflict:
+                if attempt == 2:
+                    self.report.act(kind, ref, Result.CONFLICT, due.message)
+                    return
+                # The reconcile just ran and may have written the set: re-read, re-decide.
                 log.count(k.METRIC_RETRIES, operation="wake-timeout-record")
                 try:
                     current = self.kube.get_set(ref)
@@ -224,20 +234,6 @@ class _Run:
                 if current is None:
                     self.report.act(kind, ref, Result.GONE, due.message)
                     return
-                due = check_wake_deadline(
-                    current, pods, now=self.now, deadline=self.settings.wake_deadline
-                )
-                if due is None:
-                    return  # completed, or someone else reported it
-            assert current is not None
-            patch = {"metadata": {"annotations": {k.ANN_WAKE_TIMEOUT_REPORTED: due.key}}}
-            try:
-                updated = self.kube.patch_set(
-                    ref, patch, resource_version=current.metadata.resource_version
-                )
-            except Conflict:
-                if attempt == 2:
-                    self.report.act(kind, ref, Result.CONFLICT, due.message)
                 continue
             except CocoonError as err:
                 self.report.error(ref, "record wake timeout", err, kind=kind)
