@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from shared import constants as k
@@ -46,15 +46,11 @@ class SeatWait:
     count: int = 0  # seats reclaimed for this wake so far
 
     def encode(self) -> str:
-        out: dict[str, str] = {"pod": self.pod, "since": format_rfc3339(self.since)}
-        if self.victim is not None:
-            out["victim"] = self.victim
-        if self.at is not None:
-            out["at"] = format_rfc3339(self.at)
-        if self.freed is not None:
-            out["freed"] = format_rfc3339(self.freed)
-        if self.count:
-            out["count"] = str(self.count)
+        out = {
+            name: format_rfc3339(v) if isinstance(v, datetime) else str(v)
+            for name, v in asdict(self).items()
+            if v is not None and v != 0  # unset, or no seat reclaimed yet
+        }
         return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -64,15 +60,13 @@ class SeatWait:
             return None
         try:
             data = json.loads(raw)
-            pod = str(data["pod"])
-            since = parse_rfc3339(str(data["since"]))
+            times = {t: parse_rfc3339(str(data[t])) for t in ("since", "at", "freed") if t in data}
             victim = str(data["victim"]) if "victim" in data else None
-            at = parse_rfc3339(str(data["at"])) if "at" in data else None
-            freed = parse_rfc3339(str(data["freed"])) if "freed" in data else None
-            count = int(str(data.get("count", 0)))
+            return cls(
+                str(data["pod"]), victim=victim, count=int(str(data.get("count", 0))), **times
+            )
         except (ValueError, KeyError, TypeError):
             return None
-        return cls(pod=pod, since=since, victim=victim, at=at, freed=freed, count=count)
 
 
 # The steps of a wait. Stamp: the pod's first unschedulable observation, recorded (CAS) as
