@@ -1,7 +1,6 @@
 """A VM's CPU use as activity (`idle-cpu-below: <quantity>`), as pure decisions: at or above
 the threshold `last-activity` is refreshed (at most once per tenth of its shortest timeout);
-below it the idle clock runs; without PodMetrics it is unknown, never suspended for idleness.
-"""
+below it the idle clock runs; without PodMetrics it is unknown, never suspended for idleness."""
 
 from __future__ import annotations
 

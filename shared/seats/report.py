@@ -1,7 +1,6 @@
 """The seat view of `cocoon-hibernation status`, a pure function of what was listed: per
 pool, the seats used (bound pods; nodes are not read), the wakes waiting with their age and
-place in line, and the sets that may give their seat with their idle time.
-"""
+place in line, and the sets that may give their seat with their idle time."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Sleep windows (`sleep-schedule`/`wake-schedule: <cron 5 fields> <IANA zone>`), as pure
-decisions. The latest tick of either schedule at or before now is what the set should be;
-the tick applied is recorded in the same compare-and-swap as the suspend or wake, so each
-tick acts at most once, and a schedule's first tick seen is only a baseline.
-"""
+decisions: the latest tick of either is what the set should be. The tick applied is recorded
+in the suspend's or wake's own CAS (each acts once); a schedule's first tick is a baseline."""
 
 from __future__ import annotations
 

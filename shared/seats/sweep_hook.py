@@ -1,7 +1,6 @@
 """The seat economy's part of a sweep run (its page hook): sleep windows, CPU activity and
 warnings about bad seat annotations, decided by `schedule.py` and `activity.py` and reported
-through the run's SweepReport. One PodMetrics LIST per namespace that has `idle-cpu-below`.
-"""
+through the run's SweepReport. One PodMetrics LIST per namespace that has `idle-cpu-below`."""
 
 from __future__ import annotations
 
@@ -56,7 +55,6 @@ class SeatSweep:
     now: datetime
     # Per run: namespace -> {main pod name -> CPU nanocores}; None = PodMetrics unavailable.
     _metrics: dict[str, dict[str, int] | None] = field(default_factory=dict)
-    _metrics_warned: bool = False
     # Sets whose activity is unknown this run: never idle-suspended on missing data.
     _unknown: set[SetRef] = field(default_factory=set)
 
@@ -94,14 +92,13 @@ class SeatSweep:
                 self._metrics[ns] = cpu_by_pod(self.kube.list_pod_metrics(ns, _MAIN_PODS))
             except CocoonError as err:
                 # No metrics-server (404), or its APIService down (503): do nothing.
-                self._metrics[ns] = None
-                if not self._metrics_warned:
-                    self._metrics_warned = True
+                if None not in self._metrics.values():  # said once per run
                     log.warning(
                         "sweep: PodMetrics unavailable; sets with idle-cpu-below are not "
                         "idle-suspended this run",
                         reason=f"{type(err).__name__}: {err}",
                     )
+                self._metrics[ns] = None
         pods = self._metrics[ns]
         return None if pods is None else pods.get(main_pod_name(cs.name))
 

@@ -233,14 +233,8 @@ def check_wake_deadline(
     pod is a wake about to complete, not a stuck one."""
     if cs.phase is not CocoonSetPhase.WAKING:
         return None
-    main = next(
-        (
-            p
-            for p in pods
-            if p.is_main and not p.terminating and p.annotations.get(k.ANN_RESTORE) == k.TRUE
-        ),
-        None,
-    )
+    restore = (p for p in pods if p.is_main and p.annotations.get(k.ANN_RESTORE) == k.TRUE)
+    main = next((p for p in restore if not p.terminating), None)
     if main is not None and main.live:
         return None
     raw_started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)

@@ -1,8 +1,6 @@
 """One sweep run: stream the set list page by page, act on each page's decisions, report once.
-
 Memory holds one page and the capped idle queue; each page costs at most one pod LIST. A lost
-compare-and-swap skips the set this run; SweepIncomplete (retried) means work was left undone.
-"""
+compare-and-swap skips the set this run; SweepIncomplete (retried) means work was left undone."""
 
 from __future__ import annotations
 
@@ -194,12 +192,18 @@ class _Run:
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
             self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
             return
+        # The reconcile's Outcome is a layer above: read by its fields.
+        reason, steps = getattr(outcome, "reason", None), getattr(outcome, "steps", ())
+        done = f" ({', '.join(str(s) for s in steps)})" if steps else ""
+        described = f"{reason}{done}" if isinstance(reason, str) else str(outcome)
+        result = getattr(outcome, "result", None)
+        word = getattr(result, "value", result)
         self.report.act(
             ActionKind.RECONCILE,
             ref,
             Result.DONE,
-            f"{why}: {_describe(outcome)}",
-            outcome=_outcome_word(outcome),
+            f"{why}: {'ok' if outcome is None else log.clip(described)}",
+            outcome=word if isinstance(word, str) else "",
         )
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
@@ -276,22 +280,3 @@ class _Run:
         if cand.release and (updated is not None or self.dry_run):
             # Start the seat release now rather than on the next event.
             self._reconcile(ref, "after idle suspend")
-
-
-def _describe(outcome: object) -> str:
-    """The reconcile's Outcome (a layer above: read by its fields) in a few words."""
-    if outcome is None:
-        return "ok"
-    reason = getattr(outcome, "reason", None)
-    if not isinstance(reason, str):
-        return log.clip(str(outcome))
-    steps = getattr(outcome, "steps", ())
-    done = f" ({', '.join(str(s) for s in steps)})" if steps else ""
-    return log.clip(f"{reason}{done}")
-
-
-def _outcome_word(outcome: object) -> str:
-    """The reconcile's result word (`done`, `waiting`, ...); empty when it gave none."""
-    result = getattr(outcome, "result", None)
-    value = getattr(result, "value", result)
-    return value if isinstance(value, str) else ""

@@ -1,9 +1,6 @@
-"""Fair order among waiting wakes, as pure decisions (no clock, no I/O).
-
-kube-scheduler binds pending pods in no fair order but ignores a gated pod: a restore pod is
-created gated behind an older waiter known to be stuck, and ungated once nobody stuck is ahead.
-An older pod is ahead only if it could take every seat the younger could (see `covers`).
-"""
+"""Fair order among waiting wakes, as pure decisions. kube-scheduler binds pending pods in no
+fair order but ignores a gated pod: a restore pod is created gated behind an older waiter known
+to be stuck, and ungated once nobody stuck is ahead of it (see `covers` for "ahead")."""
 
 from __future__ import annotations
 

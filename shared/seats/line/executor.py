@@ -1,7 +1,6 @@
 """Keeping a pool's line of waiting wakes (decisions in `decide.py`): it moves when a wake
 creates a gated pod, a restore pod is bound, a wake completes, and at every sweep. One LIST
-of the pool's unbound restore pods per call, a PATCH per pod ungated (idempotent: no record).
-"""
+of the pool's unbound restore pods per call, a PATCH per pod ungated (idempotent: no record)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Reclaiming an idle seat for a waiting wake, as pure decisions (the caller passes `now`).
-
-A wake whose restore pod is unschedulable may, past a grace that runs from the first such
-observation of *that* pod, take the seat of the longest-idle set that opted in with
-`reclaimable-after`; the waker's `seat-wait` record keeps one reclaim in flight per wake.
-"""
+"""Reclaiming an idle seat for a waiting wake, as pure decisions: a wake whose restore pod is
+unschedulable may, past a grace from the first such observation of *that* pod, take the seat
+of the longest-idle `reclaimable-after` set; its `seat-wait` record keeps one claim in flight."""
 
 from __future__ import annotations
 

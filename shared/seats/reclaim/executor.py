@@ -1,7 +1,6 @@
 """Performing a seat reclaim for a waiting wake (decisions in `decide.py`). Two CAS writes in
 order: the waker's `seat-wait` names the victim (one reclaim per wake), then the victim gets
-`suspend=true` and `seat-reclaimed-by` on the listed version (two wakes never share a victim).
-"""
+`suspend=true` and `seat-reclaimed-by` on the listed version (two wakes never share a victim)."""
 
 from __future__ import annotations
 
