@@ -102,11 +102,8 @@ def cpu_by_pod(items: list[dict[str, Any]]) -> dict[str, int]:
     """Pod name -> CPU nanocores, from a PodMetrics list (pods with no readable usage left out)."""
     out: dict[str, int] = {}
     for item in items:
-        name = (item.get("metadata") or {}).get("name")
-        containers = item.get("containers")
-        if not isinstance(name, str) or not isinstance(containers, list):
-            continue
-        usage = main_pod_usage(containers)
-        if usage is not None:
+        name, containers = (item.get("metadata") or {}).get("name"), item.get("containers")
+        usage = main_pod_usage(containers) if isinstance(containers, list) else None
+        if isinstance(name, str) and usage is not None:
             out[name] = usage
     return out

@@ -106,19 +106,14 @@ class SeatSweep:
         ev = evaluate_activity(cs, None, now=self.now)
         if ev.state is Activity.UNKNOWN:  # opted in and Running: measure it
             ev = evaluate_activity(cs, self._usage(cs), now=self.now)
-        if ev.state in (
-            Activity.NOT_OPTED_IN,
-            Activity.NOT_RUNNING,
-            Activity.ACTIVE,
-            Activity.QUIET,
-        ):
-            return cs
         if ev.state is Activity.REFRESH:
             used, below = (ev.usage or 0) // 10**6, (ev.threshold or 0) // 10**6
             stamp = {"metadata": {"annotations": {k.ANN_LAST_ACTIVITY: format_rfc3339(self.now)}}}
             detail = f"CPU {used}m >= idle-cpu-below {below}m"
             if (updated := self._patch(cs, stamp, ActionKind.ACTIVITY, detail)) is not None:
                 return updated
+        elif ev.state not in (Activity.UNKNOWN, Activity.BAD_CONFIG):
+            return cs  # not measured (not opted in, not Running), or measured and recorded
         # Not measurable, no data, or active and not recorded (a dry run, a lost write):
         # never idle-suspended on a guess.
         self._unknown.add(SetRef(cs.namespace, cs.name))

@@ -312,15 +312,10 @@ class IdleQueue:
 # --- pod look-ups ------------------------------------------------------------------------
 
 
-def _labelable(name: str) -> bool:
-    """A set name a pod label can hold (never "": no set is named that)."""
-    return bool(name) and is_label_value(name)
-
-
 def unlabelable(names: Iterable[str]) -> list[str]:
     """The set names `name_selectors` leaves out: too long for a label value, so such a
     set has no labelled pods, and one such value would make the whole selector a 400."""
-    return sorted({n for n in names if not _labelable(n)})
+    return sorted({n for n in names if not (n and is_label_value(n))})
 
 
 def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
@@ -330,7 +325,7 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     out: list[str] = []
     chunk: list[str] = []
     size = len(prefix) + 1
-    for name in sorted({n for n in names if _labelable(n)}):
+    for name in sorted({n for n in names if n and is_label_value(n)}):
         if chunk and size + len(name) + 1 > max_chars:
             out.append(prefix + ",".join(chunk) + ")")
             chunk, size = [], len(prefix) + 1
