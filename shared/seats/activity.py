@@ -16,16 +16,9 @@ from shared.durations import parse_duration
 from shared.models import CocoonSet
 from shared.sweep.decide import parsed, read_time, steady
 
-# Kubernetes quantity suffixes that matter for CPU (binary suffixes are legal but absurd).
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(1000),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-}
+# Kubernetes quantity suffixes that matter for CPU, as powers of ten (binary ones are legal
+# but absurd).
+_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9}
 _QUANTITY = re.compile(r"^([+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(n|u|m|k|M|G)?$")
 # When no timeout is configured, how often a busy VM's stamp is refreshed.
 DEFAULT_REFRESH = timedelta(minutes=1)
@@ -37,7 +30,7 @@ def cpu_nanocores(quantity: str) -> int:
     if m is None:
         raise ValueError(f"invalid CPU quantity {quantity!r} (expected e.g. 50m, 0.5, 1)")
     try:
-        value = Decimal(m.group(1)) * _SUFFIX[m.group(2) or ""]
+        value = Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""])
     except InvalidOperation:
         raise ValueError(f"invalid CPU quantity {quantity!r}") from None
     return int(value * Decimal(10**9))

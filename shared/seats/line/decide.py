@@ -13,8 +13,8 @@ from typing import Any, Final
 
 from shared import constants as k
 from shared.models import Pod
-from shared.quantity import QuantityError, parse_quantity
-from shared.sweep.decide import read_time
+from shared.quantity import parse_quantity
+from shared.sweep.decide import parsed, read_time
 
 # A pod the scheduler has not judged this long after it became schedulable is taken to be
 # out of its hands (another scheduler, a broken one): waiting behind it could be forever.
@@ -61,11 +61,8 @@ def _requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
         res = c.get("resources") or {}
         req = dict(res.get("limits") or {}) | dict(res.get("requests") or {})
         for name, raw in req.items():
-            try:
-                q = parse_quantity(str(raw))
-            except QuantityError:
-                continue
-            out[name] = out.get(name, Fraction(0)) + Fraction(q.unscaled) * Fraction(10) ** q.scale
+            if (q := parsed(parse_quantity, str(raw))) is not None:
+                out[name] = out.get(name, Fraction(0)) + q.unscaled * Fraction(10) ** q.scale
     return out
 
 
