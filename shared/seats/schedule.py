@@ -92,11 +92,8 @@ def decide_schedule(
     now: datetime,
 ) -> ScheduleDecision | Deferred | None:
     """What the latest due tick asks of `cs`, or None when it was already applied."""
-    ticks: list[tuple[datetime, Tick]] = []
-    if sleep is not None:
-        ticks.append((sleep.last_at_or_before(now), Tick.SLEEP))
-    if wake is not None:
-        ticks.append((wake.last_at_or_before(now), Tick.WAKE))
+    pairs = ((sleep, Tick.SLEEP), (wake, Tick.WAKE))
+    ticks = [(s.last_at_or_before(now), tick) for s, tick in pairs if s is not None]
     if not ticks:
         return None
     # Both at the same minute: waking wins (a set is never put to sleep by a tie).
@@ -104,20 +101,14 @@ def decide_schedule(
     # The record, `<tick>@<time>`; an unreadable one is no record.
     kind, _, when = cs.metadata.annotations.get(k.ANN_SCHEDULE_APPLIED, "").partition("@")
     applied = read_time(when) if parsed(Tick, kind) is not None else None
-    if applied is not None and applied >= at:
+    if (applied is not None and applied >= at) or cs.metadata.deletion_timestamp is not None:
         return None
-    if cs.metadata.deletion_timestamp is not None:
-        return None
-    if applied is None:
-        # First sight: a baseline, not an order (a sleep tick added at 10:00 for 20:00
-        # must not suspend the set at once).
+    # First sight is a baseline, not an order (a sleep tick added at 10:00 for 20:00 must not
+    # suspend the set at once); a set already where the tick wants it only records it.
+    if applied is None or (tick is Tick.WAKE) != cs.suspended:
         return ScheduleDecision(ScheduleAction.RECORD, tick, at)
     if tick is Tick.WAKE:
-        if cs.suspended:
-            return ScheduleDecision(ScheduleAction.WAKE, tick, at)
-        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
-    if cs.suspended:
-        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
+        return ScheduleDecision(ScheduleAction.WAKE, tick, at)
     if cs.phase is CocoonSetPhase.WAKING or cs.hint:
         # Suspending mid-restore would snapshot a VM that is still restoring.
         return Deferred(tick, at, "a wake is in flight")

@@ -60,7 +60,8 @@ def sweep(
     """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
     report = SweepReport(kube=kube, dry_run=dry_run)
     events = resolve_publisher(publisher, settings)
-    run = _Run(kube, settings, reconcile, now, report, events, page_hook(report))
+    queue = IdleQueue(settings.sweep_max_suspends)
+    run = _Run(kube, settings, reconcile, now, report, events, page_hook(report), queue)
     started = time.monotonic()
     try:
         run.scopes()
@@ -91,27 +92,23 @@ class _Run:
     report: SweepReport
     publisher: LifecyclePublisher | None
     page_hook: PageHook
-
-    def __post_init__(self) -> None:
-        self.summary = self.report.summary
-        self.dry_run = self.report.dry_run
-        self.queue = IdleQueue(self.settings.sweep_max_suspends)
+    queue: IdleQueue
 
     def scopes(self) -> None:
         for scope in self.settings.scopes:
             try:
                 for page in self.kube.list_sets(scope, limit=PAGE_SIZE):
-                    self.summary.set_pages += 1
+                    self.report.summary.set_pages += 1
                     self._page(page)
             except CocoonError as err:
                 # The rest of this scope is unseen: that is work undone.
                 self.report.error(None, "list sets", err, scope=scope or "*")
-        self.summary.deferred = self.queue.deferred
+        self.report.summary.deferred = self.queue.deferred
         for cand in self.queue.drain():
             self._suspend(cand)
 
     def _page(self, page: list[CocoonSet]) -> None:
-        self.summary.sets += len(page)
+        self.report.summary.sets += len(page)
         page = self.page_hook.prepare_page(page)
         pod_checks: list[tuple[CocoonSet, SafetyNeed]] = []
         for cs in page:
@@ -127,7 +124,7 @@ class _Run:
                 )
             cand = decision.candidate
             if cand is not None and self.page_hook.idle_allowed(cand.ref):
-                self.summary.idle_candidates += 1
+                self.report.summary.idle_candidates += 1
                 self.queue.offer(cand)
             if decision.safety is None:
                 continue
@@ -157,7 +154,7 @@ class _Run:
         try:
             for selector in name_selectors(name for _, name in wanted):
                 for pod_page in self.kube.list_pods_matching(scope, selector, limit=PAGE_SIZE):
-                    self.summary.pod_lists += 1
+                    self.report.summary.pod_lists += 1
                     for pod in pod_page:
                         key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
                         if key in pods:
@@ -181,7 +178,7 @@ class _Run:
                 self._wake_deadline(cs, set_pods)
 
     def _reconcile(self, ref: SetRef, why: str) -> None:
-        if self.dry_run:
+        if self.report.dry_run:
             self.report.act(ActionKind.RECONCILE, ref, Result.WOULD, why)
             return
         try:
@@ -216,7 +213,7 @@ class _Run:
             )
             if due is None:
                 return  # not due, completed, or someone else reported it
-            if self.dry_run:
+            if self.report.dry_run:
                 self.report.act(kind, ref, Result.WOULD, due.message)
                 return
             patch = {"metadata": {"annotations": {k.ANN_WAKE_TIMEOUT_REPORTED: due.key}}}
@@ -277,6 +274,6 @@ class _Run:
                     now=self.now,
                 ),
             )
-        if cand.release and (updated is not None or self.dry_run):
+        if cand.release and (updated is not None or self.report.dry_run):
             # Start the seat release now rather than on the next event.
             self._reconcile(ref, "after idle suspend")
