@@ -44,9 +44,6 @@ class PageHook(Protocol):
     def idle_allowed(self, ref: SetRef) -> bool: ...
 
 
-PageHookFactory = Callable[[SweepReport], PageHook]
-
-
 def sweep(
     *,
     kube: KubeApi,
@@ -55,7 +52,7 @@ def sweep(
     now: datetime,
     dry_run: bool,
     publisher: PublisherArg = FROM_SETTINGS,
-    page_hook: PageHookFactory,
+    page_hook: Callable[[SweepReport], PageHook],
 ) -> SweepSummary:
     """Run one sweep; log ONE summary line; raise SweepIncomplete if work was left undone."""
     report = SweepReport(kube=kube, dry_run=dry_run)

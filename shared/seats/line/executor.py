@@ -88,12 +88,11 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
             kube.patch_pod(w.namespace, w.name, gate_removal(w.uid, w.gates, now=now))
         except (NotFound, Conflict, Invalid) as err:
             log.info("seat line: ungate skipped", pod=w.key, error=str(err))
-            continue
         except CocoonError as err:
             # One pod's failure must not hold up the line; its own set's reconcile retries.
             log.warning("seat line: ungate failed", pod=w.key, error=str(err))
             result.failed[w.key] = err
-            continue
-        result.ungated.append(w.key)
-        log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
+        else:
+            result.ungated.append(w.key)
+            log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
     return result
