@@ -28,13 +28,11 @@ def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime)
     """Remove our gate from a pod with no line to wait in (the order is off, or it lost its
     line label), or nobody would; the reason the wake still waits."""
     if main is not None and k.GATE_SEAT_ORDER in main.scheduling_gates:
+        ns = main.metadata.namespace or ""
         patch = gate_removal(main.metadata.uid or "", main.scheduling_gates, now=now)
         with contextlib.suppress(NotFound, Conflict, Invalid):
-            kube.patch_pod(main.metadata.namespace or "", main.name, patch)
-            log.info(
-                "seat line: gate removed outside a line",
-                pod=f"{main.metadata.namespace}/{main.name}",
-            )
+            kube.patch_pod(ns, main.name, patch)
+            log.info("seat line: gate removed outside a line", pod=f"{ns}/{main.name}")
     return f"{pod_name}: not in a seat line: ungated"
 
 

@@ -118,15 +118,10 @@ class SweepReport:
     def event(
         self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
     ) -> None:
+        kind = "Warning" if warning else "Normal"
         try:
             # `key` names the Event after the situation: two runs never warn twice for it.
-            self.kube.emit_event(
-                cs,
-                reason=reason,
-                message=message,
-                type="Warning" if warning else "Normal",
-                key=key,
-            )
+            self.kube.emit_event(cs, reason=reason, message=message, type=kind, key=key)
         except CocoonError as err:
             # The write it reports landed and a rerun would not re-emit it: logged, not retried.
             self.summary.errors += 1
