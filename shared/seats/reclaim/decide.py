@@ -103,8 +103,7 @@ def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid or wait.victim is None or "/" not in wait.victim:
         return None
-    ns, name = wait.victim.split("/", 1)
-    return SetRef(ns, name)
+    return SetRef.parse(wait.victim)
 
 
 def decide_wait(

@@ -45,6 +45,7 @@ CANDIDATE_TTL_SECONDS = 2.0
 StartRelease = Callable[[SetRef], object]
 
 
+_SEARCHED = {k.ANN_RECLAIMABLE_AFTER, k.ANN_SEAT_WAIT}
 _LOCK = threading.Lock()
 # scopes -> (when listed, the sets a search reads)
 _LISTED: dict[tuple[str | None, ...], tuple[float, list[CocoonSet]]] = {}
@@ -60,12 +61,7 @@ def _reclaimable(kube: SetLister, scopes: list[str | None]) -> list[CocoonSet]:
     for scope in scopes:
         for page in kube.list_sets(scope):
             # Only what a search reads (candidates, waiting wakes): memory stays small.
-            sets.extend(
-                cs
-                for cs in page
-                if k.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
-                or k.ANN_SEAT_WAIT in cs.metadata.annotations
-            )
+            sets.extend(cs for cs in page if _SEARCHED & cs.metadata.annotations.keys())
     with _LOCK:
         _LISTED[key] = (time.monotonic(), sets)
     return sets
