@@ -191,8 +191,8 @@ def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None
 
 
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
-    phase = cs.phase
-    if cs.metadata.annotations.get(k.ANN_WAKE_REPORT_OWED):
+    phase, ann = cs.phase, cs.metadata.annotations
+    if ann.get(k.ANN_WAKE_REPORT_OWED):
         return SafetyNeed.REPORT_OWED
     if phase is CocoonSetPhase.WAKING:
         return SafetyNeed.WAKING
@@ -200,7 +200,9 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
         return None
     if cs.suspended:
         if phase is CocoonSetPhase.SUSPENDED:
-            if release_report_owed(cs):
+            # A stamped release round whose SeatReleased is not reported yet.
+            rnd = ann.get(k.ANN_RELEASE_ROUND)
+            if rnd and ann.get(k.ANN_RELEASE_REPORTED) != rnd:
                 return SafetyNeed.REPORT_OWED
             return SafetyNeed.SUSPENDED_CHECK
         if phase is CocoonSetPhase.FAILED:
@@ -211,13 +213,6 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     if cs.hint and phase is not CocoonSetPhase.SUSPENDING:
         return SafetyNeed.UNFINISHED_WAKE
     return None
-
-
-def release_report_owed(cs: CocoonSet) -> bool:
-    """A stamped release round whose SeatReleased is not reported yet."""
-    ann = cs.metadata.annotations
-    rnd = ann.get(k.ANN_RELEASE_ROUND, "")
-    return bool(rnd) and ann.get(k.ANN_RELEASE_REPORTED) != rnd
 
 
 def pods_left(pods: Iterable[Pod]) -> bool:

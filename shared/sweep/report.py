@@ -172,11 +172,9 @@ class SweepReport:
             return None
         try:
             updated = self.kube.patch_set(ref, body, resource_version=resource_version)
-        except Conflict:
-            self.act(kind, ref, Result.CONFLICT, detail)
-            return None
-        except NotFound:
-            self.act(kind, ref, Result.GONE, detail)
+        except (Conflict, NotFound) as err:
+            lost = Result.CONFLICT if isinstance(err, Conflict) else Result.GONE
+            self.act(kind, ref, lost, detail)
             return None
         except CocoonError as err:
             self.error(ref, what or kind.value, err, kind=kind)
