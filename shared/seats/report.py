@@ -43,12 +43,7 @@ class PoolSeats:
     reclaimable: list[Reclaimable] = field(default_factory=list)
 
 
-def seat_view(
-    sets: Iterable[CocoonSet],
-    pods: Iterable[Pod],
-    *,
-    now: datetime,
-) -> list[PoolSeats]:
+def seat_view(sets: Iterable[CocoonSet], pods: Iterable[Pod], *, now: datetime) -> list[PoolSeats]:
     sets = list(sets)
     pools: dict[str, PoolSeats] = {}
     pool_of_set = {(cs.namespace, cs.name): pool_of(cs) for cs in sets}

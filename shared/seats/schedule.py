@@ -85,11 +85,7 @@ class Deferred:
 
 
 def decide_schedule(
-    cs: CocoonSet,
-    *,
-    sleep: Schedule | None,
-    wake: Schedule | None,
-    now: datetime,
+    cs: CocoonSet, *, sleep: Schedule | None, wake: Schedule | None, now: datetime
 ) -> ScheduleDecision | Deferred | None:
     """What the latest due tick asks of `cs`, or None when it was already applied."""
     pairs = ((sleep, Tick.SLEEP), (wake, Tick.WAKE))

@@ -139,9 +139,8 @@ class SeatSweep:
         action = decision.action
         kind = ActionKind(f"schedule-{action.value}")
         detail = f"{decision.tick.value} tick of {format_rfc3339(decision.at)}"
-        patch: dict[str, Any] = {
-            "metadata": {"annotations": {k.ANN_SCHEDULE_APPLIED: decision.record}}
-        }
+        applied = {k.ANN_SCHEDULE_APPLIED: decision.record}
+        patch: dict[str, Any] = {"metadata": {"annotations": applied}}
         if action is not ScheduleAction.RECORD:
             patch["spec"] = {"suspend": action is ScheduleAction.SUSPEND}
         updated = self._patch(cs, patch, kind, detail)

@@ -76,10 +76,9 @@ class WakeSeats:
         A failure is logged (the next reconcile or sweep re-reads), or raised if `strict`."""
         if not self.settings.seat_order or main is None or k.LABEL_SEAT_LINE not in main.labels:
             return None
+        pool = main.labels[k.LABEL_SEAT_LINE]
         try:
-            res = advance_line(
-                self.kube, self.settings, main.labels[k.LABEL_SEAT_LINE], now=self.now
-            )
+            res = advance_line(self.kube, self.settings, pool, now=self.now)
         except CocoonError as e:
             if strict:
                 raise

@@ -244,10 +244,8 @@ class _Run:
 
     def _suspend(self, cand: IdleCandidate) -> None:
         ref = cand.ref
-        detail = (
-            f"idle for {format_duration(cand.idle_for)} "
-            f"(idle-timeout {format_duration(cand.timeout)})"
-        )
+        idle, timeout = format_duration(cand.idle_for), format_duration(cand.timeout)
+        detail = f"idle for {idle} (idle-timeout {timeout})"
         # CAS on the listed version: anything changed since, and it is not known idle.
         updated = self.report.patch(
             ref,
