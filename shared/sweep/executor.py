@@ -164,15 +164,13 @@ class _Run:
         for cs, need in checks:
             ref = SetRef(cs.namespace, cs.name)
             # A labelled pod the set does not control is not its pod (as the operator keeps them).
-            set_pods = [
-                p for p in pods[(cs.namespace, cs.name)] if p.controlled_by(cs.metadata.uid)
-            ]
+            owned = [p for p in pods[(cs.namespace, cs.name)] if p.controlled_by(cs.metadata.uid)]
             if need is SafetyNeed.SUSPENDED_CHECK:
-                if pods_left(set_pods):
+                if pods_left(owned):
                     self._reconcile(ref, "suspended-with-pods")
             elif need is SafetyNeed.WAKING:
                 self._reconcile(ref, need.value)
-                self._wake_deadline(cs, set_pods)
+                self._wake_deadline(cs, owned)
 
     def _reconcile(self, ref: SetRef, why: str) -> None:
         if self.report.dry_run:
