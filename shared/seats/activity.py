@@ -1,9 +1,6 @@
-"""A VM's CPU use as activity (`idle-cpu-below: <quantity>`), as pure decisions.
-
-At or above the threshold the set is active and `last-activity` is refreshed, at most once
-per tenth of its shortest timeout; below it the idle clock runs; no PodMetrics for the main
-pod is *unknown*, and an unknown set is never suspended for idleness.
-"""
+"""A VM's CPU use as activity (`idle-cpu-below: <quantity>`), as pure decisions: at or above
+the threshold `last-activity` is refreshed (at most once per tenth of its shortest timeout);
+below it the idle clock runs; without PodMetrics it is unknown, never suspended for idleness."""
 
 from __future__ import annotations
 
@@ -15,20 +12,13 @@ from enum import StrEnum
 from typing import Any
 
 from shared import constants as k
-from shared.durations import parse_duration, parse_rfc3339
+from shared.durations import parse_duration
 from shared.models import CocoonSet
-from shared.sweep.decide import steady
+from shared.sweep.decide import parsed, read_time, steady
 
-# Kubernetes quantity suffixes that matter for CPU (binary suffixes are legal but absurd).
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(1000),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-}
+# Kubernetes quantity suffixes that matter for CPU, as powers of ten (binary ones are legal
+# but absurd).
+_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9}
 _QUANTITY = re.compile(r"^([+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(n|u|m|k|M|G)?$")
 # When no timeout is configured, how often a busy VM's stamp is refreshed.
 DEFAULT_REFRESH = timedelta(minutes=1)
@@ -40,7 +30,7 @@ def cpu_nanocores(quantity: str) -> int:
     if m is None:
         raise ValueError(f"invalid CPU quantity {quantity!r} (expected e.g. 50m, 0.5, 1)")
     try:
-        value = Decimal(m.group(1)) * _SUFFIX[m.group(2) or ""]
+        value = Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""])
     except InvalidOperation:
         raise ValueError(f"invalid CPU quantity {quantity!r}") from None
     return int(value * Decimal(10**9))
@@ -66,15 +56,8 @@ class ActivityEval:
 def refresh_every(cs: CocoonSet) -> timedelta:
     """A tenth of the shortest timeout the set uses (what bounds the activity writes)."""
     ann = cs.metadata.annotations
-    timeouts: list[timedelta] = []
-    for key in (k.ANN_IDLE_TIMEOUT, k.ANN_RECLAIMABLE_AFTER):
-        raw = ann.get(key)
-        if raw is None:
-            continue
-        try:
-            timeouts.append(parse_duration(raw))
-        except ValueError:
-            continue
+    keys = (k.ANN_IDLE_TIMEOUT, k.ANN_RECLAIMABLE_AFTER)
+    timeouts = [t for key in keys if (t := parsed(parse_duration, ann.get(key))) is not None]
     return min(timeouts) / 10 if timeouts else DEFAULT_REFRESH
 
 
@@ -93,43 +76,27 @@ def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> Act
         return ActivityEval(Activity.UNKNOWN, threshold=threshold)
     if usage < threshold:
         return ActivityEval(Activity.QUIET, usage, threshold)
-    stored = cs.metadata.annotations.get(k.ANN_LAST_ACTIVITY)
-    if stored is not None:
-        try:
-            if now - parse_rfc3339(stored) < refresh_every(cs):
-                return ActivityEval(Activity.ACTIVE, usage, threshold)
-        except ValueError:
-            pass  # an unreadable stamp is replaced by a good one
+    # An unreadable stamp is replaced by a good one.
+    stored = read_time(cs.metadata.annotations.get(k.ANN_LAST_ACTIVITY))
+    if stored is not None and now - stored < refresh_every(cs):
+        return ActivityEval(Activity.ACTIVE, usage, threshold)
     return ActivityEval(Activity.REFRESH, usage, threshold)
 
 
 def main_pod_usage(containers: list[dict[str, object]]) -> int | None:
     """Sum of the containers' CPU usage in a PodMetrics item; None if none is readable."""
-    total, seen = 0, False
-    for c in containers:
-        usage = c.get("usage")
-        if not isinstance(usage, dict):
-            continue
-        cpu = usage.get("cpu")
-        if not isinstance(cpu, str):
-            continue
-        try:
-            total += cpu_nanocores(cpu)
-        except ValueError:
-            continue
-        seen = True
-    return total if seen else None
+    usages = [c.get("usage") for c in containers]
+    cpus = [parsed(cpu_nanocores, u.get("cpu")) for u in usages if isinstance(u, dict)]
+    readable = [n for n in cpus if n is not None]
+    return sum(readable) if readable else None
 
 
 def cpu_by_pod(items: list[dict[str, Any]]) -> dict[str, int]:
     """Pod name -> CPU nanocores, from a PodMetrics list (pods with no readable usage left out)."""
     out: dict[str, int] = {}
     for item in items:
-        name = (item.get("metadata") or {}).get("name")
-        containers = item.get("containers")
-        if not isinstance(name, str) or not isinstance(containers, list):
-            continue
-        usage = main_pod_usage(containers)
-        if usage is not None:
+        name, containers = (item.get("metadata") or {}).get("name"), item.get("containers")
+        usage = main_pod_usage(containers) if isinstance(containers, list) else None
+        if isinstance(name, str) and usage is not None:
             out[name] = usage
     return out

@@ -1,7 +1,6 @@
 """The seat view of `cocoon-hibernation status`, a pure function of what was listed: per
 pool, the seats used (bound pods; nodes are not read), the wakes waiting with their age and
-place in line, and the sets that may give their seat with their idle time.
-"""
+place in line, and the sets that may give their seat with their idle time."""
 
 from __future__ import annotations
 
@@ -10,12 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared import constants as k
-from shared.durations import parse_duration, parse_rfc3339
+from shared.durations import parse_duration
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet, Pod
 from shared.seats.line.decide import Waiter, position, waiter_of
-from shared.seats.reclaim.decide import SeatWait, set_key
-from shared.sweep.decide import measured_last_activity, steady
+from shared.seats.reclaim.decide import SeatWait, pool_of, set_key
+from shared.sweep.decide import measured_last_activity, parsed, read_time, steady
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,32 +43,10 @@ class PoolSeats:
     reclaimable: list[Reclaimable] = field(default_factory=list)
 
 
-def _pool_of(cs: CocoonSet) -> str:
-    return cs.spec.node_pool or k.DEFAULT_POOL
-
-
-def _wait_start(cs: CocoonSet) -> datetime | None:
-    wait = SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
-    if wait is not None:
-        return wait.since
-    raw = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
-    if raw:
-        try:
-            return parse_rfc3339(raw)
-        except ValueError:
-            return None
-    return None
-
-
-def seat_view(
-    sets: Iterable[CocoonSet],
-    pods: Iterable[Pod],
-    *,
-    now: datetime,
-) -> list[PoolSeats]:
+def seat_view(sets: Iterable[CocoonSet], pods: Iterable[Pod], *, now: datetime) -> list[PoolSeats]:
     sets = list(sets)
     pools: dict[str, PoolSeats] = {}
-    pool_of_set = {(cs.namespace, cs.name): _pool_of(cs) for cs in sets}
+    pool_of_set = {(cs.namespace, cs.name): pool_of(cs) for cs in sets}
     in_line: dict[str, Waiter] = {}
     for pod in pods:
         key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
@@ -80,10 +57,11 @@ def seat_view(
         if pool is not None and pod.spec.node_name and not pod.terminal:
             pools.setdefault(pool, PoolSeats(pool)).used += 1
     for cs in sets:
-        entry = pools.setdefault(_pool_of(cs), PoolSeats(_pool_of(cs)))
+        entry = pools.setdefault(pool_of(cs), PoolSeats(pool_of(cs)))
         if cs.phase is CocoonSetPhase.WAKING:
-            started = _wait_start(cs)
             wait = SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
+            raw_started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
+            started = wait.since if wait is not None else read_time(raw_started)
             me = in_line.get(set_key(cs))
             entry.waiting.append(
                 Waiting(
@@ -94,15 +72,9 @@ def seat_view(
                     position=position(me, in_line.values()) if me is not None else 0,
                 )
             )
-        raw = cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER)
-        if raw is None or not cs.is_release:
-            continue
-        try:
-            after = parse_duration(raw)
-        except ValueError:
-            continue
+        after = parsed(parse_duration, cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER))
         last = measured_last_activity(cs)
-        if not steady(cs) or last is None:
+        if after is None or last is None or not cs.is_release or not steady(cs):
             continue
         idle = now - last
         entry.reclaimable.append(

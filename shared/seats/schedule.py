@@ -1,8 +1,6 @@
 """Sleep windows (`sleep-schedule`/`wake-schedule: <cron 5 fields> <IANA zone>`), as pure
-decisions. The latest tick of either schedule at or before now is what the set should be;
-the tick applied is recorded in the same compare-and-swap as the suspend or wake, so each
-tick acts at most once, and a schedule's first tick seen is only a baseline.
-"""
+decisions: the latest tick of either is what the set should be. The tick applied is recorded
+in the suspend's or wake's own CAS (each acts once); a schedule's first tick is a baseline."""
 
 from __future__ import annotations
 
@@ -14,9 +12,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from shared import constants as k
-from shared.durations import format_rfc3339, parse_rfc3339
+from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
+from shared.sweep.decide import exempt_reason, parsed, read_time
 
 
 class Tick(StrEnum):
@@ -59,16 +58,6 @@ def encode_applied(tick: Tick, at: datetime) -> str:
     return f"{tick.value}@{format_rfc3339(at)}"
 
 
-def decode_applied(raw: str | None) -> tuple[Tick, datetime] | None:
-    if not raw or "@" not in raw:
-        return None
-    kind, _, when = raw.partition("@")
-    try:
-        return Tick(kind), parse_rfc3339(when)
-    except ValueError:
-        return None
-
-
 class ScheduleAction(StrEnum):
     SUSPEND = "suspend"  # write spec.suspend=true + the record (CAS)
     WAKE = "wake"  # write spec.suspend=false + the record (CAS)
@@ -96,45 +85,29 @@ class Deferred:
 
 
 def decide_schedule(
-    cs: CocoonSet,
-    *,
-    sleep: Schedule | None,
-    wake: Schedule | None,
-    now: datetime,
+    cs: CocoonSet, *, sleep: Schedule | None, wake: Schedule | None, now: datetime
 ) -> ScheduleDecision | Deferred | None:
     """What the latest due tick asks of `cs`, or None when it was already applied."""
-    ticks: list[tuple[datetime, Tick]] = []
-    if sleep is not None:
-        ticks.append((sleep.last_at_or_before(now), Tick.SLEEP))
-    if wake is not None:
-        ticks.append((wake.last_at_or_before(now), Tick.WAKE))
+    pairs = ((sleep, Tick.SLEEP), (wake, Tick.WAKE))
+    ticks = [(s.last_at_or_before(now), tick) for s, tick in pairs if s is not None]
     if not ticks:
         return None
     # Both at the same minute: waking wins (a set is never put to sleep by a tie).
     at, tick = max(ticks, key=lambda t: (t[0], t[1] is Tick.WAKE))
-    applied = decode_applied(cs.metadata.annotations.get(k.ANN_SCHEDULE_APPLIED))
-    if applied is not None and applied[1] >= at:
+    # The record, `<tick>@<time>`; an unreadable one is no record.
+    kind, _, when = cs.metadata.annotations.get(k.ANN_SCHEDULE_APPLIED, "").partition("@")
+    applied = read_time(when) if parsed(Tick, kind) is not None else None
+    if (applied is not None and applied >= at) or cs.metadata.deletion_timestamp is not None:
         return None
-    if cs.metadata.deletion_timestamp is not None:
-        return None
-    if applied is None:
-        # First sight: a baseline, not an order (a sleep tick added at 10:00 for 20:00
-        # must not suspend the set at once).
+    # First sight is a baseline, not an order (a sleep tick added at 10:00 for 20:00 must not
+    # suspend the set at once); a set already where the tick wants it only records it.
+    if applied is None or (tick is Tick.WAKE) != cs.suspended:
         return ScheduleDecision(ScheduleAction.RECORD, tick, at)
     if tick is Tick.WAKE:
-        if cs.suspended:
-            return ScheduleDecision(ScheduleAction.WAKE, tick, at)
-        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
-    if cs.suspended:
-        return ScheduleDecision(ScheduleAction.RECORD, tick, at)
+        return ScheduleDecision(ScheduleAction.WAKE, tick, at)
     if cs.phase is CocoonSetPhase.WAKING or cs.hint:
         # Suspending mid-restore would snapshot a VM that is still restoring.
         return Deferred(tick, at, "a wake is in flight")
-    exempt_raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if exempt_raw is not None:
-        try:
-            if now < parse_rfc3339(exempt_raw):
-                return Deferred(tick, at, f"idle-exempt-until {exempt_raw}")
-        except ValueError:
-            return Deferred(tick, at, "idle-exempt-until does not parse")
+    if (exempt := exempt_reason(cs, now=now)) is not None:
+        return Deferred(tick, at, exempt)
     return ScheduleDecision(ScheduleAction.SUSPEND, tick, at)

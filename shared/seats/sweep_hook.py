@@ -1,7 +1,6 @@
 """The seat economy's part of a sweep run (its page hook): sleep windows, CPU activity and
 warnings about bad seat annotations, decided by `schedule.py` and `activity.py` and reported
-through the run's SweepReport. One PodMetrics LIST per namespace that has `idle-cpu-below`.
-"""
+through the run's SweepReport. One PodMetrics LIST per namespace that has `idle-cpu-below`."""
 
 from __future__ import annotations
 
@@ -19,14 +18,12 @@ from shared.ports import KubeApi
 from shared.seats.activity import Activity, cpu_by_pod, cpu_nanocores, evaluate_activity
 from shared.seats.schedule import (
     Deferred,
-    Schedule,
     ScheduleAction,
-    ScheduleDecision,
     decide_schedule,
     parse_schedule,
 )
-from shared.sweep.decide import config_action, problem
-from shared.sweep.report import ActionKind, Result, SweepReport
+from shared.sweep.decide import config_action, parsed, problem
+from shared.sweep.report import ActionKind, SweepReport
 
 _MAIN_PODS = f"{k.LABEL_ROLE}={k.ROLE_MAIN}"
 
@@ -43,27 +40,12 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
     )
     for key, parse in checks:
         raw = ann.get(key)
-        if raw is None:
-            continue
-        try:
-            parse(raw)
-        except ValueError:
+        if raw is not None and parsed(parse, raw) is None:
             problems.append(problem(key, raw))
-            continue
-        if key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
+        elif raw is not None and key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
             # Valid but void (a retain set keeps its seat while suspended): say so.
             problems.append(f"{problem(key, raw)} (hibernatePolicy is not release)")
     return tuple(problems)
-
-
-def _schedule(cs: CocoonSet, key: str) -> Schedule | None:
-    raw = cs.metadata.annotations.get(key)
-    if raw is None:
-        return None
-    try:
-        return parse_schedule(raw)
-    except ValueError:
-        return None  # warned about once by the config check
 
 
 @dataclass
@@ -73,9 +55,8 @@ class SeatSweep:
     now: datetime
     # Per run: namespace -> {main pod name -> CPU nanocores}; None = PodMetrics unavailable.
     _metrics: dict[str, dict[str, int] | None] = field(default_factory=dict)
-    _metrics_warned: bool = False
     # Sets whose activity is unknown this run: never idle-suspended on missing data.
-    _unknown: set[tuple[str, str]] = field(default_factory=set)
+    _unknown: set[SetRef] = field(default_factory=set)
 
     def prepare_page(self, page: list[CocoonSet]) -> list[CocoonSet]:
         out: list[CocoonSet] = []
@@ -88,94 +69,63 @@ class SeatSweep:
         return out
 
     def idle_allowed(self, ref: SetRef) -> bool:
-        return (ref.namespace, ref.name) not in self._unknown
+        return ref not in self._unknown
 
     def _one(self, cs: CocoonSet) -> CocoonSet:
         ann = cs.metadata.annotations
         fingerprint = ";".join(config_problems(cs))
         if config_action(ann.get(k.ANN_SEAT_CONFIG_ERROR), fingerprint) is not None:
-            cs = self._record_config(cs, fingerprint or None) or cs
+            written = self.report.warn_once(
+                cs, k.ANN_SEAT_CONFIG_ERROR, fingerprint, subject="seat", skipped="skipped"
+            )
+            cs = written or cs
         if k.ANN_IDLE_CPU_BELOW in ann:
             cs = self._activity(cs)
         if k.ANN_SLEEP_SCHEDULE in ann or k.ANN_WAKE_SCHEDULE in ann:
             cs = self._schedule(cs)
         return cs
 
-    def _record_config(self, cs: CocoonSet, fingerprint: str | None) -> CocoonSet | None:
-        detail = (
-            f"invalid seat annotation(s), skipped: {fingerprint}"
-            if fingerprint
-            else "seat annotations valid again"
-        )
-        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
-        return self.report.warn_once(
-            cs, k.ANN_SEAT_CONFIG_ERROR, fingerprint, detail, what=kind.value
-        )
-
     def _usage(self, cs: CocoonSet) -> int | None:
         ns = cs.namespace
         if ns not in self._metrics:
-            self._metrics[ns] = self._list_metrics(ns)
+            try:
+                self._metrics[ns] = cpu_by_pod(self.kube.list_pod_metrics(ns, _MAIN_PODS))
+            except CocoonError as err:
+                # No metrics-server (404), or its APIService down (503): do nothing.
+                if None not in self._metrics.values():  # said once per run
+                    log.warning(
+                        "sweep: PodMetrics unavailable; sets with idle-cpu-below are not "
+                        "idle-suspended this run",
+                        reason=f"{type(err).__name__}: {err}",
+                    )
+                self._metrics[ns] = None
         pods = self._metrics[ns]
         return None if pods is None else pods.get(main_pod_name(cs.name))
 
-    def _list_metrics(self, ns: str) -> dict[str, int] | None:
-        try:
-            items = self.kube.list_pod_metrics(ns, _MAIN_PODS)
-        except CocoonError as err:
-            # No metrics-server (404), or its APIService down (503): do nothing.
-            self._warn_metrics(f"{type(err).__name__}: {err}")
-            return None
-        return cpu_by_pod(items)
-
-    def _warn_metrics(self, why: str) -> None:
-        if not self._metrics_warned:
-            self._metrics_warned = True
-            log.warning(
-                "sweep: PodMetrics unavailable; sets with idle-cpu-below are not idle-suspended "
-                "this run",
-                reason=why,
-            )
-
     def _activity(self, cs: CocoonSet) -> CocoonSet:
-        state = evaluate_activity(cs, None, now=self.now).state
-        if state is Activity.BAD_CONFIG:
-            # It asked to be measured by CPU and cannot be: no idle suspend on a guess.
-            self._unknown.add((cs.namespace, cs.name))
-            return cs
-        if state in (Activity.NOT_OPTED_IN, Activity.NOT_RUNNING):
-            return cs
-        ev = evaluate_activity(cs, self._usage(cs), now=self.now)
-        ref = SetRef(cs.namespace, cs.name)
-        if ev.state is Activity.UNKNOWN:
-            self._unknown.add((cs.namespace, cs.name))
-            return cs
-        if ev.state is not Activity.REFRESH:
-            return cs
-        used, below = (ev.usage or 0) // 10**6, (ev.threshold or 0) // 10**6
-        detail = f"CPU {used}m >= idle-cpu-below {below}m"
-        if self.report.dry_run:
-            self.report.act(ActionKind.ACTIVITY, ref, Result.WOULD, detail)
-            self._unknown.add((cs.namespace, cs.name))  # active: not idle this run either
-            return cs
-        updated = self._patch(
-            cs,
-            {"metadata": {"annotations": {k.ANN_LAST_ACTIVITY: format_rfc3339(self.now)}}},
-            ActionKind.ACTIVITY,
-            detail,
-        )
-        if updated is None:
-            self._unknown.add((cs.namespace, cs.name))
-            return cs
-        return updated
+        ev = evaluate_activity(cs, None, now=self.now)
+        if ev.state is Activity.UNKNOWN:  # opted in and Running: measure it
+            ev = evaluate_activity(cs, self._usage(cs), now=self.now)
+        if ev.state is Activity.REFRESH:
+            used, below = (ev.usage or 0) // 10**6, (ev.threshold or 0) // 10**6
+            stamp = {"metadata": {"annotations": {k.ANN_LAST_ACTIVITY: format_rfc3339(self.now)}}}
+            detail = f"CPU {used}m >= idle-cpu-below {below}m"
+            if (updated := self._patch(cs, stamp, ActionKind.ACTIVITY, detail)) is not None:
+                return updated
+        elif ev.state not in (Activity.UNKNOWN, Activity.BAD_CONFIG):
+            return cs  # not measured (not opted in, not Running), or measured and recorded
+        # Not measurable, no data, or active and not recorded (a dry run, a lost write):
+        # never idle-suspended on a guess.
+        self._unknown.add(SetRef(cs.namespace, cs.name))
+        return cs
 
     def _schedule(self, cs: CocoonSet) -> CocoonSet:
-        sleep = _schedule(cs, k.ANN_SLEEP_SCHEDULE)
-        wake = _schedule(cs, k.ANN_WAKE_SCHEDULE)
+        # A bad schedule is left out (and warned about once by the config check).
+        sleep = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_SLEEP_SCHEDULE))
+        wake = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_WAKE_SCHEDULE))
         decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
         if decision is None:
             return cs
-        ref = SetRef(cs.namespace, cs.name)
         if isinstance(decision, Deferred):
             log.info(
                 "sweep: schedule tick deferred",
@@ -186,46 +136,32 @@ class SeatSweep:
                 reason=decision.reason,
             )
             return cs
-        kind = {
-            ScheduleAction.SUSPEND: ActionKind.SCHEDULE_SUSPEND,
-            ScheduleAction.WAKE: ActionKind.SCHEDULE_WAKE,
-            ScheduleAction.RECORD: ActionKind.SCHEDULE_RECORD,
-        }[decision.action]
+        action = decision.action
+        kind = ActionKind(f"schedule-{action.value}")
         detail = f"{decision.tick.value} tick of {format_rfc3339(decision.at)}"
-        if self.report.dry_run:
-            self.report.act(kind, ref, Result.WOULD, detail)
-            return cs
-        patch: dict[str, Any] = {
-            "metadata": {"annotations": {k.ANN_SCHEDULE_APPLIED: decision.record}}
-        }
-        if decision.action is not ScheduleAction.RECORD:
-            patch["spec"] = {"suspend": decision.action is ScheduleAction.SUSPEND}
+        applied = {k.ANN_SCHEDULE_APPLIED: decision.record}
+        patch: dict[str, Any] = {"metadata": {"annotations": applied}}
+        if action is not ScheduleAction.RECORD:
+            patch["spec"] = {"suspend": action is ScheduleAction.SUSPEND}
         updated = self._patch(cs, patch, kind, detail)
-        if updated is None or decision.action is ScheduleAction.RECORD:
+        if updated is None or action is ScheduleAction.RECORD:
             return updated or cs
-        self._after_schedule(updated, decision)
-        return updated
-
-    def _after_schedule(self, cs: CocoonSet, decision: ScheduleDecision) -> None:
-        reason = (
-            k.REASON_SCHEDULE_SUSPENDED
-            if decision.action is ScheduleAction.SUSPEND
-            else k.REASON_SCHEDULE_WOKEN
-        )
-        verb = "suspended" if decision.action is ScheduleAction.SUSPEND else "woken"
+        suspend = action is ScheduleAction.SUSPEND
         self.report.event(
-            cs,
-            reason,
-            f"{verb} by the {decision.tick.value} schedule (tick {format_rfc3339(decision.at)})",
+            updated,
+            k.REASON_SCHEDULE_SUSPENDED if suspend else k.REASON_SCHEDULE_WOKEN,
+            f"{'suspended' if suspend else 'woken'} by the {decision.tick.value} schedule "
+            f"(tick {format_rfc3339(decision.at)})",
             warning=False,
             key=decision.record,
         )
         # No reconcile here: the page carries the updated set, so the safety net starts
         # the release (or the restore) in this same run, exactly once.
+        return updated
 
     def _patch(
         self, cs: CocoonSet, patch: dict[str, Any], kind: ActionKind, detail: str
     ) -> CocoonSet | None:
         ref = SetRef(cs.namespace, cs.name)
         rv = cs.metadata.resource_version
-        return self.report.patch(ref, patch, kind, detail, resource_version=rv, what=kind.value)
+        return self.report.patch(ref, patch, kind, detail, resource_version=rv)

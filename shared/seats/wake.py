@@ -1,38 +1,38 @@
-"""The seat economy's part of a wake, for the reconciler's executor: the restore pod's
-place in its pool's line (gated behind a stuck older waiter), ungating whoever's turn it is,
-and reclaiming an idle seat. The line and reclaim modules load on first use: a release
-never needs them.
-"""
+"""The seat economy's part of a wake, for the reconciler's executor: the restore pod's place
+in its pool's line, ungating whoever's turn it is, and reclaiming an idle seat."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared import constants as k
 from shared import log
 from shared.config import Settings
 from shared.durations import parse_rfc3339
-from shared.errors import CocoonError, TransientError
+from shared.errors import CocoonError, Conflict, Invalid, NotFound, TransientError
 from shared.lifecycle import LifecyclePublisher
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef
 from shared.ports import KubeApi
-
-if TYPE_CHECKING:
-    from shared.seats.line.executor import Advanced
-    from shared.seats.reclaim.executor import StartRelease
+from shared.seats.line.decide import gate_removal, join_line
+from shared.seats.line.executor import Advanced, advance_line, prepare_restore_pod
+from shared.seats.reclaim.decide import pool_of
+from shared.seats.reclaim.executor import StartRelease, reclaim_for
 
 
 def leave_gate(kube: KubeApi, main: Pod | None, pod_name: str, *, now: datetime) -> str:
-    """Remove the gate of a pod with no line to wait in (nobody else would); the reason
-    the wake still waits."""
-    from shared.seats.line.executor import drop_gate  # noqa: PLC0415 - wakes only
-
-    if main is not None:
-        drop_gate(kube, main, now=now)
+    """Remove our gate from a pod with no line to wait in (the order is off, or it lost its
+    line label), or nobody would; the reason the wake still waits."""
+    if main is not None and k.GATE_SEAT_ORDER in main.scheduling_gates:
+        ns = main.metadata.namespace or ""
+        patch = gate_removal(main.metadata.uid or "", main.scheduling_gates, now=now)
+        with contextlib.suppress(NotFound, Conflict, Invalid):
+            kube.patch_pod(ns, main.name, patch)
+            log.info("seat line: gate removed outside a line", pod=f"{ns}/{main.name}")
     return f"{pod_name}: not in a seat line: ungated"
 
 
@@ -47,23 +47,12 @@ class WakeSeats:
         """The restore pod with its place in its pool's line, gated if an older waiter is stuck."""
         if not self.settings.seat_order:
             return body
-        from shared.seats.line.executor import prepare_restore_pod  # noqa: PLC0415 - wakes only
-
-        return prepare_restore_pod(
-            self.kube,
-            self.settings,
-            body,
-            pool=cs.spec.node_pool or k.DEFAULT_POOL,
-            wake_started=cs.metadata.annotations.get(k.ANN_WAKE_STARTED),
-            now=self.now,
-        )
+        return prepare_restore_pod(self.kube, self.settings, cs, body, now=self.now)
 
     def adopt(
         self, ref: SetRef, cs: CocoonSet, *, pod_name: str, pod_uid: str, since: str | None
     ) -> tuple[CocoonSet, Pod]:
         """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
-        from shared.seats.line.decide import micro  # noqa: PLC0415 - wakes only
-
         started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
         if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
             # The wake's start (the sweep's deadline clock): the operator persists
@@ -71,21 +60,12 @@ class WakeSeats:
             cs = self.kube.patch_set(
                 ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: since}}}
             )
-        pool = cs.spec.node_pool or k.DEFAULT_POOL
         place = parse_rfc3339(started) if started else self.now
         # Labels and a place only: a gate cannot be added after creation, so it waits
         # ungated, but in the line.
-        pod = self.kube.patch_pod(
-            ref.namespace,
-            pod_name,
-            {
-                "metadata": {
-                    "uid": pod_uid,
-                    "labels": {k.LABEL_SEAT_LINE: pool},
-                    "annotations": {k.ANN_QUEUED_AT: micro(place)},
-                }
-            },
-        )
+        patch = {"metadata": {"uid": pod_uid}}
+        join_line(patch, pool=pool_of(cs), queued_at=place, gate=False)
+        pod = self.kube.patch_pod(ref.namespace, pod_name, patch)
         log.info("the operator's restore pod joined the seat line", set=str(ref), pod=pod.name)
         return cs, pod
 
@@ -96,12 +76,9 @@ class WakeSeats:
         A failure is logged (the next reconcile or sweep re-reads), or raised if `strict`."""
         if not self.settings.seat_order or main is None or k.LABEL_SEAT_LINE not in main.labels:
             return None
-        from shared.seats.line.executor import advance_line  # noqa: PLC0415 - wakes only
-
+        pool = main.labels[k.LABEL_SEAT_LINE]
         try:
-            res = advance_line(
-                self.kube, self.settings, main.labels[k.LABEL_SEAT_LINE], now=self.now
-            )
+            res = advance_line(self.kube, self.settings, pool, now=self.now)
         except CocoonError as e:
             if strict:
                 raise
@@ -134,8 +111,6 @@ class WakeSeats:
         """Try to take an idle seat for this waiting wake; a note for the log."""
         if self.settings.seat_reclaim_grace is None:
             return ""
-        from shared.seats.reclaim.executor import reclaim_for  # noqa: PLC0415 - only a waiting wake needs it
-
         try:
             res = reclaim_for(
                 cs,

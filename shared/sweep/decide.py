@@ -1,17 +1,15 @@
-"""The sweep's decisions: pure functions of a set as listed (and, for a few, its pods).
-
-A bad idle annotation is warned about once per value (its fingerprint is recorded on the
-set); the safety net picks exactly the sets an event would have reconciled.
-"""
+"""The sweep's decisions: pure functions of a set as listed (and, for a few, its pods). A bad
+idle annotation is warned about once per value (its fingerprint is recorded on the set); the
+safety net picks exactly the sets an event would have reconciled."""
 
 from __future__ import annotations
 
-import contextlib
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TypeVar
 
 from shared import constants as k
 from shared.durations import parse_duration, parse_rfc3339
@@ -20,6 +18,7 @@ from shared.log import clip
 from shared.models import CocoonSet, Pod
 from shared.names import SetRef, is_label_value
 
+T = TypeVar("T")
 # Annotation values are user input: a fingerprint stored back on the set stays small.
 _FINGERPRINT_VALUE_MAX = 120
 
@@ -39,13 +38,7 @@ class IdleEval:
     timeout: timedelta | None = None
     last_activity: datetime | None = None
     idle_for: timedelta | None = None
-    exempt_until: datetime | None = None
-    problems: tuple[str, ...] = ()
-
-    @property
-    def fingerprint(self) -> str:
-        """Identifies the bad values (not the parse messages), for warn-once."""
-        return ";".join(self.problems)
+    fingerprint: str = ""  # the bad values (not the parse messages), for warn-once
 
 
 class SafetyNeed(StrEnum):
@@ -69,16 +62,6 @@ class ConfigAction(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SetDecision:
-    ref: SetRef
-    resource_version: str
-    release: bool
-    idle: IdleEval
-    config: ConfigAction | None = None
-    safety: SafetyNeed | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class IdleCandidate:
     ref: SetRef
     resource_version: str
@@ -87,11 +70,25 @@ class IdleCandidate:
     timeout: timedelta
     last_activity: datetime
 
+    def __lt__(self, other: IdleCandidate) -> bool:
+        """The cap's ranking: 'less' is a worse candidate (shorter idle, then later name)."""
+        if self.idle_for != other.idle_for:
+            return self.idle_for < other.idle_for
+        return (self.ref.namespace, self.ref.name) > (other.ref.namespace, other.ref.name)
+
+
+@dataclass(frozen=True, slots=True)
+class SetDecision:
+    ref: SetRef
+    idle: IdleEval
+    candidate: IdleCandidate | None = None  # idle past its timeout: suspend (subject to the cap)
+    config: ConfigAction | None = None
+    safety: SafetyNeed | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class WakeTimeout:
     key: str  # the wake's identity, stored in ANN_WAKE_TIMEOUT_REPORTED
-    age: timedelta
     message: str
 
 
@@ -111,42 +108,53 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
         return IdleEval(IdleState.NOT_OPTED_IN)
 
     problems: list[str] = []
-    timeout: timedelta | None = None
-    try:
-        timeout = parse_duration(raw_timeout)
-    except ValueError:
+    if (timeout := parsed(parse_duration, raw_timeout)) is None:
         problems.append(problem(k.ANN_IDLE_TIMEOUT, raw_timeout))
 
-    stamps: dict[str, datetime] = {}
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
         raw = ann.get(key)
-        if raw is None:
-            continue
-        try:
-            stamps[key] = parse_rfc3339(raw)
-        except ValueError:
+        if raw is not None and read_time(raw) is None:
             problems.append(problem(key, raw))
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
-        return IdleEval(IdleState.BAD_CONFIG, problems=tuple(problems))
+        return IdleEval(IdleState.BAD_CONFIG, fingerprint=";".join(problems))
     assert timeout is not None
 
     last = measured_last_activity(cs)
     if not steady(cs) or last is None:
         return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
     idle_for = now - last
-
-    exempt = stamps.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if exempt is not None and now < exempt:
-        return IdleEval(
-            IdleState.EXEMPT,
-            timeout=timeout,
-            last_activity=last,
-            idle_for=idle_for,
-            exempt_until=exempt,
-        )
-    state = IdleState.IDLE if idle_for >= timeout else IdleState.ACTIVE
+    if exempt_reason(cs, now=now) is not None:
+        state = IdleState.EXEMPT
+    else:
+        state = IdleState.IDLE if idle_for >= timeout else IdleState.ACTIVE
     return IdleEval(state, timeout=timeout, last_activity=last, idle_for=idle_for)
+
+
+def parsed(parse: Callable[[str], T], raw: object) -> T | None:
+    """`parse(raw)`, or None when `raw` is not a string or does not parse (ValueError)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        return parse(raw)
+    except ValueError:
+        return None
+
+
+def read_time(raw: str | None) -> datetime | None:
+    """An RFC 3339 value, or None when it is absent or does not parse."""
+    return parsed(parse_rfc3339, raw)
+
+
+def exempt_reason(cs: CocoonSet, *, now: datetime) -> str | None:
+    """Why `idle-exempt-until` protects `cs` from an idle, scheduled or reclaim suspend now."""
+    raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
+    if raw is None:
+        return None
+    until = read_time(raw)
+    if until is None:
+        return "idle-exempt-until does not parse"
+    return "idle-exempt-until is in the future" if now < until else None
 
 
 def steady(cs: CocoonSet) -> bool:
@@ -158,22 +166,18 @@ def steady(cs: CocoonSet) -> bool:
 def measured_last_activity(cs: CocoonSet) -> datetime | None:
     """The idle clock: the latest of `last-activity`, the last wake and the creation.
     None when a stamp does not parse or none is there: never act on a guess."""
-    ann = cs.metadata.annotations
     stamps: list[datetime] = []
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE):
-        raw = ann.get(key)
+        raw = cs.metadata.annotations.get(key)
         if raw is None:
             continue
-        try:
-            stamps.append(parse_rfc3339(raw))
-        except ValueError:
+        if (stamp := read_time(raw)) is None:
             return None
-    created = cs.metadata.creation_timestamp
-    if created:
-        # Set by the API server, never user input: an unparseable one is just ignored.
-        with contextlib.suppress(ValueError):
-            stamps.append(parse_rfc3339(created))
-    return max(stamps) if stamps else None
+        stamps.append(stamp)
+    # Set by the API server, never user input: an unparseable one is just ignored.
+    if (created := read_time(cs.metadata.creation_timestamp)) is not None:
+        stamps.append(created)
+    return max(stamps, default=None)
 
 
 def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None:
@@ -187,8 +191,8 @@ def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None
 
 
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
-    phase = cs.phase
-    if cs.metadata.annotations.get(k.ANN_WAKE_REPORT_OWED):
+    phase, ann = cs.phase, cs.metadata.annotations
+    if ann.get(k.ANN_WAKE_REPORT_OWED):
         return SafetyNeed.REPORT_OWED
     if phase is CocoonSetPhase.WAKING:
         return SafetyNeed.WAKING
@@ -196,7 +200,9 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
         return None
     if cs.suspended:
         if phase is CocoonSetPhase.SUSPENDED:
-            if release_report_owed(cs):
+            # A stamped release round whose SeatReleased is not reported yet.
+            rnd = ann.get(k.ANN_RELEASE_ROUND)
+            if rnd and ann.get(k.ANN_RELEASE_REPORTED) != rnd:
                 return SafetyNeed.REPORT_OWED
             return SafetyNeed.SUSPENDED_CHECK
         if phase is CocoonSetPhase.FAILED:
@@ -209,13 +215,6 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     return None
 
 
-def release_report_owed(cs: CocoonSet) -> bool:
-    """A stamped release round whose SeatReleased is not reported yet."""
-    ann = cs.metadata.annotations
-    rnd = ann.get(k.ANN_RELEASE_ROUND, "")
-    return bool(rnd) and ann.get(k.ANN_RELEASE_REPORTED) != rnd
-
-
 def pods_left(pods: Iterable[Pod]) -> bool:
     """Pods the release still has to act on (terminal ones are kept for triage)."""
     return any(not p.terminating and not p.terminal for p in pods)
@@ -225,44 +224,24 @@ def check_wake_deadline(
     cs: CocoonSet, pods: Sequence[Pod], *, now: datetime, deadline: timedelta
 ) -> WakeTimeout | None:
     """A `WakeTimedOut` due for a Waking set, or None (once per wake: keyed by its identity).
-
-    The wake's start is `wake-started`, else the restore pod's creation; a live main
-    pod is a wake about to complete, not a stuck one.
-    """
+    The wake started at `wake-started`, else at the restore pod's creation; a live main
+    pod is a wake about to complete, not a stuck one."""
     if cs.phase is not CocoonSetPhase.WAKING:
         return None
-    main = next(
-        (
-            p
-            for p in pods
-            if p.is_main and not p.terminating and p.annotations.get(k.ANN_RESTORE) == k.TRUE
-        ),
-        None,
-    )
+    restore = (p for p in pods if p.is_main and p.annotations.get(k.ANN_RESTORE) == k.TRUE)
+    main = next((p for p in restore if not p.terminating), None)
     if main is not None and main.live:
         return None
-    key: str | None = None
-    started: datetime | None = None
     raw_started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED)
-    if raw_started:
-        try:
-            started = parse_rfc3339(raw_started)
-            key = f"started:{raw_started}"
-        except ValueError:
-            started = None
-    if started is None and main is not None and main.metadata.creation_timestamp:
-        try:
-            started = parse_rfc3339(main.metadata.creation_timestamp)
-            key = f"pod:{main.metadata.uid or main.name}"
-        except ValueError:
-            started = None
-    if started is None or key is None:
-        return None
-    age = now - started
-    if age <= deadline:
+    started, key = read_time(raw_started), f"started:{raw_started}"
+    if started is None and main is not None:
+        started = read_time(main.metadata.creation_timestamp)
+        key = f"pod:{main.metadata.uid or main.name}"
+    if started is None or now - started <= deadline:
         return None
     if cs.metadata.annotations.get(k.ANN_WAKE_TIMEOUT_REPORTED) == key:
         return None
+    age = now - started
     if main is None:
         why = "the main pod does not exist yet"
     elif (unschedulable := main.unschedulable_message()) is not None:
@@ -273,7 +252,7 @@ def check_wake_deadline(
         f"wake has not completed after {format_duration(age)} "
         f"(deadline {format_duration(deadline)}): {why}; still waiting"
     )
-    return WakeTimeout(key=key, age=age, message=message)
+    return WakeTimeout(key=key, message=message)
 
 
 # --- per set -----------------------------------------------------------------------------
@@ -281,48 +260,22 @@ def check_wake_deadline(
 
 def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
     idle = evaluate_idle(cs, now=now)
+    ref = SetRef(cs.namespace, cs.name)
+    candidate = None
+    if idle.state is IdleState.IDLE:
+        assert idle.idle_for is not None and idle.timeout is not None
+        assert idle.last_activity is not None
+        rv = cs.metadata.resource_version or ""
+        candidate = IdleCandidate(
+            ref, rv, cs.is_release, idle.idle_for, idle.timeout, idle.last_activity
+        )
+    recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
     return SetDecision(
-        ref=SetRef(cs.namespace, cs.name),
-        resource_version=cs.metadata.resource_version or "",
-        release=cs.is_release,
-        idle=idle,
-        config=config_action(
-            cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR), idle.fingerprint
-        ),
-        safety=safety_need(cs),
-    )
-
-
-def idle_candidate(decision: SetDecision) -> IdleCandidate | None:
-    idle = decision.idle
-    if idle.state is not IdleState.IDLE:
-        return None
-    assert idle.idle_for is not None and idle.timeout is not None
-    assert idle.last_activity is not None
-    return IdleCandidate(
-        ref=decision.ref,
-        resource_version=decision.resource_version,
-        release=decision.release,
-        idle_for=idle.idle_for,
-        timeout=idle.timeout,
-        last_activity=idle.last_activity,
+        ref, idle, candidate, config_action(recorded, idle.fingerprint), safety_need(cs)
     )
 
 
 # --- the per-run cap ---------------------------------------------------------------------
-
-
-@dataclass(order=False, slots=True)
-class _Ranked:
-    """Heap entry: 'less' = a worse candidate (shorter idle, then later name)."""
-
-    cand: IdleCandidate
-
-    def __lt__(self, other: _Ranked) -> bool:
-        a, b = self.cand, other.cand
-        if a.idle_for != b.idle_for:
-            return a.idle_for < b.idle_for
-        return (a.ref.namespace, a.ref.name) > (b.ref.namespace, b.ref.name)
 
 
 @dataclass(slots=True)
@@ -331,27 +284,22 @@ class IdleQueue:
 
     cap: int
     deferred: int = 0
-    _heap: list[_Ranked] = field(default_factory=list)
+    _heap: list[IdleCandidate] = field(default_factory=list)
 
     def offer(self, cand: IdleCandidate) -> None:
-        if self.cap <= 0:
-            self.deferred += 1
-            return
-        entry = _Ranked(cand)
         if len(self._heap) < self.cap:
-            heapq.heappush(self._heap, entry)
-        elif self._heap[0] < entry:
-            heapq.heapreplace(self._heap, entry)
-            self.deferred += 1
-        else:
-            self.deferred += 1
+            heapq.heappush(self._heap, cand)
+            return
+        self.deferred += 1
+        if self._heap and self._heap[0] < cand:
+            heapq.heapreplace(self._heap, cand)
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def drain(self) -> list[IdleCandidate]:
         """Longest idle first (ties by namespace/name)."""
-        out = [e.cand for e in sorted(self._heap, reverse=True)]
+        out = sorted(self._heap, reverse=True)
         self._heap.clear()
         return out
 
@@ -359,15 +307,10 @@ class IdleQueue:
 # --- pod look-ups ------------------------------------------------------------------------
 
 
-def _labelable(name: str) -> bool:
-    """A set name a pod label can hold (never "": no set is named that)."""
-    return bool(name) and is_label_value(name)
-
-
 def unlabelable(names: Iterable[str]) -> list[str]:
     """The set names `name_selectors` leaves out: too long for a label value, so such a
     set has no labelled pods, and one such value would make the whole selector a 400."""
-    return sorted({n for n in names if not _labelable(n)})
+    return sorted({n for n in names if not (n and is_label_value(n))})
 
 
 def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
@@ -377,7 +320,7 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     out: list[str] = []
     chunk: list[str] = []
     size = len(prefix) + 1
-    for name in sorted({n for n in names if _labelable(n)}):
+    for name in sorted({n for n in names if n and is_label_value(n)}):
         if chunk and size + len(name) + 1 > max_chars:
             out.append(prefix + ",".join(chunk) + ")")
             chunk, size = [], len(prefix) + 1
@@ -390,10 +333,6 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
 
 def format_duration(value: timedelta) -> str:
     """`1h2m3s`-style, whole seconds (what users write in idle-timeout)."""
-    total = int(value.total_seconds())
-    if total <= 0:
-        return "0s"
-    h, rem = divmod(total, 3600)
+    h, rem = divmod(max(int(value.total_seconds()), 0), 3600)
     m, s = divmod(rem, 60)
-    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{s}s" if s else ""]
-    return "".join(parts)
+    return "".join(f"{n}{unit}" for n, unit in ((h, "h"), (m, "m"), (s, "s")) if n) or "0s"

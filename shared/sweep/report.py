@@ -1,8 +1,5 @@
-"""What a sweep run did, and the one way anything in a run reports it.
-
-Every action, Event, compare-and-swap write and error of a run, the seat economy's
-page hook's included, goes through :class:`SweepReport`: one summary, one dry run.
-"""
+"""What a sweep run did. Every action, Event, compare-and-swap write and error of a run
+(the seat economy's page hook's included) goes through :class:`SweepReport`."""
 
 from __future__ import annotations
 
@@ -79,14 +76,8 @@ class SweepSummary:
 
     def counts(self) -> dict[str, int]:
         """`<kind>` for done actions, `would-<kind>` in a dry run, plus `conflict`, `error`."""
-        c: Counter[str] = Counter()
-        for a in self.actions:
-            if a.result is Result.DONE:
-                c[a.kind.value] += 1
-            elif a.result is Result.WOULD:
-                c[f"would-{a.kind.value}"] += 1
-            else:
-                c[a.result.value] += 1
+        names = {Result.DONE: "{}", Result.WOULD: "would-{}"}
+        c = Counter(names.get(a.result, a.result.value).format(a.kind.value) for a in self.actions)
         return dict(sorted(c.items()))
 
     def of(self, kind: ActionKind, result: Result | None = None) -> list[SweepAction]:
@@ -116,29 +107,21 @@ class SweepIncomplete(TransientError):
         self.summary = summary
 
 
-def _is_transient(err: BaseException) -> bool:
-    # A ConfigError is retried too: fixing the deployment should let a rerun succeed.
-    return isinstance(err, TransientError | ConfigError)
-
-
+@dataclass
 class SweepReport:
-    def __init__(self, *, kube: KubeApi, dry_run: bool) -> None:
-        self.kube = kube
-        self.dry_run = dry_run
-        self.summary = SweepSummary(dry_run=dry_run)
+    kube: KubeApi
+    dry_run: bool
+
+    def __post_init__(self) -> None:
+        self.summary = SweepSummary(dry_run=self.dry_run)
 
     def event(
         self, cs: CocoonSet, reason: str, message: str, *, warning: bool, key: str | None = None
     ) -> None:
+        kind = "Warning" if warning else "Normal"
         try:
             # `key` names the Event after the situation: two runs never warn twice for it.
-            self.kube.emit_event(
-                cs,
-                reason=reason,
-                message=message,
-                type="Warning" if warning else "Normal",
-                key=key,
-            )
+            self.kube.emit_event(cs, reason=reason, message=message, type=kind, key=key)
         except CocoonError as err:
             # The write it reports landed and a rerun would not re-emit it: logged, not retried.
             self.summary.errors += 1
@@ -180,36 +163,50 @@ class SweepReport:
         detail: str,
         *,
         resource_version: str | None,
-        what: str,
+        what: str = "",
     ) -> CocoonSet | None:
-        """A compare-and-swap write for `kind`, reported; the set as written, or None
-        (lost, gone or failed: the next run re-decides from fresh state)."""
+        """A compare-and-swap write for `kind`, reported; the set as written, or None (a dry
+        run, or lost, gone or failed: the next run re-decides from fresh state)."""
+        if self.dry_run:
+            self.act(kind, ref, Result.WOULD, detail)
+            return None
         try:
             updated = self.kube.patch_set(ref, body, resource_version=resource_version)
-        except Conflict:
-            self.act(kind, ref, Result.CONFLICT, detail)
-            return None
-        except NotFound:
-            self.act(kind, ref, Result.GONE, detail)
+        except (Conflict, NotFound) as err:
+            lost = Result.CONFLICT if isinstance(err, Conflict) else Result.GONE
+            self.act(kind, ref, lost, detail)
             return None
         except CocoonError as err:
-            self.error(ref, what, err, kind=kind)
+            self.error(ref, what or kind.value, err, kind=kind)
             return None
         self.act(kind, ref, Result.DONE, detail)
         return updated
 
     def warn_once(
-        self, cs: CocoonSet, key: str, fingerprint: str | None, detail: str, *, what: str
+        self,
+        cs: CocoonSet,
+        key: str,
+        fingerprint: str,
+        *,
+        subject: str,
+        skipped: str,
+        what: str = "",
     ) -> CocoonSet | None:
-        """Record the bad annotation values in `key` with one Warning, or clear the record."""
-        ref = SetRef(cs.namespace, cs.name)
+        """Record the bad `subject` annotation values (`fingerprint`) in `key` with one
+        Warning, or clear the record ("" once they are fixed)."""
         kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
-        if self.dry_run:
-            self.act(kind, ref, Result.WOULD, detail)
-            return None
-        patch = {"metadata": {"annotations": {key: fingerprint}}}
+        detail = (
+            f"invalid {subject} annotation(s), {skipped}: {fingerprint}"
+            if fingerprint
+            else f"{subject} annotations valid again"
+        )
         updated = self.patch(
-            ref, patch, kind, detail, resource_version=cs.metadata.resource_version, what=what
+            SetRef(cs.namespace, cs.name),
+            {"metadata": {"annotations": {key: fingerprint or None}}},
+            kind,
+            detail,
+            resource_version=cs.metadata.resource_version,
+            what=what,
         )
         if updated is not None and fingerprint:
             self.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
@@ -219,27 +216,31 @@ class SweepReport:
         self,
         ref: SetRef | None,
         what: str,
-        err: CocoonError,
+        err: Exception,
         *,
         kind: ActionKind | None = None,
         **fields: str,
     ) -> None:
-        transient = _is_transient(err)
+        """A failed step; an error that is not a CocoonError is a bug, logged as one."""
+        # A ConfigError is retried too: fixing the deployment should let a rerun succeed.
+        transient = isinstance(err, TransientError | ConfigError)
+        bug = not isinstance(err, CocoonError)
+        failure = f"{what}: {err!r}" if bug else f"{what}: {err}"
         self.summary.errors += 1
-        if isinstance(err, AdmissionDenied) and ref is not None:
-            self._refused(ref, what, err)
         if transient:
             self.summary.transient_errors += 1
+        if isinstance(err, AdmissionDenied) and ref is not None:
+            self._refused(ref, what, err)
         if ref is not None and kind is not None:
-            self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err}"))
+            self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, failure))
         else:
-            self.summary.failures.append(f"{what}: {err}")
+            self.summary.failures.append(failure)
         log.emit(
-            "WARNING" if transient else "INFO",
-            f"sweep: {what} failed",
+            "ERROR" if bug else "WARNING" if transient else "INFO",
+            f"sweep: {what} raised unexpectedly" if bug else f"sweep: {what} failed",
             namespace=ref.namespace if ref else None,
             cocoonset=ref.name if ref else None,
-            error=str(err),
+            error=repr(err) if bug else str(err),
             error_type=type(err).__name__,
             transient=transient,
             **fields,
@@ -254,14 +255,3 @@ class SweepReport:
                 report_refusal(self.kube, cs, what, err)
         except CocoonError as e:
             log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))
-
-    def unexpected(self, ref: SetRef, what: str, err: Exception, *, kind: ActionKind) -> None:
-        self.summary.errors += 1
-        self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, f"{what}: {err!r}"))
-        log.error(
-            f"sweep: {what} raised unexpectedly",
-            namespace=ref.namespace,
-            cocoonset=ref.name,
-            error=repr(err),
-            error_type=type(err).__name__,
-        )

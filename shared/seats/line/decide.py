@@ -1,12 +1,6 @@
-"""Fair order among waiting wakes, as pure decisions (no clock, no I/O).
-
-kube-scheduler does not bind pending pods first come first served, but it ignores a pod
-with a scheduling gate. So each restore pod joins its pool's line (ordered by its wake's
-request time), is created gated only behind an older waiter already known to be stuck, and
-is ungated once nobody stuck is ahead. `older` is ahead of `younger` only when it could take
-every seat the younger could (same pool, no narrower CPU class or pin, no larger requests),
-so a gate never holds a pod a freed seat fits while the older pod does not.
-"""
+"""Fair order among waiting wakes, as pure decisions. kube-scheduler binds pending pods in no
+fair order but ignores a gated pod: a restore pod is created gated behind an older waiter known
+to be stuck, and ungated once nobody stuck is ahead of it (see `covers` for "ahead")."""
 
 from __future__ import annotations
 
@@ -18,9 +12,9 @@ from fractions import Fraction
 from typing import Any, Final
 
 from shared import constants as k
-from shared.durations import parse_rfc3339
 from shared.models import Pod
-from shared.quantity import QuantityError, parse_quantity
+from shared.quantity import parse_quantity
+from shared.sweep.decide import parsed, read_time
 
 # A pod the scheduler has not judged this long after it became schedulable is taken to be
 # out of its hands (another scheduler, a broken one): waiting behind it could be forever.
@@ -67,41 +61,21 @@ def _requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
         res = c.get("resources") or {}
         req = dict(res.get("limits") or {}) | dict(res.get("requests") or {})
         for name, raw in req.items():
-            try:
-                q = parse_quantity(str(raw))
-            except QuantityError:
-                continue
-            out[name] = out.get(name, Fraction(0)) + Fraction(q.unscaled) * Fraction(10) ** q.scale
+            if (q := parsed(parse_quantity, str(raw))) is not None:
+                out[name] = out.get(name, Fraction(0)) + q.unscaled * Fraction(10) ** q.scale
     return out
 
 
 def _pin(spec: Mapping[str, Any]) -> str | None:
     """The single hostname a required node affinity allows (how a wake pins), or None."""
-    required = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms") or []
-    if len(required) != 1:
-        return None
-    exprs = required[0].get("matchExpressions") or []
-    if len(exprs) != 1:
-        return None
-    e = exprs[0]
-    values = e.get("values") or []
-    if e.get("key") == k.LABEL_HOSTNAME and e.get("operator") == "In" and len(values) == 1:
-        return str(values[0])
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = required.get("nodeSelectorTerms") or []
+    exprs = (terms[0].get("matchExpressions") or []) if len(terms) == 1 else []
+    match exprs:
+        case [{"key": k.LABEL_HOSTNAME, "operator": "In", "values": [value]}]:
+            return str(value)
     return None
-
-
-def _time(raw: str | None) -> datetime | None:
-    if not raw:
-        return None
-    try:
-        return parse_rfc3339(raw)
-    except ValueError:
-        return None
 
 
 def waiter_of(pod: Pod) -> Waiter | None:
@@ -110,8 +84,8 @@ def waiter_of(pod: Pod) -> Waiter | None:
     if not pool or pod.spec.node_name or pod.terminating:
         return None
     spec: Mapping[str, Any] = pod.spec.model_dump(by_alias=True)
-    created = _time(pod.metadata.creation_timestamp)
-    since = _time(pod.annotations.get(k.ANN_QUEUED_AT)) or created
+    created = read_time(pod.metadata.creation_timestamp)
+    since = read_time(pod.annotations.get(k.ANN_QUEUED_AT)) or created
     if since is None:
         return None
     gates = pod.scheduling_gates
@@ -133,12 +107,13 @@ def waiter_of(pod: Pod) -> Waiter | None:
         requests=_requests(spec),
         state=state,
         gates=gates,
-        schedulable_since=_time(pod.annotations.get(k.ANN_UNGATED_AT)) or created,
+        schedulable_since=read_time(pod.annotations.get(k.ANN_UNGATED_AT)) or created,
     )
 
 
 def covers(older: Waiter, younger: Waiter) -> bool:
-    """Could `older` take every seat `younger` could take?"""
+    """Could `older` take every seat `younger` could (same pool, no narrower CPU class or
+    pin, no larger requests)? Then a gate never holds a pod a freed seat fits."""
     if older.pool != younger.pool:
         return False
     if older.cpu_class is not None and older.cpu_class != younger.cpu_class:
@@ -224,7 +199,7 @@ def micro(value: datetime) -> str:
 def queued_at(wake_started: str | None, *, now: datetime) -> datetime:
     """A restore pod's place: its wake's request time when older than now (a pod recreated
     during a long wait keeps its place)."""
-    started = _time(wake_started)
+    started = read_time(wake_started)
     if started is not None and now - started >= timedelta(seconds=1):
         return started
     return now

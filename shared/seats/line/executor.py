@@ -1,9 +1,6 @@
-"""Keeping a pool's line of waiting wakes; the decisions are in `decide.py`.
-
-The line moves when a wake creates a gated pod, when a restore pod is bound or a wake
-completes, and at every sweep (the safety net). One LIST of the pool's unbound restore pods
-per call and a PATCH per pod ungated; ungating is idempotent, so it needs no record.
-"""
+"""Keeping a pool's line of waiting wakes (decisions in `decide.py`): it moves when a wake
+creates a gated pod, a restore pod is bound, a wake completes, and at every sweep. One LIST
+of the pool's unbound restore pods per call, a PATCH per pod ungated (idempotent: no record)."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from shared import constants as k
 from shared import log
 from shared.config import Settings
 from shared.errors import CocoonError, Conflict, Invalid, NotFound
-from shared.models import Pod
+from shared.models import CocoonSet, Pod
 from shared.ports import LineReader
 from shared.seats.line.decide import (
     KeepGated,
@@ -28,6 +25,7 @@ from shared.seats.line.decide import (
     queued_at,
     waiter_of,
 )
+from shared.seats.reclaim.decide import pool_of
 
 UNBOUND: str = "spec.nodeName="
 
@@ -45,37 +43,29 @@ def read_line(kube: LineReader, settings: Settings, pool: str) -> list[Waiter]:
 
 
 def prepare_restore_pod(
-    kube: LineReader,
-    settings: Settings | None,
-    body: dict[str, Any],
-    *,
-    pool: str,
-    wake_started: str | None,
-    now: datetime,
+    kube: LineReader, settings: Settings, cs: CocoonSet, body: dict[str, Any], *, now: datetime
 ) -> dict[str, Any]:
-    """The restore pod with its place in the line, gated when an older waiter is stuck.
+    """`cs`'s restore pod with its place in the line, gated when an older waiter is stuck.
     Fairness is worth a LIST, not a failed wake: an unreadable line leaves it ungated."""
-    if settings is None or not settings.seat_order:
-        return body
-    place = queued_at(wake_started, now=now)
+    pool = pool_of(cs)
+    place = queued_at(cs.metadata.annotations.get(k.ANN_WAKE_STARTED), now=now)
     try:
         line = read_line(kube, settings, pool)
     except CocoonError as err:
         log.warning("seat line unreadable: restore pod created ungated", pool=pool, error=str(err))
-        return join_line(body, pool=pool, queued_at=place, gate=False)
+        line = []
     mine = join_line(copy.deepcopy(body), pool=pool, queued_at=place, gate=False)
     me = waiter_of(Pod.model_validate(mine))
     behind = None if me is None else gate_at_create(me, line)
-    if behind is None:
-        return join_line(body, pool=pool, queued_at=place, gate=False)
-    log.info(
-        "seat line: restore pod created gated",
-        pool=pool,
-        pod=f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}",
-        behind=behind.key,
-        behind_state=behind.state.value,
-    )
-    return join_line(body, pool=pool, queued_at=place, gate=True)
+    if behind is not None:
+        log.info(
+            "seat line: restore pod created gated",
+            pool=pool,
+            pod=f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}",
+            behind=behind.key,
+            behind_state=behind.state.value,
+        )
+    return join_line(body, pool=pool, queued_at=place, gate=behind is not None)
 
 
 @dataclass(slots=True)
@@ -98,26 +88,11 @@ def advance_line(kube: LineReader, settings: Settings, pool: str, *, now: dateti
             kube.patch_pod(w.namespace, w.name, gate_removal(w.uid, w.gates, now=now))
         except (NotFound, Conflict, Invalid) as err:
             log.info("seat line: ungate skipped", pod=w.key, error=str(err))
-            continue
         except CocoonError as err:
             # One pod's failure must not hold up the line; its own set's reconcile retries.
             log.warning("seat line: ungate failed", pod=w.key, error=str(err))
             result.failed[w.key] = err
-            continue
-        result.ungated.append(w.key)
-        log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
+        else:
+            result.ungated.append(w.key)
+            log.info("seat line: ungated", pool=pool, pod=w.key, waited_since=w.since.isoformat())
     return result
-
-
-def drop_gate(kube: LineReader, pod: Pod, *, now: datetime) -> bool:
-    """Remove our gate from a pod outside any line (the order is off, or it lost its line
-    label): a pod we gated is never left for nobody to release."""
-    if k.GATE_SEAT_ORDER not in pod.scheduling_gates:
-        return False
-    patch = gate_removal(pod.metadata.uid or "", pod.scheduling_gates, now=now)
-    try:
-        kube.patch_pod(pod.metadata.namespace or "", pod.name, patch)
-    except (NotFound, Conflict, Invalid):
-        return False
-    log.info("seat line: gate removed outside a line", pod=f"{pod.metadata.namespace}/{pod.name}")
-    return True

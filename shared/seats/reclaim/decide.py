@@ -1,15 +1,12 @@
-"""Reclaiming an idle seat for a waiting wake, as pure decisions (the caller passes `now`).
-
-A wake whose restore pod is unschedulable may, past a grace that runs from the first such
-observation of *that* pod, take the seat of the longest-idle set that opted in with
-`reclaimable-after`; the waker's `seat-wait` record keeps one reclaim in flight per wake.
-"""
+"""Reclaiming an idle seat for a waiting wake, as pure decisions: a wake whose restore pod is
+unschedulable may, past a grace from the first such observation of *that* pod, take the seat
+of the longest-idle `reclaimable-after` set; its `seat-wait` record keeps one claim in flight."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from shared import constants as k
@@ -17,7 +14,7 @@ from shared.durations import format_rfc3339, parse_duration, parse_rfc3339
 from shared.enums import CocoonSetPhase
 from shared.models import CocoonSet
 from shared.names import SetRef
-from shared.sweep.decide import measured_last_activity, steady
+from shared.sweep.decide import exempt_reason, measured_last_activity, parsed, steady
 
 # Seats one wake may take in all: a cascade of suspends for a pod that never fits is refused.
 MAX_RECLAIMS_PER_WAKE = 3
@@ -28,6 +25,10 @@ SETTLE_FLOOR = timedelta(seconds=10)
 
 def set_key(cs: CocoonSet) -> str:
     return f"{cs.namespace}/{cs.name}"
+
+
+def pool_of(cs: CocoonSet) -> str:
+    return cs.spec.node_pool or k.DEFAULT_POOL
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +43,11 @@ class SeatWait:
     count: int = 0  # seats reclaimed for this wake so far
 
     def encode(self) -> str:
-        out: dict[str, str] = {"pod": self.pod, "since": format_rfc3339(self.since)}
-        if self.victim is not None:
-            out["victim"] = self.victim
-        if self.at is not None:
-            out["at"] = format_rfc3339(self.at)
-        if self.freed is not None:
-            out["freed"] = format_rfc3339(self.freed)
-        if self.count:
-            out["count"] = str(self.count)
+        out = {
+            name: format_rfc3339(v) if isinstance(v, datetime) else str(v)
+            for name, v in asdict(self).items()
+            if v is not None and v != 0  # unset, or no seat reclaimed yet
+        }
         return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -60,54 +57,45 @@ class SeatWait:
             return None
         try:
             data = json.loads(raw)
-            pod = str(data["pod"])
-            since = parse_rfc3339(str(data["since"]))
+            times = {t: parse_rfc3339(str(data[t])) for t in ("since", "at", "freed") if t in data}
             victim = str(data["victim"]) if "victim" in data else None
-            at = parse_rfc3339(str(data["at"])) if "at" in data else None
-            freed = parse_rfc3339(str(data["freed"])) if "freed" in data else None
-            count = int(str(data.get("count", 0)))
+            return cls(
+                str(data["pod"]), victim=victim, count=int(str(data.get("count", 0))), **times
+            )
         except (ValueError, KeyError, TypeError):
             return None
-        return cls(pod=pod, since=since, victim=victim, at=at, freed=freed, count=count)
 
 
+# The steps of a wait. Stamp: the pod's first unschedulable observation, recorded (CAS) as
+# the grace's start. Hold: nothing to do now. MarkFreed: record (CAS) when the victim's seat
+# was first seen released. Search: past the grace, no reclaim in flight: claim a candidate.
 @dataclass(frozen=True, slots=True)
 class Stamp:
-    """First unschedulable observation of this pod: record it (CAS); the grace starts."""
-
     wait: SeatWait
 
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """Nothing to do now (grace running, a reclaim in flight, a freed seat settling)."""
-
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
 class MarkFreed:
-    """The victim released its seat: record when that was first seen (CAS)."""
-
     wait: SeatWait
 
 
 @dataclass(frozen=True, slots=True)
 class Search:
-    """Past the grace with no reclaim in flight: list candidates and claim one."""
-
     wait: SeatWait
-    exclude: frozenset[str]  # sets not to try (a victim whose release failed)
+    exclude: frozenset[str] = frozenset()  # sets not to try (a victim whose release failed)
+
+    @classmethod
+    def again(cls, wait: SeatWait, exclude: frozenset[str] = frozenset()) -> Search:
+        """A new search, the claim on the recorded victim given up (its count kept)."""
+        return cls(replace(wait, victim=None, at=None, freed=None), exclude)
 
 
 WaitStep = Stamp | Hold | MarkFreed | Search
-
-
-class NotRead:
-    """Sentinel: the caller has not re-read the recorded victim yet."""
-
-
-NOT_READ = NotRead()
 
 
 def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
@@ -115,14 +103,7 @@ def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid or wait.victim is None or "/" not in wait.victim:
         return None
-    ns, name = wait.victim.split("/", 1)
-    return SetRef(ns, name)
-
-
-def _claim_landed(victim: CocoonSet, waker: CocoonSet) -> bool:
-    return victim.suspended and (
-        victim.metadata.annotations.get(k.ANN_RECLAIMED_BY) == set_key(waker)
-    )
+    return SetRef.parse(wait.victim)
 
 
 def decide_wait(
@@ -131,10 +112,10 @@ def decide_wait(
     *,
     now: datetime,
     grace: timedelta,
-    victim: CocoonSet | NotRead | None = NOT_READ,
+    victim: CocoonSet | None = None,
 ) -> WaitStep:
     """The next reclaim step for a waker whose restore pod `pod_uid` is unschedulable.
-    `victim`: the recorded victim as re-read (None = gone), when the record names one."""
+    `victim`: the victim the record names (`recorded_victim`) as re-read, None if gone."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid:
         return Stamp(SeatWait(pod=pod_uid, since=now))
@@ -142,24 +123,21 @@ def decide_wait(
     if waited < grace:
         return Hold(f"unschedulable for {_secs(waited)}, grace {_secs(grace)}")
     if wait.victim is None:
-        return Search(wait, frozenset())
-    if isinstance(victim, NotRead):
-        raise ValueError("the record names a victim: re-read it and pass it as `victim`")
-    if victim is not None and not _claim_landed(victim, waker):
+        return Search(wait)
+    claimant = victim.metadata.annotations.get(k.ANN_RECLAIMED_BY) if victim else None
+    if victim is not None and not (victim.suspended and claimant == set_key(waker)):
         # Our victim write never landed, or is landing now in a concurrent invocation:
         # wait one grace before giving the claim up, so no two seats are taken.
         claimed = wait.at or wait.since
         if now - claimed < max(grace, SETTLE_FLOOR):
             return Hold(f"claim on {wait.victim} in flight")
         # The same set may be chosen again: it is judged afresh.
-        return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+        return Search.again(wait)
     if victim is not None and victim.phase is CocoonSetPhase.FAILED:
         # `Failed` keeps the seat and nothing will release it: try the next candidate
         # (the count keeps the claim, so failures cannot cascade past the cap).
-        return Search(replace(wait, victim=None, at=None, freed=None), frozenset({wait.victim}))
-    released = victim is None or victim.phase is CocoonSetPhase.SUSPENDED
-    if not released:
-        assert victim is not None
+        return Search.again(wait, frozenset({wait.victim}))
+    if victim is not None and victim.phase is not CocoonSetPhase.SUSPENDED:
         phase = victim.phase.value if victim.phase else "unset"
         return Hold(f"reclaim in flight: {wait.victim} is releasing its seat (phase {phase})")
     if wait.freed is None:
@@ -171,7 +149,7 @@ def decide_wait(
         # Freed seats keep going elsewhere, or one is not enough for it: stop here.
         return Hold(f"already reclaimed {wait.count} seat(s) for this wake")
     # The freed seat went to someone else: this wake may reclaim once more.
-    return Search(replace(wait, victim=None, at=None, freed=None), frozenset())
+    return Search.again(wait)
 
 
 def _secs(value: timedelta) -> str:
@@ -190,7 +168,7 @@ class Candidate:
 
     @property
     def pool(self) -> str:
-        return self.cs.spec.node_pool or k.DEFAULT_POOL
+        return pool_of(self.cs)
 
 
 def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidate:
@@ -208,18 +186,11 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
         return "being deleted"
     if not steady(cs):
         return "not Running (or suspending, or waking)"
-    try:
-        after = parse_duration(raw)
-    except ValueError:
+    if (after := parsed(parse_duration, raw)) is None:
         return "reclaimable-after does not parse"
-    exempt_raw = ann.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if exempt_raw is not None:
-        try:
-            if now < parse_rfc3339(exempt_raw):
-                return "idle-exempt-until is in the future"
-        except ValueError:
-            return "idle-exempt-until does not parse"
-    if (cs.spec.node_pool or k.DEFAULT_POOL) != (waker.spec.node_pool or k.DEFAULT_POOL):
+    if (exempt := exempt_reason(cs, now=now)) is not None:
+        return exempt
+    if pool_of(cs) != pool_of(waker):
         return "another node pool"
     cls = waker.spec.snapshot_compatibility_class
     if cls and cs.spec.snapshot_compatibility_class != cls:
@@ -247,22 +218,10 @@ def choose_victim(
     exclude: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """Every candidate for `waker`, best first: longest idle, then namespace/name."""
-    found: list[Candidate] = []
-    for cs in sets:
-        if set_key(cs) in exclude:
-            continue
-        res = why_not(cs, waker, now=now)
-        if isinstance(res, Candidate):
-            found.append(res)
+    judged = (why_not(cs, waker, now=now) for cs in sets if set_key(cs) not in exclude)
+    found = [c for c in judged if isinstance(c, Candidate)]
     found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
     return found
-
-
-def waiting_since(cs: CocoonSet) -> SeatWait | None:
-    """The wait record of a `Waking` set, or None (not waiting, or no record)."""
-    if cs.phase is not CocoonSetPhase.WAKING or cs.suspended:
-        return None
-    return SeatWait.decode(cs.metadata.annotations.get(k.ANN_SEAT_WAIT))
 
 
 def older_waiter_first(
@@ -278,14 +237,13 @@ def older_waiter_first(
     its grace, no reclaim in flight, not at the cap, and `cand` fits it (records only)."""
     mine = (wait.since, waker.namespace, waker.name)
     for other in others:
-        if set_key(other) == set_key(waker):
+        waking = other.phase is CocoonSetPhase.WAKING and not other.suspended
+        if not waking or set_key(other) == set_key(waker):
             continue
-        theirs = waiting_since(other)
+        theirs = SeatWait.decode(other.metadata.annotations.get(k.ANN_SEAT_WAIT))
         if theirs is None or theirs.victim is not None or theirs.count >= MAX_RECLAIMS_PER_WAKE:
             continue
-        if now - theirs.since < grace:
-            continue
-        if (theirs.since, other.namespace, other.name) >= mine:
+        if now - theirs.since < grace or (theirs.since, other.namespace, other.name) >= mine:
             continue
         if isinstance(why_not(cand.cs, other, now=now), Candidate):
             return set_key(other)

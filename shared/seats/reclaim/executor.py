@@ -1,9 +1,6 @@
-"""Performing a seat reclaim for a waiting wake; the decisions are in `decide.py`.
-
-Two compare-and-swap writes, in order: the waker's `seat-wait` names the victim (one reclaim
-per wake), then the victim gets `suspend=true` and `seat-reclaimed-by` on the version the
-search listed (two wakes never share a victim). Only then the Events, metric and CloudEvent.
-"""
+"""Performing a seat reclaim for a waiting wake (decisions in `decide.py`). Two CAS writes in
+order: the waker's `seat-wait` names the victim (one reclaim per wake), then the victim gets
+`suspend=true` and `seat-reclaimed-by` on the listed version (two wakes never share a victim)."""
 
 from __future__ import annotations
 
@@ -48,57 +45,47 @@ CANDIDATE_TTL_SECONDS = 2.0
 StartRelease = Callable[[SetRef], object]
 
 
-class _CandidateCache:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple[str | None, ...], tuple[float, list[CocoonSet]]] = {}
-
-    def reclaimable(self, kube: SetLister, scopes: list[str | None]) -> list[CocoonSet]:
-        key = (*scopes,)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and time.monotonic() - hit[0] < CANDIDATE_TTL_SECONDS:
-                return hit[1]
-        sets: list[CocoonSet] = []
-        for scope in scopes:
-            for page in kube.list_sets(scope):
-                # Only what a search reads (candidates, waiting wakes): memory stays small.
-                sets.extend(
-                    cs
-                    for cs in page
-                    if k.ANN_RECLAIMABLE_AFTER in cs.metadata.annotations
-                    or k.ANN_SEAT_WAIT in cs.metadata.annotations
-                )
-        with self._lock:
-            self._entries[key] = (time.monotonic(), sets)
-        return sets
-
-    def replace(self, *updated: CocoonSet) -> None:
-        """What this process just wrote, seen by its next search without waiting a TTL."""
-        by_key = {set_key(cs): cs for cs in updated}
-        with self._lock:
-            for _, sets in self._entries.values():
-                for i, cs in enumerate(sets):
-                    sets[i] = by_key.get(set_key(cs), cs)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+_SEARCHED = {k.ANN_RECLAIMABLE_AFTER, k.ANN_SEAT_WAIT}
+_LOCK = threading.Lock()
+# scopes -> (when listed, the sets a search reads)
+_LISTED: dict[tuple[str | None, ...], tuple[float, list[CocoonSet]]] = {}
 
 
-_CACHE = _CandidateCache()
+def _reclaimable(kube: SetLister, scopes: list[str | None]) -> list[CocoonSet]:
+    key = (*scopes,)
+    with _LOCK:
+        hit = _LISTED.get(key)
+        if hit is not None and time.monotonic() - hit[0] < CANDIDATE_TTL_SECONDS:
+            return hit[1]
+    sets: list[CocoonSet] = []
+    for scope in scopes:
+        for page in kube.list_sets(scope):
+            # Only what a search reads (candidates, waiting wakes): memory stays small.
+            sets.extend(cs for cs in page if _SEARCHED & cs.metadata.annotations.keys())
+    with _LOCK:
+        _LISTED[key] = (time.monotonic(), sets)
+    return sets
+
+
+def _remember(*updated: CocoonSet) -> None:
+    """What this process just wrote, seen by its next search without waiting a TTL."""
+    by_key = {set_key(cs): cs for cs in updated}
+    with _LOCK:
+        for _, sets in _LISTED.values():
+            for i, cs in enumerate(sets):
+                sets[i] = by_key.get(set_key(cs), cs)
 
 
 def forget_candidates() -> None:
     """Drop the cached candidate lists (for tests)."""
-    _CACHE.clear()
+    with _LOCK:
+        _LISTED.clear()
 
 
 @dataclass(frozen=True, slots=True)
 class ReclaimResult:
     action: str  # stamped | held | freed | reclaimed | none | conflict | off
     detail: str
-    victim: SetRef | None = None
 
 
 def _write_wait(kube: KubeApi, waker: CocoonSet, wait: SeatWait) -> CocoonSet:
@@ -125,11 +112,8 @@ def reclaim_for(
     if grace is None:
         return ReclaimResult("off", "COCOON_SEAT_RECLAIM_GRACE=off")
     victim_ref = recorded_victim(waker, pod_uid)
-    step = (
-        decide_wait(waker, pod_uid, now=now, grace=grace)
-        if victim_ref is None
-        else decide_wait(waker, pod_uid, now=now, grace=grace, victim=kube.get_set(victim_ref))
-    )
+    victim = kube.get_set(victim_ref) if victim_ref is not None else None
+    step = decide_wait(waker, pod_uid, now=now, grace=grace, victim=victim)
     if isinstance(step, Hold):
         return ReclaimResult("held", step.reason)
     if isinstance(step, Stamp | MarkFreed):
@@ -140,7 +124,7 @@ def reclaim_for(
         if isinstance(step, Stamp):
             return ReclaimResult("stamped", f"unschedulable since {step.wait.since.isoformat()}")
         return ReclaimResult("freed", f"{step.wait.victim}'s seat is free")
-    sets = _CACHE.reclaimable(kube, settings.scopes)
+    sets = _reclaimable(kube, settings.scopes)
     candidates = choose_victim(waker, sets, now=now, exclude=step.exclude)
     if not candidates:
         log.info(
@@ -167,11 +151,11 @@ def reclaim_for(
         except Conflict:
             # Another invocation for this wake is claiming (or the set moved on).
             return ReclaimResult("conflict", "another invocation is reclaiming for this wake")
-        victim = _suspend_victim(kube, cand, current, now)
-        _CACHE.replace(current, *([victim] if victim is not None else []))
-        if victim is None:
+        taken = _suspend_victim(kube, cand, current, now)
+        _remember(current, *([taken] if taken is not None else []))
+        if taken is None:
             continue
-        _report(kube, current, victim, cand, pod_uid, now=now, publisher=publisher)
+        _report(kube, current, taken, cand, pod_uid, now=now, publisher=publisher)
         log.observe(k.METRIC_RECLAIM_GRACE, (now - step.wait.since).total_seconds(), pool=cand.pool)
         if start_release is not None:
             try:
@@ -184,7 +168,7 @@ def reclaim_for(
                     cocoonset=cand.cs.name,
                     error=str(err),
                 )
-        return ReclaimResult("reclaimed", f"suspended {cand.ref}", victim=cand.ref)
+        return ReclaimResult("reclaimed", f"suspended {cand.ref}")
     return ReclaimResult("conflict", "every candidate changed meanwhile")
 
 

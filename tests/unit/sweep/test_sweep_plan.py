@@ -20,7 +20,6 @@ from shared.sweep.decide import (
     decide_set,
     evaluate_idle,
     format_duration,
-    idle_candidate,
     name_selectors,
     pods_left,
     safety_need,
@@ -490,9 +489,9 @@ def test_idle_queue_memory_is_bounded_by_the_cap() -> None:
 def test_plan_carries_an_idle_candidate_only_when_idle() -> None:
     idle = decide_set(make_set(ann={k.ANN_IDLE_TIMEOUT: "30m"}), now=NOW)
     active = decide_set(make_set(ann={k.ANN_IDLE_TIMEOUT: "30m"}, created=M), now=NOW)
-    c = idle_candidate(idle)
+    c = idle.candidate
     assert c is not None and c.idle_for == timedelta(days=1) and c.resource_version == "41"
-    assert idle_candidate(active) is None
+    assert active.candidate is None
 
 
 # --- selectors ------------------------------------------------------------------------------
