@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from shared.adapters.result import (
@@ -144,7 +145,7 @@ def parse_audit_eventlist(body: bytes | str, settings: Settings) -> Parsed:
     items = as_list(envelope.get("items"), what="items")
     for raw in items:
         event_id = event_id_of(raw, "auditID") if isinstance(raw, Mapping) else None
-        guarded(out, event_id, _audit_one, raw, settings)
+        guarded(out, event_id, partial(_audit_one, out, raw, event_id, settings))
     if items and isinstance(items[0], Mapping):
         out.event_id = event_id_of(items[0], "auditID")
     return out

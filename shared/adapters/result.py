@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from shared.config import Settings
 from shared.errors import InvalidName, MalformedEvent
 from shared.log import clip
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
@@ -105,16 +104,10 @@ class Parsed:
         self.dropped.append(Drop(reason, clip(text), event_id or self.event_id))
 
 
-def guarded(
-    out: Parsed,
-    event_id: str | None,
-    item: Callable[[Parsed, object, str | None, Settings], None],
-    raw: object,
-    settings: Settings,
-) -> None:
+def guarded(out: Parsed, event_id: str | None, item: Callable[[], None]) -> None:
     """Run one item of a batch: a permanent problem with it drops the item, not the batch."""
     try:
-        item(out, raw, event_id, settings)
+        item()
     except InvalidName as err:
         out.drop(DropReason.INVALID_NAME, str(err), event_id)
     except MalformedEvent as err:
@@ -169,6 +162,10 @@ def opt_str(parent: Mapping[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise MalformedEvent(f"{key}: expected a string, got {type(value).__name__}")
     return value
+
+
+def opt_strs(parent: Mapping[str, Any], *keys: str) -> tuple[str | None, ...]:
+    return tuple(opt_str(parent, key) for key in keys)
 
 
 def event_id_of(parent: Mapping[str, Any], *keys: str) -> str | None:
