@@ -91,13 +91,9 @@ def _foreign_cloudevent(message: PubSubMessage) -> str | None:
 
 
 def classify_pubsub(message: PubSubMessage) -> str | None:
-    """The type a Pub/Sub message stands for: a canonical one, or a foreign CloudEvent's.
-
-    None if unrecognisable. A sweep tick must be recognisable as one
-    (`is_tick`): a sweep lists and may suspend every set, so an unknown payload
-    (a misrouted message, a publisher's typo) must not start one just because
-    nothing else matched.
-    """
+    """The type a Pub/Sub message stands for (canonical, or a foreign CloudEvent's), None if
+    unrecognisable. A sweep may suspend every set, so a tick must look like one (`is_tick`),
+    never be what is left when nothing else matched."""
     for key in TYPE_ATTRIBUTES:
         declared = message.attributes.get(key)
         if declared in CANONICAL_TYPES or declared == CE_AUDIT_WRITTEN:
@@ -123,14 +119,8 @@ _TICK_KEYS = frozenset({"dryRun", "dry_run"})
 
 
 def is_tick(message: PubSubMessage) -> bool:
-    """A message that is recognisably a scheduler tick.
-
-    Empty data (a scheduler job with attributes only); data that is a JSON
-    object of nothing but `dryRun`/`dry_run` (the Terraform job sends
-    `{"dryRun": false}`, the canonical sweep.requested data); or any data
-    under the scheduler attribute `origin=scheduler`. (The canonical type
-    attribute is decided before this, in `classify_pubsub`.)
-    """
+    """Empty data, data of nothing but `dryRun`/`dry_run` (the Terraform job's
+    `{"dryRun": false}`), or any data under the attribute `origin=scheduler`."""
     key, value = SCHEDULER_ATTRIBUTE
     if message.attributes.get(key) == value:
         return True

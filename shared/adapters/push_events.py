@@ -84,10 +84,10 @@ def parse_distribution(envelope: Mapping[str, Any], settings: Settings) -> Parse
     out = Parsed(kind="distribution")
     events = as_list(envelope.get("events"), what="events")
     for raw in events:
-        event_id = event_id_of(raw, "id") if isinstance(raw, Mapping) else None
+        event_id = event_id_of(raw, "id")
         guarded(out, event_id, partial(_distribution_one, out, raw, event_id, settings))
     if events:
-        out.event_id = event_id_of(events[0], "id") if isinstance(events[0], Mapping) else None
+        out.event_id = event_id_of(events[0], "id")
     return out
 
 

@@ -164,14 +164,23 @@ def opt_str(parent: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
+def dig(value: object, *keys: str) -> Any:
+    """`value[k1][k2]...`, or None where a level is missing or not a JSON object."""
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
 def opt_strs(parent: Mapping[str, Any], *keys: str) -> tuple[str | None, ...]:
     return tuple(opt_str(parent, key) for key in keys)
 
 
-def event_id_of(parent: Mapping[str, Any], *keys: str) -> str | None:
+def event_id_of(parent: object, *keys: str) -> str | None:
     """The first id-like field present, as a clipped string (a log correlation id only)."""
     for key in keys:
-        value = parent.get(key)
+        value = parent.get(key) if isinstance(parent, Mapping) else None
         if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
             return show(value)
     return None
