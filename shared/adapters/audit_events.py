@@ -271,10 +271,7 @@ def parse_gke_audit(
     out = Parsed(kind="gke-audit", event_id=event_id)
 
     def attr(ce_key: str, payload_key: str) -> str | None:
-        value = attributes.get(ce_key)
-        if isinstance(value, str) and value:
-            return value
-        return opt_str(payload, payload_key)
+        return _str_attr(attributes, ce_key) or opt_str(payload, payload_key)
 
     service = attr("servicename", "serviceName")
     if service != GKE_SERVICE:
