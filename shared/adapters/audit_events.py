@@ -326,11 +326,7 @@ _KNATIVE_VERBS = {"add": "create", "update": "update", "delete": "delete"}
 
 
 def parse_knative(
-    ce_type: str,
-    data: Any,
-    attributes: Mapping[str, Any],
-    settings: Settings,
-    event_id: str | None,
+    ce_type: str, data: Any, attributes: Mapping[str, Any], settings: Settings, event_id: str | None
 ) -> Parsed:
     """`dev.knative.apiserver.{resource,ref}.{add,update,delete}`."""
     out = Parsed(kind="knative", event_id=event_id)
