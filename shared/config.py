@@ -41,13 +41,8 @@ class LogFormat(StrEnum):
 
 
 class OperatorMode(StrEnum):
-    """Whether a cocoon-operator manages the same sets (`COCOON_OPERATOR`, docs/operator.md).
-
-    `present`: the functions never delete a pod, create a restore pod, request
-    hibernation or write a phase for a set generation the operator has not yet
-    observed (its `status.observedGeneration`), and leave that field to it.
-    `absent`: the functions act alone and write the whole status themselves.
-    """
+    """Whether a cocoon-operator manages the same sets (`COCOON_OPERATOR`): if `present`, the
+    functions leave it every generation it has not observed yet (docs/operator.md)."""
 
     PRESENT = "present"
     ABSENT = "absent"
@@ -175,10 +170,8 @@ class WakeCredential:
 
 
 def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredential, ...]:
-    """`ns1,ns2=TOKEN` entries separated by `;` or whitespace (one per line in a Secret).
-
-    The namespaces come first: a namespace never contains `=`, a token (base64) may.
-    """
+    """`ns1,ns2=TOKEN` entries separated by `;` or whitespace (one per line in a Secret);
+    namespaces first: a namespace never contains `=`, a token (base64) may."""
     out: list[WakeCredential] = []
     entries = [e for e in re.split(r"[;\s]+", env.get(var, "")) if e]
     for index, entry in enumerate(entries, start=1):
