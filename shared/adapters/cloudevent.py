@@ -7,8 +7,6 @@ message's effective type (`pubsub_messages.classify_pubsub`) must be accepted to
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +23,7 @@ from shared.adapters.push_events import (
     parse_artifact_registry,
     parse_snapshot_pushed,
 )
-from shared.adapters.result import DropReason, Parsed, as_object, loads, show
+from shared.adapters.result import DropReason, Parsed, as_object, from_base64, loads, show
 from shared.adapters.wake_and_tick import parse_tick, parse_wake
 from shared.config import Settings
 from shared.constants import (
@@ -86,13 +84,7 @@ def parse_structured(
     """A structured-mode CloudEvent already decoded from JSON (`application/cloudevents+json`)."""
     attributes = {k: v for k, v in envelope.items() if k not in ("data", "data_base64")}
     if "data_base64" in envelope:
-        encoded = envelope["data_base64"]
-        if not isinstance(encoded, str):
-            raise MalformedEvent("data_base64 must be a string")
-        try:
-            data: Any = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError) as err:
-            raise MalformedEvent(f"data_base64 is not base64: {err}") from None
+        data: Any = from_base64(envelope["data_base64"], what="data_base64", expected="a string")
     else:
         data = envelope.get("data")
     return parse_parts(envelope.get("type"), attributes, data, settings=settings, accept=accept)

@@ -8,13 +8,11 @@ events included, whose data would pass for a tick or a wake) is dropped.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.result import as_object, event_id_of, loads, opt_object
+from shared.adapters.result import as_object, event_id_of, from_base64, loads, opt_object
 from shared.constants import (
     CE_AUDIT_WRITTEN,
     CE_LIFECYCLE_PREFIX,
@@ -50,12 +48,7 @@ def unwrap_pubsub(envelope: Any) -> PubSubMessage:
     encoded = message.get("data")
     raw = b""
     if encoded is not None:
-        if not isinstance(encoded, str):
-            raise MalformedEvent("message.data must be a base64 string")
-        try:
-            raw = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError) as err:
-            raise MalformedEvent(f"message.data is not base64: {err}") from None
+        raw = from_base64(encoded, what="message.data", expected="a base64 string")
     data: Any = None
     if raw.strip():
         try:

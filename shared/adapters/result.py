@@ -6,6 +6,8 @@ Irrelevant input is a `Drop` with a reason, not an error; only unreadable input 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -133,6 +135,15 @@ def loads(body: bytes | str, *, what: str) -> Any:
         return json.loads(body)
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
         raise MalformedEvent(f"{what}: not JSON ({show(err)})") from None
+
+
+def from_base64(value: object, *, what: str, expected: str) -> bytes:
+    if not isinstance(value, str):
+        raise MalformedEvent(f"{what} must be {expected}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise MalformedEvent(f"{what} is not base64: {err}") from None
 
 
 def as_object(value: object, *, what: str) -> Mapping[str, Any]:
