@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from typing import TypeVar
+from functools import partial
+from typing import Any, TypeVar
 
 from shared.durations import parse_duration
 from shared.errors import ConfigError
@@ -40,42 +41,62 @@ class LogFormat(StrEnum):
 
 
 class OperatorMode(StrEnum):
-    """Whether a cocoon-operator manages the same sets (`COCOON_OPERATOR`, docs/operator.md).
-
-    `present`: the functions never delete a pod, create a restore pod, request
-    hibernation or write a phase for a set generation the operator has not yet
-    observed (its `status.observedGeneration`), and leave that field to it.
-    `absent`: the functions act alone and write the whole status themselves.
-    """
+    """Whether a cocoon-operator manages the same sets (`COCOON_OPERATOR`): if `present`, the
+    functions leave it every generation it has not observed yet (docs/operator.md)."""
 
     PRESENT = "present"
     ABSENT = "absent"
 
 
 E = TypeVar("E", bound=StrEnum)
+# (variable, raw value or "") -> the field's value; raises ConfigError naming the variable.
+Parser = Callable[[str, str], Any]
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
-
-def _enum(env: Mapping[str, str], var: str, kind: type[E], default: E) -> E:
-    raw = env.get(var, "").strip().lower()
-    if not raw:
+def _enum(kind: type[E], default: E, var: str, raw: str) -> E:
+    value = raw.strip().lower()
+    if not value:
         return default
     try:
-        return kind(raw)
+        return kind(value)
     except ValueError:
         allowed = ", ".join(m.value for m in kind)
-        raise ConfigError(f"{var}={raw!r} is not one of: {allowed}") from None
+        raise ConfigError(f"{var}={value!r} is not one of: {allowed}") from None
 
 
-def _bool(env: Mapping[str, str], var: str) -> bool:
-    raw = env.get(var, "").strip().lower()
-    if raw in _TRUE:
+def _bool(var: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
         return True
-    if raw in _FALSE:
+    if value in ("0", "false", "no", "off", ""):
         return False
-    raise ConfigError(f"{var}={raw!r} is not a boolean (true/false)")
+    raise ConfigError(f"{var}={value!r} is not a boolean (true/false)")
+
+
+def _text(var: str, raw: str) -> str | None:
+    return raw or None
+
+
+def _duration(
+    default: str, off: Mapping[str, timedelta | None] | None, var: str, raw: str
+) -> timedelta | None:
+    """A duration (`default` when unset); `off` maps the words that switch it off."""
+    value = (raw or default).strip()
+    if off is not None and value in off:
+        return off[value]
+    try:
+        return parse_duration(value)
+    except ValueError as err:
+        raise ConfigError(f"{var}: {err}{' (or `off`)' if off is not None else ''}") from None
+
+
+def _listed(ok: Callable[[str], object], problem: str, var: str, raw: str) -> frozenset[str]:
+    """A comma-separated list (lower-cased) whose every entry must be `ok`."""
+    parts = [p.strip().lower() for p in raw.split(",") if p.strip()]
+    bad = [p for p in parts if not ok(p)]
+    if bad:
+        raise ConfigError(f"{var} {problem}: {', '.join(bad)}")
+    return frozenset(parts)
 
 
 # A Google service account's email: user-managed (`x@P.iam.gserviceaccount.com`)
@@ -83,15 +104,33 @@ def _bool(env: Mapping[str, str], var: str) -> bool:
 # `N-compute@developer.gserviceaccount.com`) alike. A person's account is
 # refused: a push subscription signs as a service account, never as a user.
 _SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
+_REALM = re.compile(r"[a-z0-9.-]+(:[0-9]+)?")
 
 
-def _service_accounts(env: Mapping[str, str], var: str) -> frozenset[str]:
-    parts = [p.strip().lower() for p in env.get(var, "").split(",") if p.strip()]
-    bad = [p for p in parts if not _SERVICE_ACCOUNT.fullmatch(p)]
+def _namespaces(var: str, raw: str) -> frozenset[str] | None:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    bad = [p for p in parts if not is_dns1123_label(p)]
     if bad:
-        listed = ", ".join(bad)
-        raise ConfigError(f"{var} has entries that are not service-account emails: {listed}")
-    return frozenset(parts)
+        raise ConfigError(f"{var} has invalid namespace(s): {', '.join(bad)}")
+    return frozenset(parts) if raw.strip() else None
+
+
+def _whole_number(var: str, raw: str) -> int:
+    value = raw.strip() or "50"
+    if not value.isdigit():
+        raise ConfigError(f"{var}={value!r} is not a whole number")
+    return int(value)
+
+
+def _seat_order(var: str, raw: str) -> bool:
+    value = (raw or "gate").strip()
+    if value not in ("gate", "off"):
+        raise ConfigError(f"{var}={value!r} must be `gate` or `off`")
+    return value == "gate"
+
+
+def _registry_base(var: str, raw: str) -> RegistryBase | None:
+    return parse_registry_base(raw) if raw.strip() else None
 
 
 # A bearer secret shorter than this is refused at load: 32 characters of
@@ -99,8 +138,7 @@ def _service_accounts(env: Mapping[str, str], var: str) -> frozenset[str]:
 MIN_TOKEN_LENGTH = 32
 
 
-def _token(env: Mapping[str, str], var: str) -> str | None:
-    raw = env.get(var, "")
+def _token(var: str, raw: str) -> str | None:
     value = raw.strip()
     if not value:
         return None
@@ -119,14 +157,6 @@ def _check_token(var: str, value: str) -> None:
         raise ConfigError(f"{var} contains whitespace or control characters")
 
 
-def _realms(env: Mapping[str, str], var: str) -> frozenset[str]:
-    parts = [p.strip().lower() for p in env.get(var, "").split(",") if p.strip()]
-    bad = [p for p in parts if not re.fullmatch(r"[a-z0-9.-]+(:[0-9]+)?", p)]
-    if bad:
-        raise ConfigError(f"{var} entries must be host or host:port: {', '.join(bad)}")
-    return frozenset(parts)
-
-
 @dataclass(frozen=True, slots=True)
 class WakeCredential:
     """A bearer secret that may wake sets: in every allowed namespace, or only in `namespaces`."""
@@ -140,10 +170,8 @@ class WakeCredential:
 
 
 def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredential, ...]:
-    """`ns1,ns2=TOKEN` entries separated by `;` or whitespace (one per line in a Secret).
-
-    The namespaces come first: a namespace never contains `=`, a token (base64) may.
-    """
+    """`ns1,ns2=TOKEN` entries separated by `;` or whitespace (one per line in a Secret);
+    namespaces first: a namespace never contains `=`, a token (base64) may."""
     out: list[WakeCredential] = []
     entries = [e for e in re.split(r"[;\s]+", env.get(var, "")) if e]
     for index, entry in enumerate(entries, start=1):
@@ -293,127 +321,87 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = os.environ if env is None else env
-        kube_auth = _enum(e, "COCOON_KUBE_AUTH", KubeAuth, KubeAuth.KUBECONFIG)
-        server = e.get("COCOON_KUBE_SERVER") or None
-        ca = e.get("COCOON_KUBE_CA") or None
-        if kube_auth is KubeAuth.GOOGLE and not server:
+        v: dict[str, Any] = {f: parse(var, e.get(var, "")) for f, (var, parse) in _FROM_ENV.items()}
+        if v["kube_auth"] is KubeAuth.GOOGLE and not v["kube_server"]:
             raise ConfigError("COCOON_KUBE_SERVER is required when COCOON_KUBE_AUTH=google")
+        server, topic = v["kube_server"], v["events_topic"]
         if server and not server.startswith("https://"):
             raise ConfigError(f"COCOON_KUBE_SERVER={server!r} must be an https:// URL")
-
-        base_raw = e.get("COCOON_REGISTRY_BASE", "").strip()
-        base = parse_registry_base(base_raw) if base_raw else None
-        reg_auth = _enum(e, "COCOON_REGISTRY_AUTH", RegistryAuth, RegistryAuth.NONE)
-        user = e.get("COCOON_REGISTRY_USERNAME") or None
-        password = e.get("COCOON_REGISTRY_PASSWORD") or None
-        if reg_auth is RegistryAuth.BASIC and not (user and password):
+        if v["registry_auth"] is RegistryAuth.BASIC and not (
+            v["registry_username"] and v["registry_password"]
+        ):
             raise ConfigError(
                 "COCOON_REGISTRY_USERNAME and COCOON_REGISTRY_PASSWORD are required "
                 "when COCOON_REGISTRY_AUTH=basic"
             )
-
-        ns_raw = e.get("COCOON_NAMESPACES", "").strip()
-        namespaces: frozenset[str] | None = None
-        if ns_raw:
-            parts = [p.strip() for p in ns_raw.split(",") if p.strip()]
-            bad = [p for p in parts if not is_dns1123_label(p)]
-            if bad:
-                raise ConfigError(f"COCOON_NAMESPACES has invalid namespace(s): {', '.join(bad)}")
-            namespaces = frozenset(parts)
-
-        try:
-            deadline = parse_duration(e.get("COCOON_WAKE_DEADLINE", "10m") or "10m")
-        except ValueError as err:
-            raise ConfigError(f"COCOON_WAKE_DEADLINE: {err}") from None
-        max_raw = e.get("COCOON_SWEEP_MAX_SUSPENDS", "50").strip() or "50"
-        if not max_raw.isdigit():
-            raise ConfigError(f"COCOON_SWEEP_MAX_SUSPENDS={max_raw!r} is not a whole number")
-        grace_raw = (e.get("COCOON_SEAT_RECLAIM_GRACE", "30s") or "30s").strip()
-        grace: timedelta | None = None
-        if grace_raw != "off":
-            try:
-                grace = parse_duration(grace_raw)
-            except ValueError as err:
-                raise ConfigError(f"COCOON_SEAT_RECLAIM_GRACE: {err} (or `off`)") from None
-        order_raw = (e.get("COCOON_SEAT_ORDER", "gate") or "gate").strip()
-        if order_raw not in ("gate", "off"):
-            raise ConfigError(f"COCOON_SEAT_ORDER={order_raw!r} must be `gate` or `off`")
-        topic = e.get("COCOON_EVENTS_TOPIC") or None
         if topic and not (topic.startswith("projects/") and "/topics/" in topic):
             raise ConfigError(f"COCOON_EVENTS_TOPIC={topic!r} must be projects/P/topics/T")
-
-        audience = e.get("COCOON_PUSH_AUDIENCE") or None
-        push_accounts = _service_accounts(e, "COCOON_PUSH_SERVICE_ACCOUNTS")
-        if audience and not push_accounts:
+        if v["push_audience"] and not v["push_service_accounts"]:
             raise ConfigError(
                 "COCOON_PUSH_SERVICE_ACCOUNTS is required when COCOON_PUSH_AUDIENCE is set: "
                 "any Google account can mint a token for the audience alone"
             )
-        if push_accounts and not audience:
+        if v["push_service_accounts"] and not v["push_audience"]:
             raise ConfigError(
                 "COCOON_PUSH_SERVICE_ACCOUNTS has no effect without COCOON_PUSH_AUDIENCE"
             )
-
-        ingest_token = _token(e, "COCOON_INGEST_TOKEN")
-        audit_token = _token(e, "COCOON_AUDIT_TOKEN")
-        sweep_token = _token(e, "COCOON_SWEEP_TOKEN")
-        wake_all = _token(e, "COCOON_WAKE_TOKEN")
-        wake = ((WakeCredential(wake_all),) if wake_all else ()) + _scoped_wake_tokens(
-            e, "COCOON_WAKE_TOKENS"
+        wake_all = _token("COCOON_WAKE_TOKEN", e.get("COCOON_WAKE_TOKEN", ""))
+        v["wake_credentials"] = ((WakeCredential(wake_all),) if wake_all else ()) + (
+            _scoped_wake_tokens(e, "COCOON_WAKE_TOKENS")
         )
-        doors = [
-            ("COCOON_INGEST_TOKEN", ingest_token),
-            ("COCOON_AUDIT_TOKEN", audit_token),
-            ("COCOON_SWEEP_TOKEN", sweep_token),
-            *((w.name, w.token) for w in wake),
-        ]
+        doors = [(var, v[f]) for f, (var, _) in _FROM_ENV.items() if f.endswith("_token")]
         seen: dict[str, str] = {}
-        for var, value in doors:
+        for var, value in [*doors, *((w.name, w.token) for w in v["wake_credentials"])]:
             if value is None:
                 continue
             if value in seen:
                 # One secret for two doors is the hole these separate doors close.
                 raise ConfigError(f"{var} equals {seen[value]}: every door needs its own token")
             seen[value] = var
-
-        wait_raw = (e.get("COCOON_REPORT_WAIT", "4s") or "4s").strip()
-        try:
-            report_wait = timedelta(0) if wait_raw in ("0", "off") else parse_duration(wait_raw)
-        except ValueError as err:
-            raise ConfigError(f"COCOON_REPORT_WAIT: {err} (or `off`)") from None
-        if report_wait > timedelta(minutes=5):
+        if v["report_wait"] > timedelta(minutes=5):
             raise ConfigError(
-                f"COCOON_REPORT_WAIT={wait_raw!r} is over 5m: an invocation must answer "
-                "well inside its platform timeout"
+                f"COCOON_REPORT_WAIT={(e.get('COCOON_REPORT_WAIT') or '4s').strip()!r} is over "
+                "5m: an invocation must answer well inside its platform timeout"
             )
-        cluster_audience, cluster_callers, target_auth = _cluster_auth(e)
-        return cls(
-            kube_auth=kube_auth,
-            kubeconfig=e.get("KUBECONFIG") or None,
-            kube_server=server,
-            kube_ca=ca,
-            registry_base=base,
-            registry_insecure=_bool(e, "COCOON_REGISTRY_INSECURE"),
-            registry_auth=reg_auth,
-            registry_username=user,
-            registry_password=password,
-            registry_token_realms=_realms(e, "COCOON_REGISTRY_TOKEN_REALMS"),
-            namespaces=namespaces,
-            ingest_token=ingest_token,
-            audit_token=audit_token,
-            wake_credentials=wake,
-            sweep_token=sweep_token,
-            push_audience=audience,
-            push_service_accounts=push_accounts,
-            events_topic=topic,
-            wake_deadline=deadline,
-            sweep_max_suspends=int(max_raw),
-            seat_reclaim_grace=grace,
-            seat_order=order_raw == "gate",
-            log_format=_enum(e, "COCOON_LOG_FORMAT", LogFormat, LogFormat.JSON),
-            report_wait=report_wait,
-            operator=_enum(e, "COCOON_OPERATOR", OperatorMode, OperatorMode.PRESENT),
-            cluster_audience=cluster_audience,
-            cluster_callers=cluster_callers,
-            target_auth=target_auth,
-        )
+        v["cluster_audience"], v["cluster_callers"], v["target_auth"] = _cluster_auth(e)
+        return cls(**v)
+
+
+# Settings' fields read from one variable each, in the order they are checked.
+_FROM_ENV: dict[str, tuple[str, Parser]] = {
+    "kube_auth": ("COCOON_KUBE_AUTH", partial(_enum, KubeAuth, KubeAuth.KUBECONFIG)),
+    "kube_server": ("COCOON_KUBE_SERVER", _text),
+    "kube_ca": ("COCOON_KUBE_CA", _text),
+    "kubeconfig": ("KUBECONFIG", _text),
+    "registry_base": ("COCOON_REGISTRY_BASE", _registry_base),
+    "registry_auth": ("COCOON_REGISTRY_AUTH", partial(_enum, RegistryAuth, RegistryAuth.NONE)),
+    "registry_username": ("COCOON_REGISTRY_USERNAME", _text),
+    "registry_password": ("COCOON_REGISTRY_PASSWORD", _text),
+    "namespaces": ("COCOON_NAMESPACES", _namespaces),
+    "wake_deadline": ("COCOON_WAKE_DEADLINE", partial(_duration, "10m", None)),
+    "sweep_max_suspends": ("COCOON_SWEEP_MAX_SUSPENDS", _whole_number),
+    "seat_reclaim_grace": ("COCOON_SEAT_RECLAIM_GRACE", partial(_duration, "30s", {"off": None})),
+    "seat_order": ("COCOON_SEAT_ORDER", _seat_order),
+    "events_topic": ("COCOON_EVENTS_TOPIC", _text),
+    "push_audience": ("COCOON_PUSH_AUDIENCE", _text),
+    "push_service_accounts": (
+        "COCOON_PUSH_SERVICE_ACCOUNTS",
+        partial(
+            _listed, _SERVICE_ACCOUNT.fullmatch, "has entries that are not service-account emails"
+        ),
+    ),
+    "ingest_token": ("COCOON_INGEST_TOKEN", _token),
+    "audit_token": ("COCOON_AUDIT_TOKEN", _token),
+    "sweep_token": ("COCOON_SWEEP_TOKEN", _token),
+    "report_wait": (
+        "COCOON_REPORT_WAIT",
+        partial(_duration, "4s", {"0": timedelta(0), "off": timedelta(0)}),
+    ),
+    "registry_insecure": ("COCOON_REGISTRY_INSECURE", _bool),
+    "registry_token_realms": (
+        "COCOON_REGISTRY_TOKEN_REALMS",
+        partial(_listed, _REALM.fullmatch, "entries must be host or host:port"),
+    ),
+    "log_format": ("COCOON_LOG_FORMAT", partial(_enum, LogFormat, LogFormat.JSON)),
+    "operator": ("COCOON_OPERATOR", partial(_enum, OperatorMode, OperatorMode.PRESENT)),
+}

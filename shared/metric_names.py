@@ -87,12 +87,7 @@ CATALOGUE: Final[tuple[Metric, ...]] = (
         "situation, with the Warning Event that reports it.",
         ("namespace", "cocoonset", "write", "webhook"),
     ),
-    Metric(
-        k.METRIC_RETRIES,
-        "counter",
-        "Retries this code decided, by operation.",
-        ("operation",),
-    ),
+    Metric(k.METRIC_RETRIES, "counter", "Retries this code decided, by operation.", ("operation",)),
     Metric(
         k.METRIC_WAKE_DURATION,
         "histogram",
@@ -111,12 +106,7 @@ CATALOGUE: Final[tuple[Metric, ...]] = (
         "Seconds a wake had waited when an idle seat was reclaimed for it.",
         ("pool",),
     ),
-    Metric(
-        k.METRIC_SWEEP_DURATION,
-        "histogram",
-        "Seconds one sweep run took.",
-        ("dry_run",),
-    ),
+    Metric(k.METRIC_SWEEP_DURATION, "histogram", "Seconds one sweep run took.", ("dry_run",)),
     Metric(
         k.METRIC_SEAT_FREED,
         "histogram",

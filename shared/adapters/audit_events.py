@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from shared.adapters.result import (
@@ -16,6 +17,7 @@ from shared.adapters.result import (
     Parsed,
     as_list,
     as_object,
+    dig,
     event_id_of,
     guarded,
     loads,
@@ -57,17 +59,6 @@ def _watched(resource: str | None, group: str | None) -> bool:
     if resource == PODS:
         return not group  # core group: "" or absent
     return False
-
-
-def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The labels of a full object in the event, or None when no object is there."""
-    if obj is None:
-        return None
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return None
-    labels = meta.get("labels")
-    return labels if isinstance(labels, Mapping) else {}
 
 
 def object_changed(
@@ -117,11 +108,10 @@ def object_changed(
         out.add(SetChanged(SetRef(ns, check_name(name)), why, source, event_id=event_id))
         return
     pod = check_name(name, what="pod name")
-    labels = _labels(obj)
-    if labels is None:
+    if obj is None:
         sets = pod_set_candidates(pod)
     else:
-        owner = labels.get(LABEL_SET_NAME)
+        owner = dig(obj, "metadata", "labels", LABEL_SET_NAME)
         sets = [check_name(owner, what="cocoonset name")] if owner is not None else []
     if not sets:
         out.drop(DropReason.NOT_COCOONSET_POD, f"{ns}/{pod}", event_id)
@@ -143,9 +133,9 @@ def parse_audit_eventlist(body: bytes | str, settings: Settings) -> Parsed:
     out = Parsed(kind="k8s-audit")
     items = as_list(envelope.get("items"), what="items")
     for raw in items:
-        event_id = event_id_of(raw, "auditID") if isinstance(raw, Mapping) else None
-        guarded(out, event_id, _audit_one, raw, settings)
-    if items and isinstance(items[0], Mapping):
+        event_id = event_id_of(raw, "auditID")
+        guarded(out, event_id, partial(_audit_one, out, raw, event_id, settings))
+    if items:
         out.event_id = event_id_of(items[0], "auditID")
     return out
 
@@ -166,12 +156,7 @@ def _audit_one(out: Parsed, raw: object, event_id: str | None, settings: Setting
         out.drop(DropReason.RESOURCE, "non-resource request", event_id)
         return
     verb = opt_str(event, "verb")
-    name = opt_str(ref, "name")
-    obj = _full_object(opt_object(event, "responseObject"))
-    if obj is None and verb == "create":
-        obj = _full_object(opt_object(event, "requestObject"))
-    if name is None and obj is not None:
-        name = opt_str(as_object(obj.get("metadata"), what="metadata"), "name")
+    obj, name = _written(verb, opt_str(ref, "name"), event, "responseObject", "requestObject")
     object_changed(
         out,
         verb=verb,
@@ -200,12 +185,8 @@ def report_time(event: Mapping[str, Any]) -> datetime | None:
         return None
     if event.get("verb") != "patch" or (ref.get("subresource") or "") not in ("", "status"):
         return None
-    body = event.get("requestObject")
-    meta = body.get("metadata") if isinstance(body, Mapping) else None
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    if not isinstance(annotations, Mapping):
-        return None
-    if annotations.get(ANN_LIFECYCLE_STATE) != LifecycleState.HIBERNATED.value:
+    annotations = dig(event, "requestObject", "metadata", "annotations")
+    if dig(annotations, ANN_LIFECYCLE_STATE) != LifecycleState.HIBERNATED.value:
         return None
     received = event.get("requestReceivedTimestamp")
     if not isinstance(received, str):
@@ -214,6 +195,19 @@ def report_time(event: Mapping[str, Any]) -> datetime | None:
         return parse_rfc3339(received)
     except ValueError:
         return None
+
+
+def _written(
+    verb: str | None, name: str | None, event: Mapping[str, Any], response: str, request: str
+) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The Pod or CocoonSet the event carries (the response, else a create's request), if any,
+    and the object's name when the event names none."""
+    obj = _full_object(opt_object(event, response))
+    if obj is None and verb == "create":
+        obj = _full_object(opt_object(event, request))
+    if name is None and obj is not None:
+        name = opt_str(as_object(obj.get("metadata"), what="metadata"), "name")
+    return obj, name
 
 
 def _full_object(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -277,10 +271,7 @@ def parse_gke_audit(
     out = Parsed(kind="gke-audit", event_id=event_id)
 
     def attr(ce_key: str, payload_key: str) -> str | None:
-        value = attributes.get(ce_key)
-        if isinstance(value, str) and value:
-            return value
-        return opt_str(payload, payload_key)
+        return _str_attr(attributes, ce_key) or opt_str(payload, payload_key)
 
     service = attr("servicename", "serviceName")
     if service != GKE_SERVICE:
@@ -307,11 +298,7 @@ def parse_gke_audit(
         out.drop(DropReason.REQUEST_FAILED, f"{method} status={show(grpc)}")
         return out
     ns, name = _gke_resource(attr("resourcename", "resourceName") or "")
-    obj = _full_object(response)
-    if obj is None and verb == "create":
-        obj = _full_object(opt_object(payload, "request"))
-    if name is None and obj is not None:
-        name = opt_str(as_object(obj.get("metadata"), what="metadata"), "name")
+    obj, name = _written(verb, name, payload, "response", "request")
     object_changed(
         out,
         verb=verb,
@@ -339,11 +326,7 @@ _KNATIVE_VERBS = {"add": "create", "update": "update", "delete": "delete"}
 
 
 def parse_knative(
-    ce_type: str,
-    data: Any,
-    attributes: Mapping[str, Any],
-    settings: Settings,
-    event_id: str | None,
+    ce_type: str, data: Any, attributes: Mapping[str, Any], settings: Settings, event_id: str | None
 ) -> Parsed:
     """`dev.knative.apiserver.{resource,ref}.{add,update,delete}`."""
     out = Parsed(kind="knative", event_id=event_id)

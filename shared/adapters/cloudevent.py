@@ -7,8 +7,6 @@ message's effective type (`pubsub_messages.classify_pubsub`) must be accepted to
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +23,7 @@ from shared.adapters.push_events import (
     parse_artifact_registry,
     parse_snapshot_pushed,
 )
-from shared.adapters.result import DropReason, Parsed, as_object, loads, show
+from shared.adapters.result import DropReason, Parsed, as_object, from_base64, loads, show
 from shared.adapters.wake_and_tick import parse_tick, parse_wake
 from shared.config import Settings
 from shared.constants import (
@@ -49,6 +47,8 @@ KNATIVE_TYPES = frozenset(
     for action in ("add", "update", "delete")
 )
 _CHANGES = frozenset({CE_SET_CHANGED, CE_AUDIT_WRITTEN}) | KNATIVE_TYPES
+# The types whose data `parse_parts` reads as JSON.
+_DATA_TYPES = frozenset({CE_SNAPSHOT_PUSHED, CE_HARBOR_PUSHED, CE_WAKE_REQUESTED}) | _CHANGES
 
 # What each CloudEvent target takes (docs/design.md#targets). A Pub/Sub message is admitted
 # by its outer type and then by the canonical type it stands for.
@@ -84,13 +84,7 @@ def parse_structured(
     """A structured-mode CloudEvent already decoded from JSON (`application/cloudevents+json`)."""
     attributes = {k: v for k, v in envelope.items() if k not in ("data", "data_base64")}
     if "data_base64" in envelope:
-        encoded = envelope["data_base64"]
-        if not isinstance(encoded, str):
-            raise MalformedEvent("data_base64 must be a string")
-        try:
-            data: Any = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError) as err:
-            raise MalformedEvent(f"data_base64 is not base64: {err}") from None
+        data: Any = from_base64(envelope["data_base64"], what="data_base64", expected="a string")
     else:
         data = envelope.get("data")
     return parse_parts(envelope.get("type"), attributes, data, settings=settings, accept=accept)
@@ -116,29 +110,9 @@ def parse_parts(
     raw_id = attributes.get("id")
     event_id = clip(raw_id) if isinstance(raw_id, str) and raw_id else None
     if accept is not None and ce_type not in accept:
-        out = Parsed(kind="cloudevent", event_id=event_id)
-        out.drop(DropReason.NOT_ACCEPTED, clip(ce_type))
-        return out
-
+        return _dropped("cloudevent", event_id, DropReason.NOT_ACCEPTED, clip(ce_type))
     if ce_type == CE_PUBSUB_PUBLISHED:
         return _parse_pubsub(data, settings=settings, accept=accept, event_id=event_id)
-    if ce_type == CE_SNAPSHOT_PUSHED:
-        body = as_object(_json(data, what=ce_type), what="data")
-        return parse_snapshot_pushed(body, settings, event_id)
-    if ce_type == CE_HARBOR_PUSHED:
-        out = Parsed(kind="harbor-cloudevents", event_id=event_id)
-        body = as_object(_json(data, what=ce_type), what="data")
-        harbor_event_data(out, body, settings, event_id)
-        return out
-    if ce_type == CE_SET_CHANGED:
-        return parse_set_changed(_json(data, what=ce_type), settings, event_id)
-    if ce_type == CE_WAKE_REQUESTED:
-        return parse_wake(_json(data, what=ce_type), settings, event_id, Source.CANONICAL)
-    if ce_type == CE_AUDIT_WRITTEN:
-        entry = as_object(_json(data, what=ce_type), what="data")
-        return parse_gke_audit(entry, attributes, settings, event_id)
-    if ce_type in KNATIVE_TYPES:
-        return parse_knative(ce_type, _json(data, what=ce_type), attributes, settings, event_id)
     if ce_type == CE_SWEEP_REQUESTED:
         tick: Any = _json(data, what=ce_type) if data not in (None, b"", "") else None
         return parse_tick(tick, event_id, Source.CANONICAL)
@@ -149,8 +123,27 @@ def parse_parts(
         except MalformedEvent:
             ping = None
         return parse_tick(ping, event_id, Source.KNATIVE)
-    out = Parsed(kind="cloudevent", event_id=event_id)
-    out.drop(DropReason.UNKNOWN_TYPE, clip(ce_type))
+    if ce_type not in _DATA_TYPES:
+        return _dropped("cloudevent", event_id, DropReason.UNKNOWN_TYPE, clip(ce_type))
+    body = _json(data, what=ce_type)
+    if ce_type == CE_SNAPSHOT_PUSHED:
+        return parse_snapshot_pushed(as_object(body, what="data"), settings, event_id)
+    if ce_type == CE_HARBOR_PUSHED:
+        out = Parsed(kind="harbor-cloudevents", event_id=event_id)
+        harbor_event_data(out, as_object(body, what="data"), settings, event_id)
+        return out
+    if ce_type == CE_SET_CHANGED:
+        return parse_set_changed(body, settings, event_id)
+    if ce_type == CE_WAKE_REQUESTED:
+        return parse_wake(body, settings, event_id, Source.CANONICAL)
+    if ce_type == CE_AUDIT_WRITTEN:
+        return parse_gke_audit(as_object(body, what="data"), attributes, settings, event_id)
+    return parse_knative(ce_type, body, attributes, settings, event_id)
+
+
+def _dropped(kind: str, event_id: str | None, reason: DropReason, detail: str) -> Parsed:
+    out = Parsed(kind=kind, event_id=event_id)
+    out.drop(reason, detail)
     return out
 
 
@@ -161,18 +154,13 @@ def _parse_pubsub(
     event_id = message.message_id or event_id
     stands_for = classify_pubsub(message)
     if stands_for is None:
-        out = Parsed(kind="pubsub", event_id=event_id)
-        out.drop(DropReason.MALFORMED, describe_unrecognised(message))
-        return out
+        return _dropped("pubsub", event_id, DropReason.MALFORMED, describe_unrecognised(message))
+    carrying = f"Pub/Sub message carrying {stands_for}"
     if accept is not None and stands_for not in accept:
-        out = Parsed(kind="pubsub", event_id=event_id)
-        out.drop(DropReason.NOT_ACCEPTED, f"Pub/Sub message carrying {stands_for}")
-        return out
+        return _dropped("pubsub", event_id, DropReason.NOT_ACCEPTED, carrying)
     if stands_for not in PUBSUB_TYPES:
         # A foreign CloudEvent (e.g. our own lifecycle events) with no accept set to refuse it.
-        out = Parsed(kind="pubsub", event_id=event_id)
-        out.drop(DropReason.UNKNOWN_TYPE, f"Pub/Sub message carrying {stands_for}")
-        return out
+        return _dropped("pubsub", event_id, DropReason.UNKNOWN_TYPE, carrying)
     if stands_for == CE_SNAPSHOT_PUSHED:
         body = as_object(require_json(message), what="message.data")
         if "action" in body:

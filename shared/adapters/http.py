@@ -7,11 +7,7 @@ an audit `EventList`; `/pubsub`: a push envelope with a wake request or a sweep 
 from __future__ import annotations
 
 from shared.adapters.audit_events import parse_audit_eventlist
-from shared.adapters.cloudevent import (
-    ACCEPT_REGISTRY,
-    parse_parts,
-    parse_structured,
-)
+from shared.adapters.cloudevent import ACCEPT_REGISTRY, parse_parts, parse_structured
 from shared.adapters.push_events import (
     parse_distribution,
     parse_ecr,

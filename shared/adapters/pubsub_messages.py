@@ -8,13 +8,11 @@ events included, whose data would pass for a tick or a wake) is dropped.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.result import as_object, event_id_of, loads, opt_object
+from shared.adapters.result import as_object, event_id_of, from_base64, loads, opt_object
 from shared.constants import (
     CE_AUDIT_WRITTEN,
     CE_LIFECYCLE_PREFIX,
@@ -50,12 +48,7 @@ def unwrap_pubsub(envelope: Any) -> PubSubMessage:
     encoded = message.get("data")
     raw = b""
     if encoded is not None:
-        if not isinstance(encoded, str):
-            raise MalformedEvent("message.data must be a base64 string")
-        try:
-            raw = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError) as err:
-            raise MalformedEvent(f"message.data is not base64: {err}") from None
+        raw = from_base64(encoded, what="message.data", expected="a base64 string")
     data: Any = None
     if raw.strip():
         try:
@@ -91,13 +84,9 @@ def _foreign_cloudevent(message: PubSubMessage) -> str | None:
 
 
 def classify_pubsub(message: PubSubMessage) -> str | None:
-    """The type a Pub/Sub message stands for: a canonical one, or a foreign CloudEvent's.
-
-    None if unrecognisable. A sweep tick must be recognisable as one
-    (`is_tick`): a sweep lists and may suspend every set, so an unknown payload
-    (a misrouted message, a publisher's typo) must not start one just because
-    nothing else matched.
-    """
+    """The type a Pub/Sub message stands for (canonical, or a foreign CloudEvent's), None if
+    unrecognisable. A sweep may suspend every set, so a tick must look like one (`is_tick`),
+    never be what is left when nothing else matched."""
     for key in TYPE_ATTRIBUTES:
         declared = message.attributes.get(key)
         if declared in CANONICAL_TYPES or declared == CE_AUDIT_WRITTEN:
@@ -123,14 +112,8 @@ _TICK_KEYS = frozenset({"dryRun", "dry_run"})
 
 
 def is_tick(message: PubSubMessage) -> bool:
-    """A message that is recognisably a scheduler tick.
-
-    Empty data (a scheduler job with attributes only); data that is a JSON
-    object of nothing but `dryRun`/`dry_run` (the Terraform job sends
-    `{"dryRun": false}`, the canonical sweep.requested data); or any data
-    under the scheduler attribute `origin=scheduler`. (The canonical type
-    attribute is decided before this, in `classify_pubsub`.)
-    """
+    """Empty data, data of nothing but `dryRun`/`dry_run` (the Terraform job's
+    `{"dryRun": false}`), or any data under the attribute `origin=scheduler`."""
     key, value = SCHEDULER_ATTRIBUTE
     if message.attributes.get(key) == value:
         return True

@@ -7,7 +7,8 @@ registry reports every blob and tag it holds. A bad item of a batch drops alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from shared.adapters.result import (
@@ -19,6 +20,7 @@ from shared.adapters.result import (
     guarded,
     loads,
     opt_str,
+    opt_strs,
     show,
 )
 from shared.config import Settings
@@ -35,7 +37,6 @@ AR_INSERT = "INSERT"
 
 def snapshot_pushed(
     out: Parsed,
-    *,
     repository: str | None,
     tag: str | None,
     digest: str | None,
@@ -83,10 +84,10 @@ def parse_distribution(envelope: Mapping[str, Any], settings: Settings) -> Parse
     out = Parsed(kind="distribution")
     events = as_list(envelope.get("events"), what="events")
     for raw in events:
-        event_id = event_id_of(raw, "id") if isinstance(raw, Mapping) else None
-        guarded(out, event_id, _distribution_one, raw, settings)
+        event_id = event_id_of(raw, "id")
+        guarded(out, event_id, partial(_distribution_one, out, raw, event_id, settings))
     if events:
-        out.event_id = event_id_of(events[0], "id") if isinstance(events[0], Mapping) else None
+        out.event_id = event_id_of(events[0], "id")
     return out
 
 
@@ -105,15 +106,8 @@ def _distribution_one(out: Parsed, raw: object, event_id: str | None, settings: 
         # Each layer and the config are pushed (and notified) before the manifest.
         out.drop(DropReason.BLOB, opt_str(target, "repository") or "", event_id)
         return
-    snapshot_pushed(
-        out,
-        repository=opt_str(target, "repository"),
-        tag=tag,
-        digest=opt_str(target, "digest"),
-        source=Source.DISTRIBUTION,
-        settings=settings,
-        event_id=event_id,
-    )
+    repository, digest = opt_strs(target, "repository", "digest")
+    snapshot_pushed(out, repository, tag, digest, Source.DISTRIBUTION, settings, event_id)
 
 
 # --- Harbor -------------------------------------------------------------------
@@ -143,29 +137,19 @@ def harbor_event_data(
     if not resources:
         out.drop(DropReason.UNTAGGED, full or "", event_id)
     for raw in resources:
-        guarded(out, event_id, _harbor_resource(full), raw, settings)
+        guarded(out, event_id, partial(_harbor_resource, out, raw, full, event_id, settings))
 
 
 def _harbor_resource(
-    repository: str | None,
-) -> Callable[[Parsed, object, str | None, Settings], None]:
-    def one(out: Parsed, raw: object, event_id: str | None, settings: Settings) -> None:
-        resource = as_object(raw, what="resources[]")
-        tag = opt_str(resource, "tag")
-        # Harbor writes the digest into `tag` for digest-only operations.
-        if tag is not None and tag.startswith("sha256:"):
-            tag = None
-        snapshot_pushed(
-            out,
-            repository=repository,
-            tag=tag,
-            digest=opt_str(resource, "digest"),
-            source=Source.HARBOR,
-            settings=settings,
-            event_id=event_id,
-        )
-
-    return one
+    out: Parsed, raw: object, repository: str | None, event_id: str | None, settings: Settings
+) -> None:
+    resource = as_object(raw, what="resources[]")
+    tag = opt_str(resource, "tag")
+    # Harbor writes the digest into `tag` for digest-only operations.
+    if tag is not None and tag.startswith("sha256:"):
+        tag = None
+    digest = opt_str(resource, "digest")
+    snapshot_pushed(out, repository, tag, digest, Source.HARBOR, settings, event_id)
 
 
 # --- Google Artifact Registry (Pub/Sub topic `gcr`) -----------------------------
@@ -211,15 +195,7 @@ def parse_artifact_registry(
     if tag == TAG_HIBERNATE and base is not None and host.lower() != base.host.lower():
         out.drop(DropReason.OUTSIDE_BASE, f"{host} is not {base.host}")
         return out
-    snapshot_pushed(
-        out,
-        repository=repository,
-        tag=tag,
-        digest=digest,
-        source=Source.ARTIFACT_REGISTRY,
-        settings=settings,
-        event_id=event_id,
-    )
+    snapshot_pushed(out, repository, tag, digest, Source.ARTIFACT_REGISTRY, settings, event_id)
     return out
 
 
@@ -243,15 +219,8 @@ def parse_ecr(envelope: Mapping[str, Any], settings: Settings) -> Parsed:
     if result != "SUCCESS":
         out.drop(DropReason.PUSH_FAILED, f"result={show(result)}")
         return out
-    snapshot_pushed(
-        out,
-        repository=opt_str(detail, "repository-name"),
-        tag=opt_str(detail, "image-tag"),
-        digest=opt_str(detail, "image-digest"),
-        source=Source.ECR,
-        settings=settings,
-        event_id=event_id,
-    )
+    repository, tag, digest = opt_strs(detail, "repository-name", "image-tag", "image-digest")
+    snapshot_pushed(out, repository, tag, digest, Source.ECR, settings, event_id)
     return out
 
 
@@ -262,15 +231,8 @@ def parse_snapshot_pushed(
     data: Mapping[str, Any], settings: Settings, event_id: str | None
 ) -> Parsed:
     out = Parsed(kind="snapshot-pushed", event_id=event_id)
-    snapshot_pushed(
-        out,
-        repository=opt_str(data, "repository"),
-        tag=opt_str(data, "tag"),
-        digest=opt_str(data, "digest"),
-        source=Source.CANONICAL,
-        settings=settings,
-        event_id=event_id,
-    )
+    repository, tag, digest = opt_strs(data, "repository", "tag", "digest")
+    snapshot_pushed(out, repository, tag, digest, Source.CANONICAL, settings, event_id)
     return out
 
 

@@ -6,13 +6,14 @@ Irrelevant input is a `Drop` with a reason, not an error; only unreadable input 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from shared.config import Settings
 from shared.errors import InvalidName, MalformedEvent
 from shared.log import clip
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested
@@ -105,16 +106,10 @@ class Parsed:
         self.dropped.append(Drop(reason, clip(text), event_id or self.event_id))
 
 
-def guarded(
-    out: Parsed,
-    event_id: str | None,
-    item: Callable[[Parsed, object, str | None, Settings], None],
-    raw: object,
-    settings: Settings,
-) -> None:
+def guarded(out: Parsed, event_id: str | None, item: Callable[[], None]) -> None:
     """Run one item of a batch: a permanent problem with it drops the item, not the batch."""
     try:
-        item(out, raw, event_id, settings)
+        item()
     except InvalidName as err:
         out.drop(DropReason.INVALID_NAME, str(err), event_id)
     except MalformedEvent as err:
@@ -140,6 +135,15 @@ def loads(body: bytes | str, *, what: str) -> Any:
         return json.loads(body)
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
         raise MalformedEvent(f"{what}: not JSON ({show(err)})") from None
+
+
+def from_base64(value: object, *, what: str, expected: str) -> bytes:
+    if not isinstance(value, str):
+        raise MalformedEvent(f"{what} must be {expected}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise MalformedEvent(f"{what} is not base64: {err}") from None
 
 
 def as_object(value: object, *, what: str) -> Mapping[str, Any]:
@@ -171,10 +175,23 @@ def opt_str(parent: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
-def event_id_of(parent: Mapping[str, Any], *keys: str) -> str | None:
+def dig(value: object, *keys: str) -> Any:
+    """`value[k1][k2]...`, or None where a level is missing or not a JSON object."""
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def opt_strs(parent: Mapping[str, Any], *keys: str) -> tuple[str | None, ...]:
+    return tuple(opt_str(parent, key) for key in keys)
+
+
+def event_id_of(parent: object, *keys: str) -> str | None:
     """The first id-like field present, as a clipped string (a log correlation id only)."""
     for key in keys:
-        value = parent.get(key)
+        value = parent.get(key) if isinstance(parent, Mapping) else None
         if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
             return show(value)
     return None
