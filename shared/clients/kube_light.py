@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,19 +140,10 @@ def _target(settings: Settings) -> _Target:
 
     if user.get("exec"):
         cred = _exec_credential(user["exec"])
-        user = {
-            "token": cred.get("token"),
-            "client-certificate-data": base64.b64encode(
-                str(cred.get("clientCertificateData") or "").encode()
-            ).decode()
-            if cred.get("clientCertificateData")
-            else None,
-            "client-key-data": base64.b64encode(
-                str(cred.get("clientKeyData") or "").encode()
-            ).decode()
-            if cred.get("clientKeyData")
-            else None,
-        }
+        user = {"token": cred.get("token")}
+        for ours, theirs in (("certificate", "clientCertificateData"), ("key", "clientKeyData")):
+            if cred.get(theirs):
+                user[f"client-{ours}-data"] = base64.b64encode(str(cred[theirs]).encode()).decode()
     token = user.get("token")
     if not token and user.get("tokenFile"):
         with open(_file(ubase, str(user["tokenFile"])), encoding="utf-8") as f:
@@ -188,6 +180,10 @@ def _target(settings: Settings) -> _Target:
     return target
 
 
+def _items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+
 class ClusterReads:
     """Reads only the command line makes (nodes need RBAC the functions do not have),
     over a client's `get_json`: the light reader's and the CLI's official client's."""
@@ -195,28 +191,32 @@ class ClusterReads:
     def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
         raise NotImplementedError
 
-    def pages(
-        self, what: str, path: str, params: Mapping[str, Any]
-    ) -> Iterator[list[dict[str, Any]]]:
+    def bodies(self, what: str, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Each page of a LIST, followed by its `continue` token."""
         token: str | None = None
         while True:
             body = self.get_json(what, path, {**params, "continue": token})
-            yield [i for i in body.get("items") or [] if isinstance(i, dict)]
+            yield body
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return
 
+    def pages(
+        self, what: str, path: str, params: Mapping[str, Any]
+    ) -> Iterator[list[dict[str, Any]]]:
+        return (_items(body) for body in self.bodies(what, path, params))
+
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
-        body = self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+        return _items(
+            self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
+        )
 
     def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
         """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
         path = "/api/v1/events" if namespace is None else f"/api/v1/namespaces/{namespace}/events"
         what = "LIST events" + (f" in {namespace}" if namespace else "")
-        body = self.get_json(what, path, {"fieldSelector": field_selector})
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+        return _items(self.get_json(what, path, {"fieldSelector": field_selector}))
 
 
 class LightKube(ClusterReads):
@@ -225,7 +225,6 @@ class LightKube(ClusterReads):
     def __init__(self, target: _Target, *, timeout: tuple[float, float] = full.DEFAULT_TIMEOUT):
         self._t = target
         self._timeout = timeout
-        self.requests = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LightKube | None:
@@ -239,73 +238,62 @@ class LightKube(ClusterReads):
         except (_Unsupported, OSError, ValueError, ssl.SSLError, KeyError, TypeError):
             return None
 
-    # --- plumbing ---------------------------------------------------------------
-
-    def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        return full.read_retried(what, lambda: self._get_once(what, path, params or {}))
-
-    def _connection(
-        self, path: str, params: Mapping[str, Any]
-    ) -> tuple[http.client.HTTPConnection, str, str]:
-        """A connection to the server, the request path with its query, and the full URL."""
+    @contextmanager
+    def _get(
+        self, what: str, path: str, params: Mapping[str, Any], read_timeout: float
+    ) -> Iterator[http.client.HTTPResponse]:
+        """One GET, reported to -v's observer; its response when the status is below 400."""
         t = self._t
         query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
         url_path = (t.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
-        url = f"{t.server.scheme}://{t.server.netloc}{url_path}"
-        connect = self._timeout[0]
         conn: http.client.HTTPConnection
         if t.server.scheme == "https":
             conn = http.client.HTTPSConnection(
-                t.server.hostname or "",
-                t.server.port,
-                timeout=connect,
-                context=t.context,
+                t.server.hostname or "", t.server.port, timeout=self._timeout[0], context=t.context
             )
             if t.server_hostname:
                 # SNI and the certificate check against tls-server-name, not the address.
                 conn._server_hostname = t.server_hostname  # type: ignore[attr-defined]
         else:
             conn = http.client.HTTPConnection(
-                t.server.hostname or "", t.server.port, timeout=connect
+                t.server.hostname or "", t.server.port, timeout=self._timeout[0]
             )
-        return conn, url_path, url
-
-    def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        t = self._t
-        read = self._timeout[1]
-        conn, url_path, url = self._connection(path, params)
-        self.requests += 1
-        start = time.monotonic()
-        status: int | None = None
+        start, status = time.monotonic(), None
         try:
             try:
                 conn.request("GET", url_path, headers={"Accept": "application/json", **t.headers})
                 if conn.sock is not None:
-                    conn.sock.settimeout(read)
+                    conn.sock.settimeout(read_timeout)
                 resp = conn.getresponse()
-                status, phrase, body = resp.status, resp.reason, resp.read()
-            except (OSError, http.client.HTTPException) as e:
-                reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-                raise TransientError(
-                    f"{what}: cannot reach the API server at {t.server.scheme}://"
-                    f"{t.server.netloc}: {reason}"
-                ) from e
+                status = resp.status
             finally:
-                conn.close()
+                if full._request_observer is not None:
+                    url = f"{t.server.scheme}://{t.server.netloc}{url_path}"
+                    full._request_observer("GET", url, status, time.monotonic() - start)
+            if resp.status >= 400:
+                body = resp.read().decode("utf-8", "replace")
+                raise full.translate_status(resp.status, resp.reason, body, what)
+            yield resp
+        except (OSError, http.client.HTTPException) as e:
+            reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+            raise TransientError(
+                f"{what}: cannot reach the API server at {t.server.scheme}://"
+                f"{t.server.netloc}: {reason}"
+            ) from e
         finally:
-            observer = full._request_observer
-            if observer is not None:
-                observer("GET", url, status, time.monotonic() - start)
-        if status is None or status >= 400:
-            text = body.decode("utf-8", "replace")
-            raise full.translate_status(status or 0, phrase, text, what)
+            conn.close()
+
+    def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return full.read_retried(what, lambda: self._get_once(what, path, params or {}))
+
+    def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        with self._get(what, path, params, self._timeout[1]) as resp:
+            body = resp.read()
         try:
             data = json.loads(body) if body else {}
         except ValueError as e:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
         return data if isinstance(data, dict) else {}
-
-    # --- the reads ----------------------------------------------------------------
 
     def list_sets(
         self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
@@ -328,35 +316,23 @@ class LightKube(ClusterReads):
     @staticmethod
     def resource_path(resource: str, namespace: str | None) -> str:
         """`cocoonsets` or `pods`, in one namespace or all."""
-        if resource == "pods":
-            return "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
-        base = f"/apis/{k.GROUP}/{k.VERSION}"
+        base = "/api/v1" if resource == "pods" else f"/apis/{k.GROUP}/{k.VERSION}"
         return (
-            f"{base}/{k.PLURAL}"
+            f"{base}/{resource}"
             if namespace is None
-            else f"{base}/namespaces/{namespace}/{k.PLURAL}"
+            else f"{base}/namespaces/{namespace}/{resource}"
         )
 
     def list_raw(
         self, resource: str, namespace: str | None, label_selector: str | None
     ) -> tuple[list[dict[str, Any]], str]:
         """Every item (raw) and the list's resourceVersion, to start a watch from."""
-        path = self.resource_path(resource, namespace)
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        version = ""
-        while True:
-            body = self.get_json(
-                f"LIST {resource}",
-                path,
-                {"limit": 500, "labelSelector": label_selector, "continue": token},
-            )
-            items += [i for i in body.get("items") or [] if isinstance(i, dict)]
-            meta = body.get("metadata") or {}
-            version = str(meta.get("resourceVersion") or version)
-            token = meta.get("continue") or None
-            if not token:
-                return items, version
+        params = {"limit": 500, "labelSelector": label_selector}
+        pages = list(
+            self.bodies(f"LIST {resource}", self.resource_path(resource, namespace), params)
+        )
+        version = (pages[-1].get("metadata") or {}).get("resourceVersion")
+        return [item for body in pages for item in _items(body)], str(version or "")
 
     def watch(
         self,
@@ -367,12 +343,8 @@ class LightKube(ClusterReads):
         *,
         timeout_s: int = 290,
     ) -> Iterator[dict[str, Any]]:
-        """The watch events (`{"type", "object"}`) after `resource_version`, as they come.
-
-        Ends when the server closes the stream (its timeout); a 410 arrives as an
-        ERROR event, which the caller answers with a fresh list.
-        """
-        path = self.resource_path(resource, namespace)
+        """The watch events (`{"type", "object"}`) after `resource_version`, until the server
+        ends the stream; a 410 comes as an ERROR event, answered with a fresh list."""
         params = {
             "watch": "1",
             "resourceVersion": resource_version,
@@ -380,38 +352,16 @@ class LightKube(ClusterReads):
             "timeoutSeconds": timeout_s,
             "labelSelector": label_selector,
         }
-        conn, url_path, url = self._connection(path, params)
         what = f"WATCH {resource}"
-        try:
-            try:
-                conn.request(
-                    "GET", url_path, headers={"Accept": "application/json", **self._t.headers}
-                )
-                if conn.sock is not None:
-                    conn.sock.settimeout(timeout_s + 30)
-                resp = conn.getresponse()
-            except (OSError, http.client.HTTPException) as e:
-                raise TransientError(f"{what}: cannot reach the API server: {e}") from e
-            observer = full._request_observer
-            if observer is not None:
-                observer("GET", url, resp.status, 0.0)
-            if resp.status >= 400:
-                raise full.translate_status(
-                    resp.status, resp.reason, resp.read().decode("utf-8", "replace"), what
-                )
-            while True:
+        with self._get(
+            what, self.resource_path(resource, namespace), params, timeout_s + 30
+        ) as resp:
+            for line in resp:
+                if not line.strip():
+                    continue
                 try:
-                    line = resp.readline()
-                except (OSError, http.client.HTTPException) as e:
-                    raise TransientError(f"{what}: the stream broke: {e}") from e
-                if not line:
-                    return
-                if line.strip():
-                    try:
-                        event = json.loads(line)
-                    except ValueError as e:
-                        raise TransientError(f"{what}: the API server sent non-JSON") from e
-                    if isinstance(event, dict):
-                        yield event
-        finally:
-            conn.close()
+                    event = json.loads(line)
+                except ValueError as e:
+                    raise TransientError(f"{what}: the API server sent non-JSON") from e
+                if isinstance(event, dict):
+                    yield event
