@@ -28,9 +28,7 @@ def suspend_one(
     cs = client.patch_set(ref, {"spec": {"suspend": True}})
     phase = cs.phase.value if cs.phase else None
     if wait:
-        phase = wait_for_phase(
-            client, ref, "Suspended", wait, phase=phase, step=step, label=f"{ref}: "
-        )
+        phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
     ok = not wait or phase == "Suspended"
     message = (
         f"spec.suspend=true (phase {phase or '-'})"
