@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,6 @@ class StatusRow:
     flag: str | None
     why: str | None = None  # why it waits or is stuck, in the cluster's words
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | None:
     """Pure: the scheduler's verdict on a Pending main pod, else, while the set is in
@@ -78,10 +76,6 @@ def _settled(cs: CocoonSet) -> bool:
     if cs.phase is CocoonSetPhase.RUNNING:
         return not cs.suspended
     return cs.phase is CocoonSetPhase.SUSPENDED and cs.suspended
-
-
-def needs_events(cs: CocoonSet) -> bool:
-    return not _settled(cs)
 
 
 def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
@@ -305,11 +299,14 @@ class _Reader:
     client: Any
     settings: Any
     selector: str | None
-    probe: Callable[[str], Snapshot] | None = None
     # (namespace, name) -> (resourceVersion, Snapshot): re-probed when the set changed.
-    snapshots: dict[tuple[str, str], tuple[str, Snapshot]] | None = None
-    warnings: dict[tuple[str, str], str] = field(default_factory=dict)
+    snapshots: dict[tuple[str, str], tuple[str, Snapshot]] = field(default_factory=dict)
+    warned: dict[tuple[str, str], str] = field(default_factory=dict)
     warned_at: float = -1e9
+
+    @cached_property
+    def probe(self) -> Callable[[str], Snapshot]:
+        return registry_probe(self.settings)
 
     def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
         every = list_sets(self.client, self.settings, self.selector)
@@ -322,57 +319,44 @@ class _Reader:
         ]
         return every, pods
 
+    def warnings(self, every: Sequence[CocoonSet]) -> dict[tuple[str, str], str]:
+        """Read only while a set is in transition, and reused for WARNINGS_TTL_S (a watch's
+        burst of changes makes one LIST)."""
+        if all(_settled(cs) for cs in every):
+            return {}
+        if time.monotonic() - self.warned_at >= WARNINGS_TTL_S:
+            selector = f"involvedObject.kind={k.KIND},type=Warning"
+            try:
+                scopes = self.settings.scopes
+                events = [e for s in scopes for e in self.client.list_events(s, selector)]
+            except CocoonError as err:
+                log.info("events not read", error=str(err))
+                events = []
+            self.warned, self.warned_at = latest_warnings(events), time.monotonic()
+        return self.warned
+
     def rows(self, every: Sequence[CocoonSet], pods: Sequence[Pod]) -> list[StatusRow]:
-        if self.probe is None:
-            self.probe = registry_probe(self.settings)
-            self.snapshots = {}
         by_set: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
             key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
             by_set.setdefault(key, []).append(pod)
-        warnings: dict[tuple[str, str], str] = {}
-        if not any(needs_events(cs) for cs in every):
-            pass  # the Events are read only while a set is in transition
-        elif time.monotonic() - self.warned_at < WARNINGS_TTL_S:
-            warnings = self.warnings  # a watch's burst of changes: one LIST a second
-        else:
-            try:
-                events = [
-                    e
-                    for scope in self.settings.scopes
-                    for e in self.client.list_events(
-                        scope, f"involvedObject.kind={k.KIND},type=Warning"
-                    )
-                ]
-            except CocoonError as err:
-                log.info("events not read", error=str(err))
-                events = []
-            warnings = latest_warnings(events)
-            self.warnings, self.warned_at = warnings, time.monotonic()
+        warnings = self.warnings(every)
         return [
             status_row(
                 cs,
                 by_set.get((cs.namespace, cs.name), []),
-                self._snapshot(cs),
+                partial(self._snapshot, cs),
                 warnings.get((cs.namespace, cs.name)),
             )
             for cs in every
         ]
 
-    def _snapshot(self, cs: CocoonSet) -> Callable[[str], Snapshot]:
-        assert self.probe is not None and self.snapshots is not None
-        probe, cache = self.probe, self.snapshots
+    def _snapshot(self, cs: CocoonSet, vm: str) -> Snapshot:
         key, version = (cs.namespace, cs.name), cs.metadata.resource_version or ""
-
-        def cached(vm: str) -> Snapshot:
-            hit = cache.get(key)
-            if hit is not None and hit[0] == version and hit[1].present is not None:
-                return hit[1]
-            found = probe(vm)
-            cache[key] = (version, found)
-            return found
-
-        return cached
+        hit = self.snapshots.get(key)
+        if hit is None or hit[0] != version or hit[1].present is None:
+            hit = self.snapshots[key] = (version, self.probe(vm))
+        return hit[1]
 
 
 @click.command(name="status", epilog=EXIT_CODES_HELP)
@@ -427,7 +411,7 @@ def command(
         if seats_only:
             emit_structured(seat_data, output)
         else:
-            emit_structured({"sets": [r.as_dict() for r in rows], "pools": seat_data}, output)
+            emit_structured({"sets": [asdict(r) for r in rows], "pools": seat_data}, output)
     elif seats_only:
         _render_seats(pools, caps)
     else:
@@ -455,7 +439,7 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str |
     def emit(changed: Sequence[StatusRow], widths: list[int] | None) -> list[int] | None:
         if output != "table":
             for r in changed:
-                click.echo(json.dumps(r.as_dict(), ensure_ascii=False))
+                click.echo(json.dumps(asdict(r), ensure_ascii=False))
             return widths
         return _render(changed, widths) if changed else widths
 
@@ -499,70 +483,69 @@ def _polled(reader: _Reader) -> Iterator[Update]:
 
 def _streamed(reader: _Reader) -> Iterator[Update]:
     """The rows after each change, from one watch thread per (resource, scope) feeding a
-    queue, each event applied in order; an expired or broken watch lists and watches again."""
+    queue, applied in order; an expired or broken watch lists again."""
     import queue  # noqa: PLC0415
     import threading  # noqa: PLC0415
 
     from shared.clients.kube import parse  # noqa: PLC0415
 
     client = reader.client
+    models: dict[str, type[CocoonSet | Pod]] = {"cocoonsets": CocoonSet, "pods": Pod}
     selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
-    feed: queue.Queue[tuple[Any, ...]] = queue.Queue()
-    # Sets by (namespace, name), the order of the rows; pods by uid.
-    stores: dict[str, dict[Any, Any]] = {"cocoonsets": {}, "pods": {}}
+    # (resource, scope, a watch event's type, or LIST with every item, or FAILED, its payload)
+    feed: queue.Queue[tuple[str, str | None, str, Any]] = queue.Queue()
+    stores: dict[str, dict[tuple[str, str], Any]] = {"cocoonsets": {}, "pods": {}}
 
-    def load(resource: str, scope: str | None, items: list[dict[str, Any]]) -> None:
+    def apply(resource: str, scope: str | None, kind: str, obj: Any) -> None:
         store = stores[resource]
-        for key in [key for key, o in store.items() if scope in (None, o.metadata.namespace)]:
-            del store[key]
-        for item in items:
-            apply(resource, "ADDED", item)
-
-    def apply(resource: str, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "LIST":
+            for key in [key for key in store if scope in (None, key[0])]:
+                del store[key]
+            for item in obj:
+                apply(resource, scope, "ADDED", item)
+            return
         try:
-            item = parse(CocoonSet, obj) if resource == "cocoonsets" else parse(Pod, obj)
+            item = parse(models[resource], obj)
         except CocoonError:
             return  # an unreadable object is left out, as a LIST leaves it out
-        if isinstance(item, CocoonSet):
-            key: Any = (item.namespace, item.name)
-        else:
-            key = item.metadata.uid or f"{item.metadata.namespace}/{item.name}"
+        key = (item.metadata.namespace or "", item.metadata.name)
         if kind == "DELETED":
-            stores[resource].pop(key, None)
+            store.pop(key, None)
         else:
-            stores[resource][key] = item
+            store[key] = item
 
     def follow(resource: str, scope: str | None, version: str) -> None:
         while True:
             try:
+                if not version:
+                    items, version = client.list_raw(resource, scope, selectors[resource])
+                    feed.put((resource, scope, "LIST", items))
+                # Ends at the server's timeout: watch on from `version`.
                 for event in client.watch(resource, scope, selectors[resource], version):
-                    if event.get("type") == "ERROR":
-                        break  # the resourceVersion is too old (410): list again
                     obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = ""  # the resourceVersion is too old (410): list again
+                        break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":
-                        feed.put(("event", resource, event.get("type"), obj))
-                else:
-                    continue  # the server's timeout ended the stream: watch on from `version`
+                        feed.put((resource, scope, str(event.get("type")), obj))
             except CocoonError as err:
-                feed.put(("error", str(err)))
-                time.sleep(WATCH_INTERVAL_S)
-            try:
-                items, version = client.list_raw(resource, scope, selectors[resource])
-                feed.put(("resync", resource, scope, items))
-            except CocoonError as err:
-                feed.put(("error", str(err)))
+                feed.put((resource, scope, "FAILED", str(err)))
+                version = ""
                 time.sleep(WATCH_INTERVAL_S)
 
-    def rows() -> list[StatusRow]:
+    def rows() -> Update:
         sets = stores["cocoonsets"]
-        return reader.rows([sets[key] for key in sorted(sets)], list(stores["pods"].values()))
+        try:
+            return reader.rows([sets[key] for key in sorted(sets)], list(stores["pods"].values()))
+        except CocoonError as err:
+            return str(err)
 
     try:
-        for resource in ("cocoonsets", "pods"):
+        for resource in stores:
             for scope in reader.settings.scopes:
                 items, version = client.list_raw(resource, scope, selectors[resource])
-                load(resource, scope, items)
+                apply(resource, scope, "LIST", items)
                 threading.Thread(
                     target=follow, args=(resource, scope, version), daemon=True
                 ).start()
@@ -573,20 +556,14 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
     yield rows()
     while True:
         try:
-            item = feed.get(timeout=0.5)  # a timeout, so Ctrl-C is not held up
+            resource, scope, kind, obj = feed.get(timeout=0.5)  # so Ctrl-C is not held up
         except queue.Empty:
             continue
-        if item[0] == "error":
-            yield str(item[1])
-            continue
-        if item[0] == "resync":
-            load(str(item[1]), item[2], list(item[3]))
+        if kind == "FAILED":
+            yield str(obj)
         else:
-            apply(str(item[1]), str(item[2]), dict(item[3]))
-        try:
+            apply(resource, scope, kind, obj)
             yield rows()
-        except CocoonError as err:
-            yield str(err)
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:
