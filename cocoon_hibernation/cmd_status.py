@@ -5,6 +5,7 @@ What each column means: docs/cli.md.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,7 +30,14 @@ from cocoon_hibernation._common import (
     output_option,
     progress,
 )
-from cocoon_hibernation._kube import Snapshot, cli_settings, list_sets, read_client, registry_probe
+from cocoon_hibernation._kube import (
+    Snapshot,
+    cli_settings,
+    list_sets,
+    read_client,
+    registry_probe,
+    short_reason,
+)
 from shared import constants as k
 from shared import log
 from shared.durations import format_rfc3339, utcnow
@@ -71,8 +79,8 @@ def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | N
 
 
 def _settled(cs: CocoonSet) -> bool:
-    """Running and not suspended, or Suspended and suspended (a Running set asked to
-    suspend is in transition: a refused `spec.suspend` write leaves it there)."""
+    """Running and not suspended, or Suspended and suspended (a Running set asked to suspend
+    is in transition: a refused `spec.suspend` write leaves it there)."""
     if cs.phase is CocoonSetPhase.RUNNING:
         return not cs.suspended
     return cs.phase is CocoonSetPhase.SUSPENDED and cs.suspended
@@ -141,47 +149,36 @@ def status_row(
     )
 
 
-def _snapshot_cell(r: StatusRow) -> str:
-    if r.snapshot is not None:
-        return "yes" if r.snapshot else "no"
-    return f"unknown ({r.snapshot_unknown})" if r.snapshot_unknown else "-"
-
-
-def _table(
-    header: Sequence[str], lines: Sequence[Sequence[str]], widths: list[int] | None = None
-) -> list[int]:
-    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
-    watch's later lines) no header, and the first table's widths."""
-    rows = [list(x) for x in lines]
-    if widths is None:
-        rows.insert(0, list(header))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(r[:-1])]
-        click.echo("  ".join([*cells, r[-1]]).rstrip())
-    return widths
-
-
 _HEADER = ("SET", "POLICY", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "POD", "NODE", "FLAG", "WHY")
 
 
-def _cells(r: StatusRow) -> tuple[str, ...]:
-    return (
-        f"{r.namespace}/{r.name}",
-        r.policy,
-        r.phase or "-",
-        "yes" if r.suspend else "no",
-        r.hint or "-",
-        _snapshot_cell(r),
-        r.main_pod or "-",
-        r.node or "-",
-        r.flag or "-",
-        r.why or "-",
-    )
-
-
 def _render(rows: Sequence[StatusRow], widths: list[int] | None = None) -> list[int]:
-    return _table(_HEADER, [_cells(r) for r in rows], widths)
+    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
+    watch's later lines) no header, and the first table's widths."""
+    lines = [
+        [
+            f"{r.namespace}/{r.name}",
+            r.policy,
+            r.phase or "-",
+            "yes" if r.suspend else "no",
+            r.hint or "-",
+            ("yes" if r.snapshot else "no")
+            if r.snapshot is not None
+            else (f"unknown ({r.snapshot_unknown})" if r.snapshot_unknown else "-"),
+            r.main_pod or "-",
+            r.node or "-",
+            r.flag or "-",
+            r.why or "-",
+        ]
+        for r in rows
+    ]
+    if widths is None:
+        lines.insert(0, list(_HEADER))
+        widths = [max(len(line[i]) for line in lines) for i in range(len(_HEADER) - 1)]
+    for line in lines:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(line[:-1])]
+        click.echo("  ".join([*cells, line[-1]]).rstrip())
+    return widths
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,24 +192,18 @@ class Capacity:
 
 def pool_capacity(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Capacity]:
     """Pure: per pool label, the seats its nodes offer (kube-scheduler's `pods` limit)."""
-    seats: dict[str, int] = {}
-    count: dict[str, int] = {}
+    found: dict[str, Capacity] = {}
     for node in nodes:
-        meta = node.get("metadata") or {}
-        pool = (meta.get("labels") or {}).get(k.LABEL_POOL)
-        if not pool or (node.get("spec") or {}).get("unschedulable"):
-            continue
+        pool = ((node.get("metadata") or {}).get("labels") or {}).get(k.LABEL_POOL)
         status = node.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        )
-        if not ready:
+        conditions = status.get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        if not pool or not ready or (node.get("spec") or {}).get("unschedulable"):
             continue
         raw = str((status.get("allocatable") or {}).get("pods") or "0")
-        seats[pool] = seats.get(pool, 0) + (int(raw) if raw.isdigit() else 0)
-        count[pool] = count.get(pool, 0) + 1
-    return {p: Capacity(seats[p], count[p]) for p in seats}
+        had = found.get(pool, Capacity(0))
+        found[pool] = Capacity((had.seats or 0) + (int(raw) if raw.isdigit() else 0), had.nodes + 1)
+    return found
 
 
 def _pool_dict(p: PoolSeats, cap: Capacity, now: datetime) -> dict[str, Any]:
@@ -285,8 +276,6 @@ def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
     try:
         found = pool_capacity(client.list_nodes(k.LABEL_POOL))
     except CocoonError as err:
-        from cocoon_hibernation._kube import short_reason  # noqa: PLC0415
-
         reason = "may not list nodes" if "RBAC" in str(err) else short_reason(err)
         return {p.pool: Capacity(None, 0, reason) for p in pools}
     return {p.pool: found.get(p.pool, Capacity(0, 0)) for p in pools}
@@ -403,8 +392,14 @@ def command(
             rows = [] if seats_only else reader.rows(every, pods)
     except CocoonError as err:
         fail(str(err))
+    widths = None
+    if output == "table" and not seats_only:
+        if rows:
+            widths = _render(rows)
+        else:
+            click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
     if watch:
-        _watch(reader, rows, output, namespace)
+        _watch(reader, rows, output, widths)
         return
     if output != "table":
         seat_data = [_pool_dict(p, caps[p.pool], now) for p in pools]
@@ -412,14 +407,9 @@ def command(
             emit_structured(seat_data, output)
         else:
             emit_structured({"sets": [asdict(r) for r in rows], "pools": seat_data}, output)
-    elif seats_only:
-        _render_seats(pools, caps)
     else:
-        if rows:
-            _render(rows)
-        else:
-            click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
-        click.echo("")
+        if not seats_only:
+            click.echo("")
         _render_seats(pools, caps)
     _exit(rows, caps, allow_unchecked)
 
@@ -431,26 +421,17 @@ WARNINGS_TTL_S = 1.0
 Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
 
 
-def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str | None) -> None:
-    """kubectl get -w: the table, then a line per changed or deleted set until Ctrl-C (with
+def _watch(reader: _Reader, rows: list[StatusRow], output: str, widths: list[int] | None) -> None:
+    """kubectl get -w: after the table, a line per changed or deleted set until Ctrl-C (with
     -o json/yaml, one JSON object a line); a failed read is said on stderr and retried."""
     import json  # noqa: PLC0415
 
-    def emit(changed: Sequence[StatusRow], widths: list[int] | None) -> list[int] | None:
-        if output != "table":
-            for r in changed:
-                click.echo(json.dumps(asdict(r), ensure_ascii=False))
-            return widths
-        return _render(changed, widths) if changed else widths
-
-    shown = {(r.namespace, r.name): r for r in rows}
-    if not rows and output == "table":
-        click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
-    widths = emit(rows, None)
+    # The table is printed already; JSON lines start with every set.
+    shown = {(r.namespace, r.name): r for r in rows} if output == "table" else {}
     failing = ""
     updates = _streamed(reader) if hasattr(reader.client, "watch") else _polled(reader)
     try:
-        for update in updates:
+        for update in itertools.chain([rows], updates):
             if isinstance(update, str):
                 if update != failing:
                     click.echo(f"{ERROR_PREFIX}{update} (retrying)", err=True)
@@ -459,7 +440,11 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str |
             failing = ""
             changed = [r for r in update if shown.get((r.namespace, r.name)) != r]
             gone = sorted(set(shown) - {(r.namespace, r.name) for r in update})
-            widths = emit(changed, widths)
+            if output != "table":
+                for r in changed:
+                    click.echo(json.dumps(asdict(r), ensure_ascii=False))
+            elif changed:
+                widths = _render(changed, widths)
             for ns, name in gone:
                 click.echo(
                     json.dumps({"namespace": ns, "name": name, "deleted": True})
