@@ -42,15 +42,16 @@ class _Target:
     server_hostname: str | None = None
 
 
-def _load(paths: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The merged kubeconfig (kubectl's rules: first definition wins) and, per
-    cluster/user name, the directory of the file that defined it."""
+# The entries naming a file, relative to the kubeconfig that holds them.
+_FILE_KEYS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
+
+
+def _load(paths: list[str]) -> dict[str, Any]:
+    """The merged kubeconfig (kubectl's rules: first definition wins), file paths absolute."""
     import yaml  # noqa: PLC0415 - light, but only when a status runs
 
     merged: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}}
-    where: dict[str, str] = {}
     current = ""
-    found = False
     for path in paths:
         full._check_kubeconfig_file(path)  # one-line errors for what is no kubeconfig
         try:
@@ -58,24 +59,18 @@ def _load(paths: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
                 doc = yaml.safe_load(f) or {}
         except FileNotFoundError:
             continue  # kubectl skips a missing file of the list
-        found = True
+        current = current or str(doc.get("current-context") or "")
         base = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
         for kind, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
             for entry in doc.get(kind) or []:
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                     raise _Unsupported
-                if entry["name"] not in merged[kind]:
-                    merged[kind][entry["name"]] = entry.get(inner) or {}
-                    where[f"{kind}/{entry['name']}"] = base
-        current = current or str(doc.get("current-context") or "")
-    if not found:
-        raise _Unsupported
-    merged["current-context"] = current
-    return merged, where
-
-
-def _file(base: str, path: str) -> str:
-    return path if os.path.isabs(path) else os.path.join(base, path)
+                body = entry.get(inner) or {}
+                for key in _FILE_KEYS if isinstance(body, dict) else ():
+                    if body.get(key):
+                        body[key] = os.path.join(base, str(body[key]))
+                merged[kind].setdefault(entry["name"], body)
+    return {**merged, "current-context": current}
 
 
 def _temp(data: str) -> str:
@@ -120,7 +115,7 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _target(settings: Settings) -> _Target:
     paths = (settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep)
-    config, where = _load(paths)
+    config = _load(paths)
     name = settings.kube_context or config["current-context"]
     ctx = config["contexts"].get(name)
     if not isinstance(ctx, dict):
@@ -134,8 +129,6 @@ def _target(settings: Settings) -> _Target:
     server = urllib.parse.urlsplit(str(cluster.get("server") or ""))
     if server.scheme not in ("http", "https") or not server.hostname:
         raise _Unsupported
-    cbase = where.get(f"clusters/{ctx.get('cluster')}", ".")
-    ubase = where.get(f"users/{ctx.get('user')}", ".")
     target = _Target(server)
 
     if user.get("exec"):
@@ -146,7 +139,7 @@ def _target(settings: Settings) -> _Target:
                 user[f"client-{ours}-data"] = base64.b64encode(str(cred[theirs]).encode()).decode()
     token = user.get("token")
     if not token and user.get("tokenFile"):
-        with open(_file(ubase, str(user["tokenFile"])), encoding="utf-8") as f:
+        with open(user["tokenFile"], encoding="utf-8") as f:
             token = f.read().strip()
     if token:
         target.headers["Authorization"] = f"Bearer {token}"
@@ -158,7 +151,7 @@ def _target(settings: Settings) -> _Target:
         ca_data = cluster.get("certificate-authority-data")
         ca_file = cluster.get("certificate-authority")
         context = ssl.create_default_context(
-            cafile=_file(cbase, str(ca_file)) if ca_file and not ca_data else None,
+            cafile=ca_file if ca_file and not ca_data else None,
             cadata=base64.b64decode(ca_data).decode() if ca_data else None,
         )
         if cluster.get("insecure-skip-tls-verify"):
@@ -167,8 +160,8 @@ def _target(settings: Settings) -> _Target:
         cert, key = user.get("client-certificate-data"), user.get("client-key-data")
         cert_file, key_file = user.get("client-certificate"), user.get("client-key")
         if cert or cert_file:
-            cert_path = _temp(cert) if cert else _file(ubase, str(cert_file))
-            key_path = _temp(key) if key else (_file(ubase, str(key_file)) if key_file else None)
+            cert_path = _temp(cert) if cert else str(cert_file)
+            key_path = _temp(key) if key else key_file
             made = [p for p, data in ((cert_path, cert), (key_path, key)) if data and p]
             try:
                 context.load_cert_chain(cert_path, key_path)
