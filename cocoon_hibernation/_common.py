@@ -4,6 +4,8 @@ progress on a TTY, and the kubectl-style options of the commands that talk to a 
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -53,9 +55,6 @@ def parse_ref(text: str, namespace: str | None = None) -> SetRef:
 def invocation() -> str:
     """This command line as the user can type it again (the script or the kubectl plugin
     when on PATH, `uv run [--project DIR]` in a clone, else `python -m`), for next steps."""
-    import os  # noqa: PLC0415
-    import shutil  # noqa: PLC0415
-
     argv0 = sys.argv[0] if sys.argv else ""
     name = os.path.basename(argv0)
     if name in (PROG, PLUGIN):
