@@ -21,7 +21,7 @@ from cocoon_hibernation import _common as c
 from shared import constants as k
 from shared import log
 from shared.clients import kube
-from shared.clients.kube_light import ClusterReads, LightKube
+from shared.clients.kube_light import ClusterReads, LightKube, items_of
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
 from shared.errors import CocoonError, ConfigError, NotFound, PermanentError, RegistryAuthError
@@ -69,22 +69,16 @@ class KubeClient(kube.KubeClient, ClusterReads):
         """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""
         out: dict[str, list[dict[str, Any]]] = {}
         for kind in ("mutating", "validating"):
-            plural = f"{kind}webhookconfigurations"
-            body = self.get_json(
-                f"LIST {plural}", f"/apis/admissionregistration.k8s.io/v1/{plural}"
-            )
-            out[kind] = list(body.get("items") or [])
+            path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations"
+            out[kind] = items_of(self.get_json(f"LIST {kind}webhookconfigurations", path))
         return out
 
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
         try:
-            body: dict[str, Any] = self.get_json(
-                f"GET deployment {namespace}/{name}",
-                f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
-            )
+            return dict(self.get_json(f"GET deployment {namespace}/{name}", path))
         except NotFound:
             return None
-        return body
 
     def dry_run_create_pod(
         self, namespace: str, body: dict[str, Any], *, as_user: str | None = None

@@ -173,7 +173,7 @@ def _target(settings: Settings) -> _Target:
     return target
 
 
-def _items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def items_of(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
 
@@ -197,11 +197,11 @@ class ClusterReads:
     def pages(
         self, what: str, path: str, params: Mapping[str, Any]
     ) -> Iterator[list[dict[str, Any]]]:
-        return (_items(body) for body in self.bodies(what, path, params))
+        return (items_of(body) for body in self.bodies(what, path, params))
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
-        return _items(
+        return items_of(
             self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
         )
 
@@ -209,7 +209,7 @@ class ClusterReads:
         """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
         path = "/api/v1/events" if namespace is None else f"/api/v1/namespaces/{namespace}/events"
         what = "LIST events" + (f" in {namespace}" if namespace else "")
-        return _items(self.get_json(what, path, {"fieldSelector": field_selector}))
+        return items_of(self.get_json(what, path, {"fieldSelector": field_selector}))
 
 
 class LightKube(ClusterReads):
@@ -325,7 +325,7 @@ class LightKube(ClusterReads):
             self.bodies(f"LIST {resource}", self.resource_path(resource, namespace), params)
         )
         version = (pages[-1].get("metadata") or {}).get("resourceVersion")
-        return [item for body in pages for item in _items(body)], str(version or "")
+        return [item for body in pages for item in items_of(body)], str(version or "")
 
     def watch(
         self,
