@@ -224,12 +224,6 @@ class Duration(click.ParamType[timedelta, Any]):
             self.fail(f"{text!r} is not a duration like 30s or 5m ({err})", param, ctx)
 
 
-def format_seconds(delta: timedelta) -> str:
-    from shared.sweep.decide import format_duration  # noqa: PLC0415
-
-    return format_duration(delta) if delta.total_seconds() >= 1 else "0s"
-
-
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """kubectl's plain table (padded columns, no box): what a pipe or a file gets."""
     cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]

@@ -228,15 +228,11 @@ def wait_for_phase(
     return phase
 
 
-# (client, settings, ref, progress step) -> one result row (`set`, `ok`, `message`, ...).
-SetAction = Callable[[KubeClient, Settings, SetRef, Callable[[str], None]], Mapping[str, Any]]
-
-
 def set_action_command(
-    name: str, *, wait_for: str, doing: str, help: str, act: Callable[[timedelta | None], SetAction]
+    name: str, *, wait_for: str, doing: str, help: str, act: Callable[..., Mapping[str, Any]]
 ) -> Any:
     """A command acting on sets (`wake`, `suspend`): NAMEs, -l or --all, `--wait` for phase
-    `wait_for`, `act(wait)` on each set (a `<doing> <set>` progress line), then the rows."""
+    `wait_for`; `act(client, settings, ref, step, wait=)` makes each set's result row."""
 
     @click.command(name=name, epilog=c.EXIT_CODES_HELP, help=help)
     @click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
@@ -296,7 +292,7 @@ def set_action_command(
                 ]
             for ref in refs:
                 with c.progress(f"{doing} {ref}") as spin:
-                    rows.append(act(wait)(client, settings, ref, announce(spin)))
+                    rows.append(act(client, settings, ref, announce(spin), wait=wait))
         except CocoonError as err:
             c.fail(str(err))
         c.emit_results(rows, output)

@@ -24,7 +24,6 @@ from cocoon_hibernation._common import (
     allow_unchecked_option,
     emit_structured,
     fail,
-    format_seconds,
     kube_options,
     namespace_option,
     output_option,
@@ -46,6 +45,7 @@ from shared.errors import CocoonError
 from shared.models import CocoonSet, Pod
 from shared.names import recorded_vm_names
 from shared.seats.report import PoolSeats, seat_view
+from shared.sweep.decide import format_duration
 
 FLAG_STALE_OPERATOR = "main pod exists while Suspended without the restore marker"
 
@@ -238,7 +238,7 @@ def _pool_dict(p: PoolSeats, cap: Capacity, now: datetime) -> dict[str, Any]:
 
 
 def _ago(seconds: int) -> str:
-    return format_seconds(timedelta(seconds=seconds))
+    return format_duration(timedelta(seconds=seconds))
 
 
 def _render_seats(pools: Sequence[PoolSeats], caps: Mapping[str, Capacity]) -> None:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
-from cocoon_hibernation._common import format_seconds
 from cocoon_hibernation._kube import (
     KubeClient,
     phase_of,
@@ -24,6 +22,7 @@ from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.names import SetRef
 from shared.reconcile import OutcomeResult, request_wake
+from shared.sweep.decide import format_duration
 
 
 def why_not_running(client: KubeClient, ref: SetRef) -> str:
@@ -81,7 +80,7 @@ def wake_one(
         phase = wait_for_phase(client, ref, "Running", wait, phase=phase, step=step)
         if phase != "Running":
             message = (
-                f"wake requested, but still {phase or '-'} after {format_seconds(wait)}: "
+                f"wake requested, but still {phase or '-'} after {format_duration(wait)}: "
                 f"{why_not_running(client, ref)}"
             )
             return result(False, phase, message, outcome.steps)
@@ -96,5 +95,5 @@ command = set_action_command(
     help="""Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
 
     A set already Running is left alone (exit 0, said so).""",
-    act=lambda wait: partial(wake_one, wait=wait),
+    act=wake_one,
 )
