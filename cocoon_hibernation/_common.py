@@ -132,19 +132,16 @@ def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) 
     # Recorded on the root context, so `cocoon-hibernation -v status` and `status -v`
     # agree; applied by the commands that log through the library (apply_verbosity),
     # never by `serve`, whose log lines are the service's JSON on stdout.
-    seen = ctx.find_root().meta.setdefault("cocoon.verbosity", {"verbose": 0, "quiet": False})
-    if param.name == "verbose" and value:
-        seen["verbose"] = max(seen["verbose"], value)
-    if param.name == "quiet" and value:
-        seen["quiet"] = True
+    meta, key = ctx.find_root().meta, f"cocoon.{param.name}"
+    meta[key] = max(meta.get(key, 0), int(value or 0))  # -v counts, -q is a flag
     return value
 
 
 def apply_verbosity() -> None:
     """Point the library's log at stderr at the level -v/-q asked for (default warnings)."""
     ctx = click.get_current_context(silent=True)
-    seen = ctx.find_root().meta.get("cocoon.verbosity", {}) if ctx is not None else {}
-    set_verbosity(int(seen.get("verbose", 0)), bool(seen.get("quiet", False)))
+    meta = ctx.find_root().meta if ctx is not None else {}
+    set_verbosity(meta.get("cocoon.verbose", 0), bool(meta.get("cocoon.quiet", 0)))
 
 
 verbosity_options = options(

@@ -63,7 +63,7 @@ class KubeClient(kube.KubeClient, ClusterReads):
         else:
             what = f"LIST rolebindings in {namespace}"
             path = f"{rbac}/namespaces/{namespace}/rolebindings"
-        return [item for page in self.pages(what, path, {"limit": 500}) for item in page]
+        return [i for body in self.bodies(what, path, {"limit": 500}) for i in items_of(body)]
 
     def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
         """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""

@@ -460,10 +460,10 @@ def _polled(reader: _Reader) -> Iterator[Update]:
     while True:
         time.sleep(WATCH_INTERVAL_S)
         try:
-            every, pods = reader.sets_and_pods()
-            yield reader.rows(every, pods)
+            update: Update = reader.rows(*reader.sets_and_pods())
         except CocoonError as err:
-            yield str(err)
+            update = str(err)
+        yield update
 
 
 def _streamed(reader: _Reader) -> Iterator[Update]:
@@ -499,7 +499,8 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         else:
             store[key] = item
 
-    def follow(resource: str, scope: str | None, version: str) -> None:
+    def follow(resource: str, scope: str | None) -> None:
+        version = ""
         while True:
             try:
                 if not version:
@@ -519,26 +520,10 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
                 version = ""
                 time.sleep(WATCH_INTERVAL_S)
 
-    def rows() -> Update:
-        sets = stores["cocoonsets"]
-        try:
-            return reader.rows([sets[key] for key in sorted(sets)], list(stores["pods"].values()))
-        except CocoonError as err:
-            return str(err)
-
-    try:
-        for resource in stores:
-            for scope in reader.settings.scopes:
-                items, version = client.list_raw(resource, scope, selectors[resource])
-                apply(resource, scope, "LIST", items)
-                threading.Thread(
-                    target=follow, args=(resource, scope, version), daemon=True
-                ).start()
-    except CocoonError as err:
-        yield str(err)
-        yield from _polled(reader)
-        return
-    yield rows()
+    # Rows once every (resource, scope) was listed, then after each change.
+    pending = {(resource, scope) for resource in stores for scope in reader.settings.scopes}
+    for resource, scope in pending:
+        threading.Thread(target=follow, args=(resource, scope), daemon=True).start()
     while True:
         try:
             resource, scope, kind, obj = feed.get(timeout=0.5)  # so Ctrl-C is not held up
@@ -546,9 +531,18 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
             continue
         if kind == "FAILED":
             yield str(obj)
-        else:
-            apply(resource, scope, kind, obj)
-            yield rows()
+            continue
+        apply(resource, scope, kind, obj)
+        pending.discard((resource, scope))
+        if not pending:
+            sets = stores["cocoonsets"]
+            try:
+                update: Update = reader.rows(
+                    [sets[key] for key in sorted(sets)], list(stores["pods"].values())
+                )
+            except CocoonError as err:
+                update = str(err)
+            yield update
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:

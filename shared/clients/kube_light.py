@@ -86,16 +86,10 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     command = spec.get("command")
     if not isinstance(command, str) or spec.get("interactiveMode") == "Always":
         raise _Unsupported
-    env = dict(os.environ)
-    for item in spec.get("env") or []:
-        env[str(item.get("name"))] = str(item.get("value"))
-    env["KUBERNETES_EXEC_INFO"] = json.dumps(
-        {
-            "apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1",
-            "kind": "ExecCredential",
-            "spec": {"interactive": False},
-        }
-    )
+    env = {**os.environ, **{str(i.get("name")): str(i.get("value")) for i in spec.get("env") or []}}
+    api_version = spec.get("apiVersion") or "client.authentication.k8s.io/v1"
+    info = {"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(info)
     try:
         proc = subprocess.run(
             [command, *[str(a) for a in spec.get("args") or []]],
@@ -194,11 +188,6 @@ class ClusterReads:
             if not token:
                 return
 
-    def pages(
-        self, what: str, path: str, params: Mapping[str, Any]
-    ) -> Iterator[list[dict[str, Any]]]:
-        return (items_of(body) for body in self.bodies(what, path, params))
-
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
         return items_of(
@@ -289,20 +278,12 @@ class LightKube(ClusterReads):
         return data if isinstance(data, dict) else {}
 
     def list_sets(
-        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
+        self, namespace: str | None, *, label_selector: str | None = None
     ) -> Iterator[list[CocoonSet]]:
-        what = "LIST cocoonsets" + (f" in {namespace}" if namespace else "")
-        params = {"limit": limit, "labelSelector": label_selector}
-        for items in self.pages(what, self.resource_path(k.PLURAL, namespace), params):
-            yield full.readable_sets(items)
+        yield full.readable_sets(self.list_raw(k.PLURAL, namespace, label_selector)[0])
 
-    def list_pods_matching(
-        self, namespace: str | None, label_selector: str, *, limit: int = 500
-    ) -> Iterator[list[Pod]]:
-        what = f"LIST pods {label_selector}" + (f" in {namespace}" if namespace else "")
-        params = {"limit": limit, "labelSelector": label_selector}
-        for items in self.pages(what, self.resource_path("pods", namespace), params):
-            yield [full.parse(Pod, item) for item in items]
+    def list_pods_matching(self, namespace: str | None, label_selector: str) -> Iterator[list[Pod]]:
+        yield [full.parse(Pod, i) for i in self.list_raw("pods", namespace, label_selector)[0]]
 
     # --- watching (status -w) ------------------------------------------------------
 
@@ -320,10 +301,9 @@ class LightKube(ClusterReads):
         self, resource: str, namespace: str | None, label_selector: str | None
     ) -> tuple[list[dict[str, Any]], str]:
         """Every item (raw) and the list's resourceVersion, to start a watch from."""
+        what = f"LIST {resource}" + (f" in {namespace}" if namespace else "")
         params = {"limit": 500, "labelSelector": label_selector}
-        pages = list(
-            self.bodies(f"LIST {resource}", self.resource_path(resource, namespace), params)
-        )
+        pages = list(self.bodies(what, self.resource_path(resource, namespace), params))
         version = (pages[-1].get("metadata") or {}).get("resourceVersion")
         return [item for body in pages for item in items_of(body)], str(version or "")
 
@@ -345,10 +325,8 @@ class LightKube(ClusterReads):
             "timeoutSeconds": timeout_s,
             "labelSelector": label_selector,
         }
-        what = f"WATCH {resource}"
-        with self._get(
-            what, self.resource_path(resource, namespace), params, timeout_s + 30
-        ) as resp:
+        what, path = f"WATCH {resource}", self.resource_path(resource, namespace)
+        with self._get(what, path, params, timeout_s + 30) as resp:
             for line in resp:
                 if not line.strip():
                     continue
