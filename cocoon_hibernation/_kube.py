@@ -10,7 +10,6 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,11 @@ import click
 
 from cocoon_hibernation import _common as c
 from shared import constants as k
-from shared import log
 from shared.clients import kube
 from shared.clients.kube_light import ClusterReads, LightKube, items_of
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
-from shared.errors import CocoonError, ConfigError, NotFound, PermanentError, RegistryAuthError
+from shared.errors import CocoonError, ConfigError, NotFound, PermanentError
 from shared.models import CocoonSet
 from shared.names import SetRef
 
@@ -139,44 +137,6 @@ def read_client(settings: Settings) -> KubeClient | LightKube:
 def registry_client(settings: Settings) -> RegistryClient | None:
     """None when no registry is configured (status reports it unchecked, wake refuses)."""
     return get_client(settings) if settings.registry_base is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """Whether `<vm>:hibernate` is in the registry: present True/False, or None and why."""
-
-    present: bool | None
-    reason: str = ""  # why unknown: short, for a table cell
-
-
-def short_reason(err: CocoonError) -> str:
-    """A registry error as a few words for a table cell (the full text goes to -v logs)."""
-    text = str(err)
-    if isinstance(err, RegistryAuthError):
-        return "registry refused the credentials"
-    if "timed out" in text:
-        return "registry timed out"
-    if "cannot reach" in text:
-        return "registry unreachable"
-    if "answered" in text or "unexpected status" in text:
-        return text.rsplit(": ", 1)[-1][:60]
-    return text[:60]
-
-
-def registry_probe(settings: Settings) -> Callable[[str], Snapshot]:
-    """vm -> Snapshot; an error is never read as absent."""
-    client = registry_client(settings)
-
-    def probe(vm: str) -> Snapshot:
-        if client is None:
-            return Snapshot(None, "COCOON_REGISTRY_BASE not set")
-        try:
-            return Snapshot(client.snapshot_present(vm))
-        except CocoonError as err:
-            log.info("snapshot probe failed", vm=vm, error=str(err))
-            return Snapshot(None, short_reason(err))
-
-    return probe
 
 
 def list_sets(

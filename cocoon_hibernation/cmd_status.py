@@ -29,25 +29,41 @@ from cocoon_hibernation._common import (
     output_option,
     progress,
 )
-from cocoon_hibernation._kube import (
-    Snapshot,
-    cli_settings,
-    list_sets,
-    read_client,
-    registry_probe,
-    short_reason,
-)
+from cocoon_hibernation._kube import cli_settings, list_sets, read_client, registry_client
 from shared import constants as k
 from shared import log
+from shared.clients.registry import RegistryClient
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
-from shared.errors import CocoonError
+from shared.errors import CocoonError, RegistryAuthError
 from shared.models import CocoonSet, Pod
 from shared.names import recorded_vm_names
 from shared.seats.report import PoolSeats, seat_view
 from shared.sweep.decide import format_duration
 
 FLAG_STALE_OPERATOR = "main pod exists while Suspended without the restore marker"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Whether `<vm>:hibernate` is in the registry: present True/False, or None and why."""
+
+    present: bool | None
+    reason: str = ""  # why unknown: short, for a table cell
+
+
+def short_reason(err: CocoonError) -> str:
+    """A registry error as a few words for a table cell (the full text goes to -v logs)."""
+    text = str(err)
+    if isinstance(err, RegistryAuthError):
+        return "registry refused the credentials"
+    if "timed out" in text:
+        return "registry timed out"
+    if "cannot reach" in text:
+        return "registry unreachable"
+    if "answered" in text or "unexpected status" in text:
+        return text.rsplit(": ", 1)[-1][:60]
+    return text[:60]
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +310,8 @@ class _Reader:
     warned_at: float = -1e9
 
     @cached_property
-    def probe(self) -> Callable[[str], Snapshot]:
-        return registry_probe(self.settings)
+    def registry(self) -> RegistryClient | None:
+        return registry_client(self.settings)
 
     def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
         every = list_sets(self.client, self.settings, self.selector)
@@ -344,8 +360,18 @@ class _Reader:
         key, version = (cs.namespace, cs.name), cs.metadata.resource_version or ""
         hit = self.snapshots.get(key)
         if hit is None or hit[0] != version or hit[1].present is None:
-            hit = self.snapshots[key] = (version, self.probe(vm))
+            hit = self.snapshots[key] = (version, self._probe(vm))
         return hit[1]
+
+    def _probe(self, vm: str) -> Snapshot:
+        """An error is never read as absent."""
+        if self.registry is None:
+            return Snapshot(None, "COCOON_REGISTRY_BASE not set")
+        try:
+            return Snapshot(self.registry.snapshot_present(vm))
+        except CocoonError as err:
+            log.info("snapshot probe failed", vm=vm, error=str(err))
+            return Snapshot(None, short_reason(err))
 
 
 @click.command(name="status", epilog=EXIT_CODES_HELP)
