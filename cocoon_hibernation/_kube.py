@@ -115,14 +115,13 @@ def cli_settings(
     except ConfigError as err:
         # A variable with a bad value is unreadable input (exit 2), named by the message.
         c.fail(str(err), code=c.EXIT_USAGE)
-    changes: dict[str, object] = {}
-    if context is not None:
-        changes["kube_context"] = context
-    if namespace is not None:
-        if settings.namespaces is not None and namespace not in settings.namespaces:
-            raise ConfigError(f"-n {namespace}: outside COCOON_NAMESPACES")
-        changes["namespaces"] = frozenset({namespace})
-    return dataclasses.replace(settings, **changes) if changes else settings  # type: ignore[arg-type]
+    if namespace is not None and not settings.namespace_allowed(namespace):
+        raise ConfigError(f"-n {namespace}: outside COCOON_NAMESPACES")
+    return dataclasses.replace(
+        settings,
+        kube_context=settings.kube_context if context is None else context,
+        namespaces=settings.namespaces if namespace is None else frozenset({namespace}),
+    )
 
 
 def kube_client(settings: Settings) -> KubeClient:

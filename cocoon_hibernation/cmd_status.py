@@ -82,18 +82,6 @@ class StatusRow:
     why: str | None = None  # why it waits or is stuck, in the cluster's words
 
 
-def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | None:
-    """Pure: the scheduler's verdict on a Pending main pod, else, while the set is in
-    transition, its latest Warning Event (on a settled set an old warning is history)."""
-    if main is not None and (main.status.phase or "Pending") == "Pending":
-        message = main.unschedulable_message()
-        if message is not None:
-            return f"pod {main.name} unschedulable: {message or 'no message'}"
-    if _settled(cs):
-        return None
-    return warning
-
-
 def _settled(cs: CocoonSet) -> bool:
     """Running and not suspended, or Suspended and suspended (a Running set asked to suspend
     is in transition: a refused `spec.suspend` write leaves it there)."""
@@ -142,6 +130,13 @@ def status_row(
         and main.annotations.get(k.ANN_RESTORE) != k.TRUE
     ):
         flag = FLAG_STALE_OPERATOR
+    # WHY: the scheduler's verdict on a Pending main pod, else, while the set is in transition,
+    # its latest Warning Event (on a settled set an old warning is history).
+    why = None if _settled(cs) else warning
+    if main is not None and (main.status.phase or "Pending") == "Pending":
+        message = main.unschedulable_message()
+        if message is not None:
+            why = f"pod {main.name} unschedulable: {message or 'no message'}"
     # A retain set keeps its VM: no snapshot to look for (unless a release left a hint).
     probed = (
         # Under the name the release recorded (either naming generation), as the wake probes.
@@ -161,7 +156,7 @@ def status_row(
         main_pod=main.name if main is not None else None,
         node=(main.spec.node_name or None) if main is not None else None,
         flag=flag,
-        why=why_waiting(cs, main, warning),
+        why=why,
     )
 
 

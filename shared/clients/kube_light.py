@@ -228,18 +228,15 @@ class LightKube(ClusterReads):
         t = self._t
         query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
         url_path = (t.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
+        host, port, connect = t.server.hostname or "", t.server.port, self._timeout[0]
         conn: http.client.HTTPConnection
         if t.server.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                t.server.hostname or "", t.server.port, timeout=self._timeout[0], context=t.context
-            )
+            conn = http.client.HTTPSConnection(host, port, timeout=connect, context=t.context)
             if t.server_hostname:
                 # SNI and the certificate check against tls-server-name, not the address.
                 conn._server_hostname = t.server_hostname  # type: ignore[attr-defined]
         else:
-            conn = http.client.HTTPConnection(
-                t.server.hostname or "", t.server.port, timeout=self._timeout[0]
-            )
+            conn = http.client.HTTPConnection(host, port, timeout=connect)
         start, status = time.monotonic(), None
         try:
             try:
