@@ -28,18 +28,11 @@ from shared.errors import TransientError
 from shared.models import CocoonSet, Pod
 
 _EXEC_TIMEOUT_S = 60
+_WATCH_TIMEOUT_S = 290  # the server ends a watch after this; it is then resumed
 
 
 class _Unsupported(Exception):
     """This kubeconfig needs the official client."""
-
-
-@dataclass
-class _Target:
-    server: urllib.parse.SplitResult
-    headers: dict[str, str] = field(default_factory=dict)
-    context: ssl.SSLContext | None = None
-    server_hostname: str | None = None
 
 
 # The entries naming a file, relative to the kubeconfig that holds them.
@@ -107,7 +100,7 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     return status
 
 
-def _target(settings: Settings) -> _Target:
+def _target(settings: Settings) -> LightKube:
     paths = (settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep)
     config = _load(paths)
     name = settings.kube_context or config["current-context"]
@@ -123,7 +116,7 @@ def _target(settings: Settings) -> _Target:
     server = urllib.parse.urlsplit(str(cluster.get("server") or ""))
     if server.scheme not in ("http", "https") or not server.hostname:
         raise _Unsupported
-    target = _Target(server)
+    target = LightKube(server)
 
     if user.get("exec"):
         cred = _exec_credential(user["exec"])
@@ -201,12 +194,15 @@ class ClusterReads:
         return items_of(self.get_json(what, path, {"fieldSelector": field_selector}))
 
 
+@dataclass
 class LightKube(ClusterReads):
     """The reads `status` makes (the names and types of KubeClient's), and nothing else."""
 
-    def __init__(self, target: _Target, *, timeout: tuple[float, float] = full.DEFAULT_TIMEOUT):
-        self._t = target
-        self._timeout = timeout
+    server: urllib.parse.SplitResult
+    headers: dict[str, str] = field(default_factory=lambda: {"Accept": "application/json"})
+    context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    timeout: tuple[float, float] = full.DEFAULT_TIMEOUT
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LightKube | None:
@@ -216,7 +212,7 @@ class LightKube(ClusterReads):
         if not settings.kubeconfig and not os.path.exists(full.default_kubeconfig()):
             return None  # in-cluster (or nothing): the official client says which
         try:
-            return cls(_target(settings))
+            return _target(settings)
         except (_Unsupported, OSError, ValueError, ssl.SSLError, KeyError, TypeError):
             return None
 
@@ -225,40 +221,36 @@ class LightKube(ClusterReads):
         self, what: str, path: str, params: Mapping[str, Any], read_timeout: float
     ) -> Iterator[http.client.HTTPResponse]:
         """One GET, reported to -v's observer; its response when the status is below 400."""
-        t = self._t
         query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
-        url_path = (t.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
-        host, port, connect = t.server.hostname or "", t.server.port, self._timeout[0]
+        url_path = (self.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
+        host, port, connect = self.server.hostname or "", self.server.port, self.timeout[0]
+        base = f"{self.server.scheme}://{self.server.netloc}"
         conn: http.client.HTTPConnection
-        if t.server.scheme == "https":
-            conn = http.client.HTTPSConnection(host, port, timeout=connect, context=t.context)
-            if t.server_hostname:
+        if self.server.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=connect, context=self.context)
+            if self.server_hostname:
                 # SNI and the certificate check against tls-server-name, not the address.
-                conn._server_hostname = t.server_hostname  # type: ignore[attr-defined]
+                conn._server_hostname = self.server_hostname  # type: ignore[attr-defined]
         else:
             conn = http.client.HTTPConnection(host, port, timeout=connect)
         start, status = time.monotonic(), None
         try:
             try:
-                conn.request("GET", url_path, headers={"Accept": "application/json", **t.headers})
+                conn.request("GET", url_path, headers=self.headers)
                 if conn.sock is not None:
                     conn.sock.settimeout(read_timeout)
                 resp = conn.getresponse()
                 status = resp.status
             finally:
                 if full._request_observer is not None:
-                    url = f"{t.server.scheme}://{t.server.netloc}{url_path}"
-                    full._request_observer("GET", url, status, time.monotonic() - start)
+                    full._request_observer("GET", base + url_path, status, time.monotonic() - start)
             if resp.status >= 400:
                 body = resp.read().decode("utf-8", "replace")
                 raise full.translate_status(resp.status, resp.reason, body, what)
             yield resp
         except (OSError, http.client.HTTPException) as e:
             reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-            raise TransientError(
-                f"{what}: cannot reach the API server at {t.server.scheme}://"
-                f"{t.server.netloc}: {reason}"
-            ) from e
+            raise TransientError(f"{what}: cannot reach the API server at {base}: {reason}") from e
         finally:
             conn.close()
 
@@ -266,7 +258,7 @@ class LightKube(ClusterReads):
         return full.read_retried(what, lambda: self._get_once(what, path, params or {}))
 
     def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        with self._get(what, path, params, self._timeout[1]) as resp:
+        with self._get(what, path, params, self.timeout[1]) as resp:
             body = resp.read()
         try:
             data = json.loads(body) if body else {}
@@ -305,25 +297,19 @@ class LightKube(ClusterReads):
         return [item for body in pages for item in items_of(body)], str(version or "")
 
     def watch(
-        self,
-        resource: str,
-        namespace: str | None,
-        label_selector: str | None,
-        resource_version: str,
-        *,
-        timeout_s: int = 290,
+        self, resource: str, namespace: str | None, label_selector: str | None, version: str
     ) -> Iterator[dict[str, Any]]:
-        """The watch events (`{"type", "object"}`) after `resource_version`, until the server
-        ends the stream; a 410 comes as an ERROR event, answered with a fresh list."""
+        """The watch events (`{"type", "object"}`) after `version`, until the server ends the
+        stream; a 410 comes as an ERROR event, answered with a fresh list."""
         params = {
             "watch": "1",
-            "resourceVersion": resource_version,
+            "resourceVersion": version,
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": timeout_s,
+            "timeoutSeconds": _WATCH_TIMEOUT_S,
             "labelSelector": label_selector,
         }
         what, path = f"WATCH {resource}", self.resource_path(resource, namespace)
-        with self._get(what, path, params, timeout_s + 30) as resp:
+        with self._get(what, path, params, _WATCH_TIMEOUT_S + 30) as resp:
             for line in resp:
                 if not line.strip():
                     continue
