@@ -174,7 +174,6 @@ kube_options = options(
     ),
     click.option(
         "--context",
-        "context",
         default=None,
         metavar="NAME",
         help="The kubeconfig context to use (default: its current-context).",

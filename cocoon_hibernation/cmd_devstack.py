@@ -47,7 +47,6 @@ def command() -> None:
 )
 @click.option(
     "--kubeconfig",
-    "kubeconfig",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="Where to write a kubeconfig for the API.",

@@ -99,13 +99,8 @@ def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str]
             continue
         key = (str(inv.get("namespace") or ""), str(inv.get("name") or ""))
         meta = ev.get("metadata") or {}
-        when = str(
-            ev.get("lastTimestamp")
-            or ev.get("eventTime")
-            or ev.get("firstTimestamp")
-            or meta.get("creationTimestamp")
-            or ""
-        )
+        stamps = [ev.get(key) for key in ("lastTimestamp", "eventTime", "firstTimestamp")]
+        when = str(next((t for t in stamps if t), meta.get("creationTimestamp") or ""))
         text = f"{ev.get('reason') or 'Warning'}: {' '.join(str(ev.get('message') or '').split())}"
         if key not in best or when >= best[key][0]:
             best[key] = (when, text)
@@ -424,10 +419,8 @@ def command(
         return
     if output != "table":
         seat_data = [_pool_dict(p, caps[p.pool], now) for p in pools]
-        if seats_only:
-            emit_structured(seat_data, output)
-        else:
-            emit_structured({"sets": [asdict(r) for r in rows], "pools": seat_data}, output)
+        both = {"sets": [asdict(r) for r in rows], "pools": seat_data}
+        emit_structured(seat_data if seats_only else both, output)
     else:
         if not seats_only:
             click.echo("")
