@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -229,16 +230,12 @@ def set_action_command(
             c.fail("give NAME..., -l SELECTOR or --all (one of them)", code=c.EXIT_USAGE)
         rows: list[Mapping[str, Any]] = []
 
-        def announce(spin: Callable[[str], None]) -> Callable[[str], None]:
-            start = time.monotonic()  # the time since this set was acted on
-
-            # Each phase change as a line when it happens: on stdout beside the table (as
-            # kubectl rollout status), on stderr when stdout must stay one JSON/YAML document.
-            def step(text: str) -> None:
-                spin(text)
-                click.echo(f"{time.monotonic() - start:6.1f}s  {text}", err=output != "table")
-
-            return step
+        def step(spin: Callable[[str], None], start: float, text: str) -> None:
+            # Each phase change as a line when it happens (seconds since the set was acted on):
+            # on stdout beside the table (as kubectl rollout status), on stderr when stdout
+            # must stay one JSON/YAML document.
+            spin(text)
+            click.echo(f"{time.monotonic() - start:6.1f}s  {text}", err=output != "table")
 
         try:
             settings = cli_settings(kubeconfig, context, namespace)
@@ -251,7 +248,8 @@ def set_action_command(
                 ]
             for ref in refs:
                 with c.progress(f"{doing} {ref}") as spin:
-                    rows.append(act(client, settings, ref, announce(spin), wait=wait))
+                    announce = partial(step, spin, time.monotonic())
+                    rows.append(act(client, settings, ref, announce, wait=wait))
         except CocoonError as err:
             c.fail(str(err))
         c.emit_results(rows, output)
