@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -82,19 +83,19 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
 class SelectedSets:
     """A client whose set lists are narrowed by a label selector (`sweep -l`), served
     by the API server; everything else is the wrapped client's."""
 
-    def __init__(self, inner: Any, selector: str) -> None:
-        self._inner = inner
-        self._selector = selector
+    inner: Any
+    selector: str
 
     def list_sets(self, namespace: str | None, *, limit: int = 500) -> Any:
-        return self._inner.list_sets(namespace, limit=limit, label_selector=self._selector)
+        return self.inner.list_sets(namespace, limit=limit, label_selector=self.selector)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
 
 @click.command("sweep", epilog=EXIT_CODES_HELP)

@@ -101,10 +101,8 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _target(settings: Settings) -> LightKube:
-    paths = (settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep)
-    config = _load(paths)
-    name = settings.kube_context or config["current-context"]
-    ctx = config["contexts"].get(name)
+    config = _load((settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep))
+    ctx = config["contexts"].get(settings.kube_context or config["current-context"])
     if not isinstance(ctx, dict):
         raise _Unsupported
     cluster = config["clusters"].get(ctx.get("cluster"))
