@@ -4,6 +4,8 @@ progress on a TTY, and the kubectl-style options of the commands that talk to a 
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -53,9 +55,6 @@ def parse_ref(text: str, namespace: str | None = None) -> SetRef:
 def invocation() -> str:
     """This command line as the user can type it again (the script or the kubectl plugin
     when on PATH, `uv run [--project DIR]` in a clone, else `python -m`), for next steps."""
-    import os  # noqa: PLC0415
-    import shutil  # noqa: PLC0415
-
     argv0 = sys.argv[0] if sys.argv else ""
     name = os.path.basename(argv0)
     if name in (PROG, PLUGIN):
@@ -100,17 +99,27 @@ def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], N
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
+    """Several click options as one decorator, listed by --help in the order given."""
+
+    def apply(func: F) -> F:
+        for decorate in reversed(decorators):
+            func = decorate(func)
+        return func
+
+    return apply
+
+
 def set_verbosity(verbose: int, quiet: bool) -> None:
     """The library's log lines on stderr: warnings by default, -v info, -vv debug, -q errors."""
     from shared import log  # noqa: PLC0415 - the log module is light, but only when asked
+    from shared.clients.kube import observe_requests  # noqa: PLC0415
     from shared.config import LogFormat  # noqa: PLC0415
 
     level = "ERROR" if quiet else ("WARNING", "INFO", "DEBUG")[min(verbose, 2)]
     # stdout carries the command's answer (a table, JSON); logs must not mix into it.
     log.configure(LogFormat.TEXT, stream=sys.stderr, level=level)
     # -v shows each API call as kubectl -v=6 does: method, URL, status, time.
-    from shared.clients.kube import observe_requests  # noqa: PLC0415
-
     observe_requests(_echo_request if verbose and not quiet else None)
 
 
@@ -123,117 +132,73 @@ def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) 
     # Recorded on the root context, so `cocoon-hibernation -v status` and `status -v`
     # agree; applied by the commands that log through the library (apply_verbosity),
     # never by `serve`, whose log lines are the service's JSON on stdout.
-    root = ctx.find_root()
-    seen = root.meta.setdefault("cocoon.verbosity", {"verbose": 0, "quiet": False})
-    if param.name == "verbose" and value:
-        seen["verbose"] = max(seen["verbose"], value)
-    if param.name == "quiet" and value:
-        seen["quiet"] = True
+    meta, key = ctx.find_root().meta, f"cocoon.{param.name}"
+    meta[key] = max(meta.get(key, 0), int(value or 0))  # -v counts, -q is a flag
     return value
 
 
 def apply_verbosity() -> None:
     """Point the library's log at stderr at the level -v/-q asked for (default warnings)."""
     ctx = click.get_current_context(silent=True)
-    seen = ctx.find_root().meta.get("cocoon.verbosity", {}) if ctx is not None else {}
-    set_verbosity(int(seen.get("verbose", 0)), bool(seen.get("quiet", False)))
+    meta = ctx.find_root().meta if ctx is not None else {}
+    set_verbosity(meta.get("cocoon.verbose", 0), bool(meta.get("cocoon.quiet", 0)))
 
 
-def verbosity_options(func: F) -> F:
-    """`-v/--verbose` (repeatable) and `-q/--quiet`."""
-    func = click.option(
+verbosity_options = options(
+    click.option(
         "-v",
         "--verbose",
         count=True,
         expose_value=False,
         callback=_verbosity_callback,
         help="More log lines on stderr (-v info, -vv debug; default: warnings).",
-    )(func)
-    return click.option(
+    ),
+    click.option(
         "-q",
         "--quiet",
         is_flag=True,
         expose_value=False,
         callback=_verbosity_callback,
         help="Only errors on stderr.",
-    )(func)
+    ),
+)
 
-
-def kube_options(func: F) -> F:
-    """`--kubeconfig PATH` and `--context NAME`, read as kubectl reads them."""
-    func = click.option(
-        "--context",
-        "context",
-        default=None,
-        metavar="NAME",
-        help="The kubeconfig context to use (default: its current-context).",
-    )(func)
-    func = click.option(
+# `--kubeconfig PATH` and `--context NAME`, read as kubectl reads them.
+kube_options = options(
+    click.option(
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
         help="kubeconfig file (default: $KUBECONFIG, a list merged as kubectl merges it; "
         "else ~/.kube/config; else the in-cluster service account).",
-    )(func)
-    return verbosity_options(func)
-
-
-def namespace_option(func: F, *, help: str = "The namespace (default: all).") -> F:
-    return click.option("-n", "--namespace", default=None, metavar="NS", help=help)(func)
-
-
-def selector_options(func: F) -> F:
-    """`-l SELECTOR` and `--all` (sets chosen by label, or every set in scope)."""
-    func = click.option(
-        "-l",
-        "--selector",
+    ),
+    click.option(
+        "--context",
         default=None,
-        metavar="SELECTOR",
-        help="Only sets matching this label selector (a=b,c!=d,e).",
-    )(func)
-    return click.option(
-        "--all", "all_sets", is_flag=True, help="Every set in the namespace (or all, without -n)."
-    )(func)
+        metavar="NAME",
+        help="The kubeconfig context to use (default: its current-context).",
+    ),
+    verbosity_options,
+)
 
+namespace_option = click.option(
+    "-n", "--namespace", default=None, metavar="NS", help="The namespace (default: all)."
+)
 
-def output_option(func: F, choices: tuple[str, ...] = ("table", "json", "yaml")) -> F:
-    return click.option(
-        "-o",
-        "--output",
-        type=click.Choice(list(choices)),
-        default=choices[0],
-        show_default=True,
-        help="Output format (json and yaml carry typed fields for scripts).",
-    )(func)
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "yaml"]),
+    default="table",
+    show_default=True,
+    help="Output format (json and yaml carry typed fields for scripts).",
+)
 
-
-def set_action_options(wait_for: str) -> Callable[[F], F]:
-    """The options of `wake` and `suspend`: names, cluster options, `-n`, `-l`/`--all`,
-    `--wait DURATION` (for phase `wait_for`) and `-o`."""
-
-    def decorate(func: F) -> F:
-        # Applied innermost first, so --help lists them in the order read below.
-        func = output_option(func)
-        func = click.option(
-            "--wait",
-            type=Duration(),
-            default=None,
-            help=f"Wait up to this long (30s, 5m) for phase {wait_for}; default: do not wait.",
-        )(func)
-        func = selector_options(func)
-        func = namespace_option(func)
-        func = kube_options(func)
-        return click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")(func)
-
-    return decorate
-
-
-def allow_unchecked_option(func: F) -> F:
-    return click.option(
-        "--allow-unchecked",
-        is_flag=True,
-        help="Exit 0 even when something could not be checked (it is still reported).",
-    )(func)
+allow_unchecked_option = click.option(
+    "--allow-unchecked",
+    is_flag=True,
+    help="Exit 0 even when something could not be checked (it is still reported).",
+)
 
 
 class Duration(click.ParamType[timedelta, Any]):
@@ -253,12 +218,6 @@ class Duration(click.ParamType[timedelta, Any]):
             return parse_duration(text)
         except ValueError as err:
             self.fail(f"{text!r} is not a duration like 30s or 5m ({err})", param, ctx)
-
-
-def format_seconds(delta: timedelta) -> str:
-    from shared.sweep.decide import format_duration  # noqa: PLC0415
-
-    return format_duration(delta) if delta.total_seconds() >= 1 else "0s"
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -283,22 +242,16 @@ def emit_structured(data: Any, output: str) -> None:
 
 
 def emit_results(rows: Sequence[Mapping[str, Any]], output: str) -> None:
-    """One result per set (`set`, `ok`, `message`, ...) as asked; exit 1 if any failed."""
+    """One result per set (`set`, `ok`, `message`, ...) as asked: a line each, on stdout when
+    done, on stderr as an error when not (then exit 1)."""
     if output != "table":
         emit_structured([dict(r) for r in rows], output)
     else:
         for r in rows:
-            echo_result(str(r["set"]), bool(r["ok"]), str(r["message"]))
+            message = str(r["message"])
+            text = message if message.startswith("cocoonset ") else f"{r['set']}: {message}"
+            click.echo(text if r["ok"] else f"{ERROR_PREFIX}{text}", err=not r["ok"])
         if not rows:
             click.echo("no CocoonSet matched")
     if any(not r["ok"] for r in rows):
         raise SystemExit(EXIT_FINDING)
-
-
-def echo_result(target: str, ok: bool, message: str) -> None:
-    """One line per set acted on: stdout when done, an error line on stderr when not."""
-    text = message if message.startswith("cocoonset ") else f"{target}: {message}"
-    if ok:
-        click.echo(text)
-    else:
-        click.echo(f"{ERROR_PREFIX}{text}", err=True)

@@ -9,18 +9,21 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import click
+
+from cocoon_hibernation import _common as c
 from shared import constants as k
 from shared.clients import kube
-from shared.clients.kube_light import ClusterReads, LightKube
+from shared.clients.kube_light import ClusterReads, LightKube, items_of
 from shared.clients.registry import RegistryClient, get_client
 from shared.config import Settings
-from shared.errors import CocoonError, ConfigError, NotFound, PermanentError, RegistryAuthError
+from shared.errors import CocoonError, ConfigError, NotFound, PermanentError
 from shared.models import CocoonSet
 from shared.names import SetRef
 
@@ -32,17 +35,6 @@ class KubeClient(kube.KubeClient, ClusterReads):
     def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
         """GET `path` (`params` by their wire names), retried as every read is."""
         return self._read(what, self._core.send, "GET", path, {}, None, params)
-
-    def post_json(
-        self,
-        what: str,
-        path: str,
-        body: dict[str, Any],
-        params: Mapping[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Any:
-        """POST `body` to `path`, sent once."""
-        return self._call(what, self._core.send, "POST", path, {}, body, params, _headers=headers)
 
     def dry_run_set(self, obj: Mapping[str, Any], *, replace: bool) -> None:
         """A server-side dry run of a CocoonSet's create (or replace, when it exists), with
@@ -70,28 +62,22 @@ class KubeClient(kube.KubeClient, ClusterReads):
         else:
             what = f"LIST rolebindings in {namespace}"
             path = f"{rbac}/namespaces/{namespace}/rolebindings"
-        return [item for page in self.pages(what, path, {"limit": 500}) for item in page]
+        return [i for body in self.bodies(what, path, {"limit": 500}) for i in items_of(body)]
 
     def list_webhook_configurations(self) -> dict[str, list[dict[str, Any]]]:
         """Every Mutating- and ValidatingWebhookConfiguration, by kind (one page each)."""
         out: dict[str, list[dict[str, Any]]] = {}
         for kind in ("mutating", "validating"):
-            plural = f"{kind}webhookconfigurations"
-            body = self.get_json(
-                f"LIST {plural}", f"/apis/admissionregistration.k8s.io/v1/{plural}"
-            )
-            out[kind] = list(body.get("items") or [])
+            path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations"
+            out[kind] = items_of(self.get_json(f"LIST {kind}webhookconfigurations", path))
         return out
 
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
         try:
-            body: dict[str, Any] = self.get_json(
-                f"GET deployment {namespace}/{name}",
-                f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
-            )
+            return dict(self.get_json(f"GET deployment {namespace}/{name}", path))
         except NotFound:
             return None
-        return body
 
     def dry_run_create_pod(
         self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
@@ -100,12 +86,15 @@ class KubeClient(kube.KubeClient, ClusterReads):
         stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
         name = (body.get("metadata") or {}).get("name", "")
         who = f" as {as_user}" if as_user else ""
-        out: dict[str, Any] = self.post_json(
+        out: dict[str, Any] = self._call(
             f"CREATE pod {namespace}/{name} (dry run{who})",
+            self._core.send,
+            "POST",
             f"/api/v1/namespaces/{namespace}/pods",
+            {},
             body,
             {"dryRun": "All"},
-            {"Impersonate-User": as_user} if as_user else None,
+            _headers={"Impersonate-User": as_user} if as_user else None,
         )
         return out
 
@@ -113,15 +102,9 @@ class KubeClient(kube.KubeClient, ClusterReads):
 def cli_settings(
     kubeconfig: Path | None, context: str | None = None, namespace: str | None = None
 ) -> Settings:
-    """The environment's settings, with the command line's cluster choices on top.
-
-    `namespace` (-n) narrows what a cluster-wide command reads (Settings.scopes),
-    inside whatever COCOON_NAMESPACES already allows. The library's log lines go to
-    stderr from here on, at the -v/-q level (stdout carries the command's answer).
-    """
-    from cocoon_hibernation._common import apply_verbosity  # noqa: PLC0415
-
-    apply_verbosity()
+    """The environment's settings with the command line's cluster choices on top (-n narrows
+    the scopes inside COCOON_NAMESPACES); the library logs to stderr at the -v/-q level."""
+    c.apply_verbosity()
     env = dict(os.environ)
     if kubeconfig is not None:
         if not kubeconfig.exists():
@@ -132,17 +115,14 @@ def cli_settings(
         settings = Settings.from_env(env)
     except ConfigError as err:
         # A variable with a bad value is unreadable input (exit 2), named by the message.
-        from cocoon_hibernation._common import EXIT_USAGE, fail  # noqa: PLC0415
-
-        fail(str(err), code=EXIT_USAGE)
-    changes: dict[str, object] = {}
-    if context is not None:
-        changes["kube_context"] = context
-    if namespace is not None:
-        if settings.namespaces is not None and namespace not in settings.namespaces:
-            raise ConfigError(f"-n {namespace}: outside COCOON_NAMESPACES")
-        changes["namespaces"] = frozenset({namespace})
-    return dataclasses.replace(settings, **changes) if changes else settings  # type: ignore[arg-type]
+        c.fail(str(err), code=c.EXIT_USAGE)
+    if namespace is not None and not settings.namespace_allowed(namespace):
+        raise ConfigError(f"-n {namespace}: outside COCOON_NAMESPACES")
+    return dataclasses.replace(
+        settings,
+        kube_context=settings.kube_context if context is None else context,
+        namespaces=settings.namespaces if namespace is None else frozenset({namespace}),
+    )
 
 
 def kube_client(settings: Settings) -> KubeClient:
@@ -159,55 +139,11 @@ def registry_client(settings: Settings) -> RegistryClient | None:
     return get_client(settings) if settings.registry_base is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """Whether `<vm>:hibernate` is in the registry: present True/False, or None and why."""
-
-    present: bool | None
-    reason: str = ""  # why unknown: short, for a table cell
-
-
-def short_reason(err: CocoonError) -> str:
-    """A registry error as a few words for a table cell (the full text goes to -v logs)."""
-    text = str(err)
-    if isinstance(err, RegistryAuthError):
-        return "registry refused the credentials"
-    if "timed out" in text:
-        return "registry timed out"
-    if "cannot reach" in text:
-        return "registry unreachable"
-    if "answered" in text or "unexpected status" in text:
-        return text.rsplit(": ", 1)[-1][:60]
-    return text[:60]
-
-
-def registry_probe(settings: Settings) -> Callable[[str], Snapshot]:
-    """vm -> Snapshot; an error is never read as absent."""
-    client = registry_client(settings)
-
-    def probe(vm: str) -> Snapshot:
-        if client is None:
-            return Snapshot(None, "COCOON_REGISTRY_BASE not set")
-        try:
-            return Snapshot(client.snapshot_present(vm))
-        except CocoonError as err:
-            from shared import log  # noqa: PLC0415
-
-            log.info("snapshot probe failed", vm=vm, error=str(err))
-            return Snapshot(None, short_reason(err))
-
-    return probe
-
-
 def list_sets(
     client: KubeClient | LightKube, settings: Settings, selector: str | None
 ) -> list[CocoonSet]:
-    """Every set in scope (Settings.scopes), selected by the API server (full selector syntax).
-
-    A selector the server cannot parse (HTTP 400) is bad usage: exit 2, its message.
-    """
-    from cocoon_hibernation._common import EXIT_USAGE, fail  # noqa: PLC0415
-
+    """Every set in scope, selected by the API server; a selector it cannot parse (HTTP 400)
+    is bad usage (exit 2)."""
     out: list[CocoonSet] = []
     try:
         for scope in settings.scopes:
@@ -215,29 +151,9 @@ def list_sets(
                 out.extend(page)
     except PermanentError as err:
         if selector and "HTTP 400" in str(err):
-            fail(f"-l {selector}: {err}", code=EXIT_USAGE)
+            c.fail(f"-l {selector}: {err}", code=c.EXIT_USAGE)
         raise
     return sorted(out, key=lambda cs: (cs.namespace, cs.name))
-
-
-def chosen_sets(
-    client: KubeClient,
-    settings: Settings,
-    names: Iterable[str],
-    *,
-    namespace: str | None,
-    selector: str | None,
-    all_sets: bool,
-) -> list[SetRef]:
-    """The sets a command acts on: NAMEs (`NS/NAME`, or `NAME` with -n), -l, or --all."""
-    from cocoon_hibernation._common import EXIT_USAGE, fail, parse_ref  # noqa: PLC0415
-
-    names = list(names)
-    if sum((bool(names), bool(selector), all_sets)) != 1:
-        fail("give NAME..., -l SELECTOR or --all (one of them)", code=EXIT_USAGE)
-    if names:
-        return [parse_ref(n, namespace) for n in names]
-    return [SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)]
 
 
 # How often `--wait` re-reads a set's phase.
@@ -258,87 +174,47 @@ def wait_for_phase(
     *,
     phase: str | None,
     step: Callable[[str], None],
-    label: str = "",
 ) -> str | None:
-    """Re-read the phase every POLL_S until it is `want` or `wait` has passed; the last one read.
-
-    `phase` is the one already known (not re-read when it is `want`); it and each
-    change after it are reported through `step` as `<label>phase <phase>`, once each,
-    as they happen (a wake of 20 s is then not 20 s of silence).
-    """
+    """Re-read the phase until it is `want` or `wait` has passed; the last one read. `phase`
+    (the one known) and each change are told through `step` as they happen."""
     deadline = time.monotonic() + wait.total_seconds()
-    step(f"{label}phase {phase or '-'}")
+    step(f"{ref}: phase {phase or '-'}")
     while phase != want and time.monotonic() < deadline:
         time.sleep(POLL_S)
         now = phase_of(client, ref)
         if now != phase:
-            step(f"{label}phase {now or '-'}")
+            step(f"{ref}: phase {now or '-'}")
         phase = now
     return phase
 
 
-# (client, settings, ref, progress step) -> one result row (`set`, `ok`, `message`, ...).
-SetAction = Callable[[KubeClient, Settings, SetRef, Callable[[str], None]], Mapping[str, Any]]
-
-
-def act_on_sets(
-    act: SetAction,
-    doing: str,
-    *,
-    names: Iterable[str],
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    selector: str | None,
-    all_sets: bool,
-    output: str,
-) -> None:
-    """`act` on every chosen set (with a `<doing> <set>` progress line), then print the rows.
-
-    A cluster error ends the command with one line (exit 1) before anything is printed;
-    a row that is not ok makes the exit 1 once every set was tried (`emit_results`).
-    """
-    import click  # noqa: PLC0415
-
-    from cocoon_hibernation._common import emit_results, fail, progress  # noqa: PLC0415
-
-    rows: list[Mapping[str, Any]] = []
-
-    def announce(spin: Callable[[str], None]) -> Callable[[str], None]:
-        start = time.monotonic()  # the time since this set was acted on
-
-        # Each phase change as a line when it happens: on stdout beside the table (as
-        # kubectl rollout status), on stderr when stdout must stay one JSON/YAML document.
-        def step(text: str) -> None:
-            spin(text)
-            click.echo(f"{time.monotonic() - start:6.1f}s  {text}", err=output != "table")
-
-        return step
-
-    try:
-        settings = cli_settings(kubeconfig, context, namespace)
-        client = kube_client(settings)
-        refs = chosen_sets(
-            client, settings, names, namespace=namespace, selector=selector, all_sets=all_sets
-        )
-        for ref in refs:
-            with progress(f"{doing} {ref}") as spin:
-                rows.append(act(client, settings, ref, announce(spin)))
-    except CocoonError as err:
-        fail(str(err))
-    emit_results(rows, output)
-
-
 def set_action_command(
-    name: str, *, wait_for: str, doing: str, help: str, act: Callable[[timedelta | None], SetAction]
+    name: str, *, wait_for: str, doing: str, help: str, act: Callable[..., Mapping[str, Any]]
 ) -> Any:
-    """A command acting on sets (`wake`, `suspend`): their shared options, `act(wait)` per set."""
-    import click  # noqa: PLC0415
+    """A command acting on sets (`wake`, `suspend`): NAMEs, -l or --all, `--wait` for phase
+    `wait_for`; `act(client, settings, ref, step, wait=)` makes each set's result row."""
 
-    from cocoon_hibernation._common import EXIT_CODES_HELP, set_action_options  # noqa: PLC0415
-
-    @click.command(name=name, epilog=EXIT_CODES_HELP, help=help)
-    @set_action_options(wait_for=wait_for)
+    @click.command(name=name, epilog=c.EXIT_CODES_HELP, help=help)
+    @click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
+    @c.kube_options
+    @c.namespace_option
+    @click.option(
+        "-l",
+        "--selector",
+        default=None,
+        metavar="SELECTOR",
+        help="Only sets matching this label selector (a=b,c!=d,e).",
+    )
+    @click.option(
+        "--all", "all_sets", is_flag=True, help="Every set in the namespace (or all, without -n)."
+    )
+    @click.option(
+        "--wait",
+        type=c.Duration(),
+        default=None,
+        help=f"Wait up to this long (30s, 5m) for phase {wait_for}; default: do not wait.",
+    )
+    @c.output_option
     def command(
         *,
         names: tuple[str, ...],
@@ -350,16 +226,32 @@ def set_action_command(
         wait: timedelta | None,
         output: str,
     ) -> None:
-        act_on_sets(
-            act(wait),
-            doing,
-            names=names,
-            kubeconfig=kubeconfig,
-            context=context,
-            namespace=namespace,
-            selector=selector,
-            all_sets=all_sets,
-            output=output,
-        )
+        if sum((bool(names), bool(selector), all_sets)) != 1:
+            c.fail("give NAME..., -l SELECTOR or --all (one of them)", code=c.EXIT_USAGE)
+        rows: list[Mapping[str, Any]] = []
+
+        def step(spin: Callable[[str], None], start: float, text: str) -> None:
+            # Each phase change as a line when it happens (seconds since the set was acted on):
+            # on stdout beside the table (as kubectl rollout status), on stderr when stdout
+            # must stay one JSON/YAML document.
+            spin(text)
+            click.echo(f"{time.monotonic() - start:6.1f}s  {text}", err=output != "table")
+
+        try:
+            settings = cli_settings(kubeconfig, context, namespace)
+            client = kube_client(settings)
+            if names:
+                refs = [c.parse_ref(n, namespace) for n in names]
+            else:
+                refs = [
+                    SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)
+                ]
+            for ref in refs:
+                with c.progress(f"{doing} {ref}") as spin:
+                    announce = partial(step, spin, time.monotonic())
+                    rows.append(act(client, settings, ref, announce, wait=wait))
+        except CocoonError as err:
+            c.fail(str(err))
+        c.emit_results(rows, output)
 
     return command

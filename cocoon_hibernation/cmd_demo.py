@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import click
 
 from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, is_tty, progress
-from devstack.extra import LocalExtraMissing, require_local_extra
+from cocoon_hibernation.cmd_devstack import require_local, stay_up
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
 from devstack.scenario import Scenario
@@ -66,13 +65,9 @@ def command(
     pace: float | None,
 ) -> None:
     """Run the slot-release story end to end on a local stack and narrate it."""
-    try:
-        require_local_extra()
-    except LocalExtraMissing as err:
-        fail(str(err))
+    require_local()
     restore = install_signal_handlers()
-    config = StackConfig(tick_seconds=tick, sim_interval=poll, log_format="json")
-    stack = Stack(config)
+    stack = Stack(StackConfig(tick_seconds=tick, sim_interval=poll, log_format="json"))
     try:
         with progress("starting the local stack", plain=True) as step:
             stack.on_progress = step
@@ -110,17 +105,12 @@ def command(
             click.echo(f"  {cli} suspend demo/a --wait 30s")
             click.echo(f"  {cli} wake demo/a --wait 30s")
             click.echo(f"  logs of every part: {stack.workdir / 'logs'}")
-            sys.stdout.flush()
-            while True:
-                stack.check_alive()
-                time.sleep(0.5)
+            stay_up(stack)
         ok = result.ok
     except (Interrupted, KeyboardInterrupt):
         click.echo("interrupted: stopping the local stack", err=True)
-        stack.stop()
         sys.exit(130)
     except StackError as err:
-        stack.stop()
         fail(str(err))
     finally:
         stack.stop()

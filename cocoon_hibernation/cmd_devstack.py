@@ -17,6 +17,21 @@ from devstack.simulator import LOCAL_CPU_CLASS, NodeSpec
 from devstack.stack import Stack, StackConfig
 
 
+def require_local() -> None:
+    try:
+        require_local_extra()
+    except LocalExtraMissing as err:
+        fail(str(err))
+
+
+def stay_up(stack: Stack) -> None:
+    """Until Ctrl-C (Interrupted) or a part of the stack stops (StackError)."""
+    sys.stdout.flush()
+    while True:
+        stack.check_alive()
+        time.sleep(0.5)
+
+
 @click.group(name="devstack", epilog=EXIT_CODES_HELP)
 def command() -> None:
     """The local stack: embedded Kubernetes API, registry, functions, simulated cluster."""
@@ -32,7 +47,6 @@ def command() -> None:
 )
 @click.option(
     "--kubeconfig",
-    "kubeconfig",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="Where to write a kubeconfig for the API.",
@@ -54,10 +68,7 @@ def kube(
     *, port: int, kubeconfig: Path, audit_webhook: str | None, audit_token: str | None
 ) -> None:
     """Serve the embedded Kubernetes API with the CocoonSet CRD installed."""
-    try:
-        require_local_extra()
-    except LocalExtraMissing as err:
-        fail(str(err))
+    require_local()
     from devstack.kubeapi import serve_forever  # noqa: PLC0415 - heavy; --help must not load it
 
     serve_forever(port, kubeconfig, audit_webhook, audit_token)
@@ -90,10 +101,7 @@ def kube(
 )
 def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
     """Start the whole stack on 127.0.0.1 and keep it up until Ctrl-C."""
-    try:
-        require_local_extra()
-    except LocalExtraMissing as err:
-        fail(str(err))
+    require_local()
     restore = install_signal_handlers()
     config = StackConfig(
         # Pool `default` and the CPU class the shipped examples ask for (run unchanged).
@@ -122,10 +130,7 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
             click.echo(f"  {invocation()} status --kubeconfig {env['KUBECONFIG']}")
             click.echo("Ctrl-C stops everything.")
-            sys.stdout.flush()
-            while True:
-                stack.check_alive()
-                time.sleep(0.5)
+            stay_up(stack)
         finally:
             stack.stop()
     except (Interrupted, KeyboardInterrupt):

@@ -5,10 +5,12 @@ What each column means: docs/cli.md.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +24,46 @@ from cocoon_hibernation._common import (
     allow_unchecked_option,
     emit_structured,
     fail,
-    format_seconds,
     kube_options,
     namespace_option,
     output_option,
     progress,
 )
-from cocoon_hibernation._kube import Snapshot, cli_settings, list_sets, read_client, registry_probe
+from cocoon_hibernation._kube import cli_settings, list_sets, read_client, registry_client
 from shared import constants as k
 from shared import log
+from shared.clients.registry import RegistryClient
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
-from shared.errors import CocoonError
+from shared.errors import CocoonError, RegistryAuthError
 from shared.models import CocoonSet, Pod
 from shared.names import recorded_vm_names
 from shared.seats.report import PoolSeats, seat_view
+from shared.sweep.decide import format_duration
 
 FLAG_STALE_OPERATOR = "main pod exists while Suspended without the restore marker"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Whether `<vm>:hibernate` is in the registry: present True/False, or None and why."""
+
+    present: bool | None
+    reason: str = ""  # why unknown: short, for a table cell
+
+
+def short_reason(err: CocoonError) -> str:
+    """A registry error as a few words for a table cell (the full text goes to -v logs)."""
+    text = str(err)
+    if isinstance(err, RegistryAuthError):
+        return "registry refused the credentials"
+    if "timed out" in text:
+        return "registry timed out"
+    if "cannot reach" in text:
+        return "registry unreachable"
+    if "answered" in text or "unexpected status" in text:
+        return text.rsplit(": ", 1)[-1][:60]
+    return text[:60]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,32 +81,13 @@ class StatusRow:
     flag: str | None
     why: str | None = None  # why it waits or is stuck, in the cluster's words
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def why_waiting(cs: CocoonSet, main: Pod | None, warning: str | None) -> str | None:
-    """Pure: the scheduler's verdict on a Pending main pod, else, while the set is in
-    transition, its latest Warning Event (on a settled set an old warning is history)."""
-    if main is not None and (main.status.phase or "Pending") == "Pending":
-        message = main.unschedulable_message()
-        if message is not None:
-            return f"pod {main.name} unschedulable: {message or 'no message'}"
-    if _settled(cs):
-        return None
-    return warning
-
 
 def _settled(cs: CocoonSet) -> bool:
-    """Running and not suspended, or Suspended and suspended (a Running set asked to
-    suspend is in transition: a refused `spec.suspend` write leaves it there)."""
+    """Running and not suspended, or Suspended and suspended (a Running set asked to suspend
+    is in transition: a refused `spec.suspend` write leaves it there)."""
     if cs.phase is CocoonSetPhase.RUNNING:
         return not cs.suspended
     return cs.phase is CocoonSetPhase.SUSPENDED and cs.suspended
-
-
-def needs_events(cs: CocoonSet) -> bool:
-    return not _settled(cs)
 
 
 def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
@@ -93,13 +99,8 @@ def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str]
             continue
         key = (str(inv.get("namespace") or ""), str(inv.get("name") or ""))
         meta = ev.get("metadata") or {}
-        when = str(
-            ev.get("lastTimestamp")
-            or ev.get("eventTime")
-            or ev.get("firstTimestamp")
-            or meta.get("creationTimestamp")
-            or ""
-        )
+        stamps = [ev.get(key) for key in ("lastTimestamp", "eventTime", "firstTimestamp")]
+        when = str(next((t for t in stamps if t), meta.get("creationTimestamp") or ""))
         text = f"{ev.get('reason') or 'Warning'}: {' '.join(str(ev.get('message') or '').split())}"
         if key not in best or when >= best[key][0]:
             best[key] = (when, text)
@@ -124,6 +125,13 @@ def status_row(
         and main.annotations.get(k.ANN_RESTORE) != k.TRUE
     ):
         flag = FLAG_STALE_OPERATOR
+    # WHY: the scheduler's verdict on a Pending main pod, else, while the set is in transition,
+    # its latest Warning Event (on a settled set an old warning is history).
+    why = None if _settled(cs) else warning
+    if main is not None and (main.status.phase or "Pending") == "Pending":
+        message = main.unschedulable_message()
+        if message is not None:
+            why = f"pod {main.name} unschedulable: {message or 'no message'}"
     # A retain set keeps its VM: no snapshot to look for (unless a release left a hint).
     probed = (
         # Under the name the release recorded (either naming generation), as the wake probes.
@@ -143,51 +151,40 @@ def status_row(
         main_pod=main.name if main is not None else None,
         node=(main.spec.node_name or None) if main is not None else None,
         flag=flag,
-        why=why_waiting(cs, main, warning),
+        why=why,
     )
-
-
-def _snapshot_cell(r: StatusRow) -> str:
-    if r.snapshot is not None:
-        return "yes" if r.snapshot else "no"
-    return f"unknown ({r.snapshot_unknown})" if r.snapshot_unknown else "-"
-
-
-def _table(
-    header: Sequence[str], lines: Sequence[Sequence[str]], widths: list[int] | None = None
-) -> list[int]:
-    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
-    watch's later lines) no header, and the first table's widths."""
-    rows = [list(x) for x in lines]
-    if widths is None:
-        rows.insert(0, list(header))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(r[:-1])]
-        click.echo("  ".join([*cells, r[-1]]).rstrip())
-    return widths
 
 
 _HEADER = ("SET", "POLICY", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "POD", "NODE", "FLAG", "WHY")
 
 
-def _cells(r: StatusRow) -> tuple[str, ...]:
-    return (
-        f"{r.namespace}/{r.name}",
-        r.policy,
-        r.phase or "-",
-        "yes" if r.suspend else "no",
-        r.hint or "-",
-        _snapshot_cell(r),
-        r.main_pod or "-",
-        r.node or "-",
-        r.flag or "-",
-        r.why or "-",
-    )
-
-
 def _render(rows: Sequence[StatusRow], widths: list[int] | None = None) -> list[int]:
-    return _table(_HEADER, [_cells(r) for r in rows], widths)
+    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
+    watch's later lines) no header, and the first table's widths."""
+    lines = [
+        [
+            f"{r.namespace}/{r.name}",
+            r.policy,
+            r.phase or "-",
+            "yes" if r.suspend else "no",
+            r.hint or "-",
+            ("yes" if r.snapshot else "no")
+            if r.snapshot is not None
+            else (f"unknown ({r.snapshot_unknown})" if r.snapshot_unknown else "-"),
+            r.main_pod or "-",
+            r.node or "-",
+            r.flag or "-",
+            r.why or "-",
+        ]
+        for r in rows
+    ]
+    if widths is None:
+        lines.insert(0, list(_HEADER))
+        widths = [max(len(line[i]) for line in lines) for i in range(len(_HEADER) - 1)]
+    for line in lines:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(line[:-1])]
+        click.echo("  ".join([*cells, line[-1]]).rstrip())
+    return widths
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,24 +198,18 @@ class Capacity:
 
 def pool_capacity(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Capacity]:
     """Pure: per pool label, the seats its nodes offer (kube-scheduler's `pods` limit)."""
-    seats: dict[str, int] = {}
-    count: dict[str, int] = {}
+    found: dict[str, Capacity] = {}
     for node in nodes:
-        meta = node.get("metadata") or {}
-        pool = (meta.get("labels") or {}).get(k.LABEL_POOL)
-        if not pool or (node.get("spec") or {}).get("unschedulable"):
-            continue
+        pool = ((node.get("metadata") or {}).get("labels") or {}).get(k.LABEL_POOL)
         status = node.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        )
-        if not ready:
+        conditions = status.get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        if not pool or not ready or (node.get("spec") or {}).get("unschedulable"):
             continue
         raw = str((status.get("allocatable") or {}).get("pods") or "0")
-        seats[pool] = seats.get(pool, 0) + (int(raw) if raw.isdigit() else 0)
-        count[pool] = count.get(pool, 0) + 1
-    return {p: Capacity(seats[p], count[p]) for p in seats}
+        had = found.get(pool, Capacity(0))
+        found[pool] = Capacity((had.seats or 0) + (int(raw) if raw.isdigit() else 0), had.nodes + 1)
+    return found
 
 
 def _pool_dict(p: PoolSeats, cap: Capacity, now: datetime) -> dict[str, Any]:
@@ -253,7 +244,7 @@ def _pool_dict(p: PoolSeats, cap: Capacity, now: datetime) -> dict[str, Any]:
 
 
 def _ago(seconds: int) -> str:
-    return format_seconds(timedelta(seconds=seconds))
+    return format_duration(timedelta(seconds=seconds))
 
 
 def _render_seats(pools: Sequence[PoolSeats], caps: Mapping[str, Capacity]) -> None:
@@ -291,8 +282,6 @@ def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
     try:
         found = pool_capacity(client.list_nodes(k.LABEL_POOL))
     except CocoonError as err:
-        from cocoon_hibernation._kube import short_reason  # noqa: PLC0415
-
         reason = "may not list nodes" if "RBAC" in str(err) else short_reason(err)
         return {p.pool: Capacity(None, 0, reason) for p in pools}
     return {p.pool: found.get(p.pool, Capacity(0, 0)) for p in pools}
@@ -305,11 +294,14 @@ class _Reader:
     client: Any
     settings: Any
     selector: str | None
-    probe: Callable[[str], Snapshot] | None = None
     # (namespace, name) -> (resourceVersion, Snapshot): re-probed when the set changed.
-    snapshots: dict[tuple[str, str], tuple[str, Snapshot]] | None = None
-    warnings: dict[tuple[str, str], str] = field(default_factory=dict)
+    snapshots: dict[tuple[str, str], tuple[str, Snapshot]] = field(default_factory=dict)
+    warned: dict[tuple[str, str], str] = field(default_factory=dict)
     warned_at: float = -1e9
+
+    @cached_property
+    def registry(self) -> RegistryClient | None:
+        return registry_client(self.settings)
 
     def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
         every = list_sets(self.client, self.settings, self.selector)
@@ -322,57 +314,54 @@ class _Reader:
         ]
         return every, pods
 
+    def warnings(self, every: Sequence[CocoonSet]) -> dict[tuple[str, str], str]:
+        """Read only while a set is in transition, and reused for WARNINGS_TTL_S (a watch's
+        burst of changes makes one LIST)."""
+        if all(_settled(cs) for cs in every):
+            return {}
+        if time.monotonic() - self.warned_at >= WARNINGS_TTL_S:
+            selector = f"involvedObject.kind={k.KIND},type=Warning"
+            try:
+                scopes = self.settings.scopes
+                events = [e for s in scopes for e in self.client.list_events(s, selector)]
+            except CocoonError as err:
+                log.info("events not read", error=str(err))
+                events = []
+            self.warned, self.warned_at = latest_warnings(events), time.monotonic()
+        return self.warned
+
     def rows(self, every: Sequence[CocoonSet], pods: Sequence[Pod]) -> list[StatusRow]:
-        if self.probe is None:
-            self.probe = registry_probe(self.settings)
-            self.snapshots = {}
         by_set: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
             key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
             by_set.setdefault(key, []).append(pod)
-        warnings: dict[tuple[str, str], str] = {}
-        if not any(needs_events(cs) for cs in every):
-            pass  # the Events are read only while a set is in transition
-        elif time.monotonic() - self.warned_at < WARNINGS_TTL_S:
-            warnings = self.warnings  # a watch's burst of changes: one LIST a second
-        else:
-            try:
-                events = [
-                    e
-                    for scope in self.settings.scopes
-                    for e in self.client.list_events(
-                        scope, f"involvedObject.kind={k.KIND},type=Warning"
-                    )
-                ]
-            except CocoonError as err:
-                log.info("events not read", error=str(err))
-                events = []
-            warnings = latest_warnings(events)
-            self.warnings, self.warned_at = warnings, time.monotonic()
+        warnings = self.warnings(every)
         return [
             status_row(
                 cs,
                 by_set.get((cs.namespace, cs.name), []),
-                self._snapshot(cs),
+                partial(self._snapshot, cs),
                 warnings.get((cs.namespace, cs.name)),
             )
             for cs in every
         ]
 
-    def _snapshot(self, cs: CocoonSet) -> Callable[[str], Snapshot]:
-        assert self.probe is not None and self.snapshots is not None
-        probe, cache = self.probe, self.snapshots
+    def _snapshot(self, cs: CocoonSet, vm: str) -> Snapshot:
         key, version = (cs.namespace, cs.name), cs.metadata.resource_version or ""
+        hit = self.snapshots.get(key)
+        if hit is None or hit[0] != version or hit[1].present is None:
+            hit = self.snapshots[key] = (version, self._probe(vm))
+        return hit[1]
 
-        def cached(vm: str) -> Snapshot:
-            hit = cache.get(key)
-            if hit is not None and hit[0] == version and hit[1].present is not None:
-                return hit[1]
-            found = probe(vm)
-            cache[key] = (version, found)
-            return found
-
-        return cached
+    def _probe(self, vm: str) -> Snapshot:
+        """An error is never read as absent."""
+        if self.registry is None:
+            return Snapshot(None, "COCOON_REGISTRY_BASE not set")
+        try:
+            return Snapshot(self.registry.snapshot_present(vm))
+        except CocoonError as err:
+            log.info("snapshot probe failed", vm=vm, error=str(err))
+            return Snapshot(None, short_reason(err))
 
 
 @click.command(name="status", epilog=EXIT_CODES_HELP)
@@ -419,23 +408,22 @@ def command(
             rows = [] if seats_only else reader.rows(every, pods)
     except CocoonError as err:
         fail(str(err))
+    widths = None
+    if output == "table" and not seats_only:
+        if rows:
+            widths = _render(rows)
+        else:
+            click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
     if watch:
-        _watch(reader, rows, output, namespace)
+        _watch(reader, rows, output, widths)
         return
     if output != "table":
         seat_data = [_pool_dict(p, caps[p.pool], now) for p in pools]
-        if seats_only:
-            emit_structured(seat_data, output)
-        else:
-            emit_structured({"sets": [r.as_dict() for r in rows], "pools": seat_data}, output)
-    elif seats_only:
-        _render_seats(pools, caps)
+        both = {"sets": [asdict(r) for r in rows], "pools": seat_data}
+        emit_structured(seat_data if seats_only else both, output)
     else:
-        if rows:
-            _render(rows)
-        else:
-            click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
-        click.echo("")
+        if not seats_only:
+            click.echo("")
         _render_seats(pools, caps)
     _exit(rows, caps, allow_unchecked)
 
@@ -447,26 +435,17 @@ WARNINGS_TTL_S = 1.0
 Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
 
 
-def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str | None) -> None:
-    """kubectl get -w: the table, then a line per changed or deleted set until Ctrl-C (with
+def _watch(reader: _Reader, rows: list[StatusRow], output: str, widths: list[int] | None) -> None:
+    """kubectl get -w: after the table, a line per changed or deleted set until Ctrl-C (with
     -o json/yaml, one JSON object a line); a failed read is said on stderr and retried."""
     import json  # noqa: PLC0415
 
-    def emit(changed: Sequence[StatusRow], widths: list[int] | None) -> list[int] | None:
-        if output != "table":
-            for r in changed:
-                click.echo(json.dumps(r.as_dict(), ensure_ascii=False))
-            return widths
-        return _render(changed, widths) if changed else widths
-
-    shown = {(r.namespace, r.name): r for r in rows}
-    if not rows and output == "table":
-        click.echo("no CocoonSets" + (f" in {namespace}" if namespace else ""))
-    widths = emit(rows, None)
+    # The table is printed already; JSON lines start with every set.
+    shown = {(r.namespace, r.name): r for r in rows} if output == "table" else {}
     failing = ""
     updates = _streamed(reader) if hasattr(reader.client, "watch") else _polled(reader)
     try:
-        for update in updates:
+        for update in itertools.chain([rows], updates):
             if isinstance(update, str):
                 if update != failing:
                     click.echo(f"{ERROR_PREFIX}{update} (retrying)", err=True)
@@ -475,7 +454,11 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, namespace: str |
             failing = ""
             changed = [r for r in update if shown.get((r.namespace, r.name)) != r]
             gone = sorted(set(shown) - {(r.namespace, r.name) for r in update})
-            widths = emit(changed, widths)
+            if output != "table":
+                for r in changed:
+                    click.echo(json.dumps(asdict(r), ensure_ascii=False))
+            elif changed:
+                widths = _render(changed, widths)
             for ns, name in gone:
                 click.echo(
                     json.dumps({"namespace": ns, "name": name, "deleted": True})
@@ -491,102 +474,89 @@ def _polled(reader: _Reader) -> Iterator[Update]:
     while True:
         time.sleep(WATCH_INTERVAL_S)
         try:
-            every, pods = reader.sets_and_pods()
-            yield reader.rows(every, pods)
+            update: Update = reader.rows(*reader.sets_and_pods())
         except CocoonError as err:
-            yield str(err)
+            update = str(err)
+        yield update
 
 
 def _streamed(reader: _Reader) -> Iterator[Update]:
     """The rows after each change, from one watch thread per (resource, scope) feeding a
-    queue, each event applied in order; an expired or broken watch lists and watches again."""
+    queue, applied in order; an expired or broken watch lists again."""
     import queue  # noqa: PLC0415
     import threading  # noqa: PLC0415
 
     from shared.clients.kube import parse  # noqa: PLC0415
 
     client = reader.client
+    models: dict[str, type[CocoonSet | Pod]] = {"cocoonsets": CocoonSet, "pods": Pod}
     selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
-    feed: queue.Queue[tuple[Any, ...]] = queue.Queue()
-    # Sets by (namespace, name), the order of the rows; pods by uid.
-    stores: dict[str, dict[Any, Any]] = {"cocoonsets": {}, "pods": {}}
+    # (resource, scope, a watch event's type, or LIST with every item, or FAILED, its payload)
+    feed: queue.Queue[tuple[str, str | None, str, Any]] = queue.Queue()
+    stores: dict[str, dict[tuple[str, str], Any]] = {"cocoonsets": {}, "pods": {}}
 
-    def load(resource: str, scope: str | None, items: list[dict[str, Any]]) -> None:
+    def apply(resource: str, scope: str | None, kind: str, obj: Any) -> None:
         store = stores[resource]
-        for key in [key for key, o in store.items() if scope in (None, o.metadata.namespace)]:
-            del store[key]
-        for item in items:
-            apply(resource, "ADDED", item)
-
-    def apply(resource: str, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "LIST":
+            for key in [key for key in store if scope in (None, key[0])]:
+                del store[key]
+            for item in obj:
+                apply(resource, scope, "ADDED", item)
+            return
         try:
-            item = parse(CocoonSet, obj) if resource == "cocoonsets" else parse(Pod, obj)
+            item = parse(models[resource], obj)
         except CocoonError:
             return  # an unreadable object is left out, as a LIST leaves it out
-        if isinstance(item, CocoonSet):
-            key: Any = (item.namespace, item.name)
-        else:
-            key = item.metadata.uid or f"{item.metadata.namespace}/{item.name}"
+        key = (item.metadata.namespace or "", item.metadata.name)
         if kind == "DELETED":
-            stores[resource].pop(key, None)
+            store.pop(key, None)
         else:
-            stores[resource][key] = item
+            store[key] = item
 
-    def follow(resource: str, scope: str | None, version: str) -> None:
+    def follow(resource: str, scope: str | None) -> None:
+        version = ""
         while True:
             try:
+                if not version:
+                    items, version = client.list_raw(resource, scope, selectors[resource])
+                    feed.put((resource, scope, "LIST", items))
+                # Ends at the server's timeout: watch on from `version`.
                 for event in client.watch(resource, scope, selectors[resource], version):
-                    if event.get("type") == "ERROR":
-                        break  # the resourceVersion is too old (410): list again
                     obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = ""  # the resourceVersion is too old (410): list again
+                        break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":
-                        feed.put(("event", resource, event.get("type"), obj))
-                else:
-                    continue  # the server's timeout ended the stream: watch on from `version`
+                        feed.put((resource, scope, str(event.get("type")), obj))
             except CocoonError as err:
-                feed.put(("error", str(err)))
-                time.sleep(WATCH_INTERVAL_S)
-            try:
-                items, version = client.list_raw(resource, scope, selectors[resource])
-                feed.put(("resync", resource, scope, items))
-            except CocoonError as err:
-                feed.put(("error", str(err)))
+                feed.put((resource, scope, "FAILED", str(err)))
+                version = ""
                 time.sleep(WATCH_INTERVAL_S)
 
-    def rows() -> list[StatusRow]:
-        sets = stores["cocoonsets"]
-        return reader.rows([sets[key] for key in sorted(sets)], list(stores["pods"].values()))
-
-    try:
-        for resource in ("cocoonsets", "pods"):
-            for scope in reader.settings.scopes:
-                items, version = client.list_raw(resource, scope, selectors[resource])
-                load(resource, scope, items)
-                threading.Thread(
-                    target=follow, args=(resource, scope, version), daemon=True
-                ).start()
-    except CocoonError as err:
-        yield str(err)
-        yield from _polled(reader)
-        return
-    yield rows()
+    # Rows once every (resource, scope) was listed, then after each change.
+    pending = {(resource, scope) for resource in stores for scope in reader.settings.scopes}
+    for resource, scope in pending:
+        threading.Thread(target=follow, args=(resource, scope), daemon=True).start()
     while True:
         try:
-            item = feed.get(timeout=0.5)  # a timeout, so Ctrl-C is not held up
+            resource, scope, kind, obj = feed.get(timeout=0.5)  # so Ctrl-C is not held up
         except queue.Empty:
             continue
-        if item[0] == "error":
-            yield str(item[1])
+        if kind == "FAILED":
+            yield str(obj)
             continue
-        if item[0] == "resync":
-            load(str(item[1]), item[2], list(item[3]))
-        else:
-            apply(str(item[1]), str(item[2]), dict(item[3]))
-        try:
-            yield rows()
-        except CocoonError as err:
-            yield str(err)
+        apply(resource, scope, kind, obj)
+        pending.discard((resource, scope))
+        if not pending:
+            sets = stores["cocoonsets"]
+            try:
+                update: Update = reader.rows(
+                    [sets[key] for key in sorted(sets)], list(stores["pods"].values())
+                )
+            except CocoonError as err:
+                update = str(err)
+            yield update
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:

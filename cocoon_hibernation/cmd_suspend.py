@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from functools import partial
 
-from cocoon_hibernation._common import format_seconds
 from cocoon_hibernation._kube import KubeClient, set_action_command, wait_for_phase
 from shared.config import Settings
 from shared.names import SetRef
+from shared.sweep.decide import format_duration
 
 
 def suspend_one(
@@ -28,15 +27,13 @@ def suspend_one(
     cs = client.patch_set(ref, {"spec": {"suspend": True}})
     phase = cs.phase.value if cs.phase else None
     if wait:
-        phase = wait_for_phase(
-            client, ref, "Suspended", wait, phase=phase, step=step, label=f"{ref}: "
-        )
+        phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
     ok = not wait or phase == "Suspended"
     message = (
         f"spec.suspend=true (phase {phase or '-'})"
         if ok
         else f"spec.suspend=true, but still {phase or '-'} after "
-        f"{format_seconds(wait or timedelta())}"
+        f"{format_duration(wait or timedelta())}"
     )
     return {"set": str(ref), "ok": ok, "phase": phase, "message": message}
 
@@ -46,5 +43,5 @@ command = set_action_command(
     wait_for="Suspended",
     doing="suspending",
     help="Set spec.suspend=true on CocoonSets.",
-    act=lambda wait: partial(suspend_one, wait=wait),
+    act=suspend_one,
 )

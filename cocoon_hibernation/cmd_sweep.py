@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,15 +57,10 @@ def render(summary: SweepSummary) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     console = Console()
-    table = Table(title=title)
-    for col in ("action", "cocoonset", "result", "detail"):
-        table.add_column(col)
+    table = Table("action", "cocoonset", "result", "detail", title=title)
     for kind, ref, result, detail in rows:
         table.add_row(kind, ref, f"[{_STYLE.get(result, 'green')}]{result}[/]", detail)
-    if rows:
-        console.print(table)
-    else:
-        console.print(f"{title}: nothing to do")
+    console.print(table if rows else f"{title}: nothing to do")
     console.print(totals)
 
 
@@ -87,24 +83,19 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
 class SelectedSets:
     """A client whose set lists are narrowed by a label selector (`sweep -l`), served
     by the API server; everything else is the wrapped client's."""
 
-    def __init__(self, inner: Any, selector: str) -> None:
-        self._inner = inner
-        self._selector = selector
+    inner: Any
+    selector: str
 
     def list_sets(self, namespace: str | None, *, limit: int = 500) -> Any:
-        return self._inner.list_sets(namespace, limit=limit, label_selector=self._selector)
+        return self.inner.list_sets(namespace, limit=limit, label_selector=self.selector)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-def _first_error(summary: SweepSummary) -> str:
-    failed = [*summary.failures, *(a.detail for a in summary.actions if a.result is Result.ERROR)]
-    return failed[0] if failed else ""
+        return getattr(self.inner, name)
 
 
 @click.command("sweep", epilog=EXIT_CODES_HELP)
@@ -125,27 +116,20 @@ def command(
     output: str,
 ) -> None:
     """Suspend idle sets and reconcile sets whose events were lost (one run)."""
+    # Imported here: `sweep --help` stays fast.
     from cocoon_hibernation._kube import cli_settings  # noqa: PLC0415
+    from functions.sweep import run_sweep  # noqa: PLC0415
+    from shared.clients.kube import get_client  # noqa: PLC0415
 
     try:
         settings = cli_settings(kubeconfig, context, namespace)
-    except ConfigError as err:  # --kubeconfig missing, -n outside COCOON_NAMESPACES
-        fail(str(err))
-    from functions.sweep import run_sweep  # noqa: PLC0415  (the CLI's other commands start fast)
-
-    kube = None
-    if selector:
-        from shared.clients.kube import get_client  # noqa: PLC0415
-
+        kube = cast("KubeApi", SelectedSets(get_client(settings), selector)) if selector else None
         try:
-            kube = cast("KubeApi", SelectedSets(get_client(settings), selector))
-        except ConfigError as err:
-            fail(str(err))
-    try:
-        summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
-    except SweepIncomplete as err:
-        summary = err.summary
-    except ConfigError as err:  # the CRD not installed; no kubeconfig and not in a cluster
+            summary = run_sweep(settings=settings, dry_run=dry_run, kube=kube)
+        except SweepIncomplete as err:
+            summary = err.summary
+    # --kubeconfig missing, -n outside COCOON_NAMESPACES, no CRD, no kubeconfig nor cluster
+    except ConfigError as err:
         fail(str(err))
     except CocoonError as err:
         fail(f"sweep failed: {err}")
@@ -154,10 +138,10 @@ def command(
     else:
         render(summary)
     if summary.errors:
-        detail = _first_error(summary)
-        click.echo(
-            f"{ERROR_PREFIX}sweep met {summary.errors} error(s)"
-            + (f": {detail}" if detail else ""),
-            err=True,
-        )
+        failed = [
+            *summary.failures,
+            *(a.detail for a in summary.actions if a.result is Result.ERROR),
+        ]
+        detail = f": {failed[0]}" if failed else ""
+        click.echo(f"{ERROR_PREFIX}sweep met {summary.errors} error(s){detail}", err=True)
         raise SystemExit(EXIT_FINDING)

@@ -5,15 +5,12 @@ and, when it gives up, says why (no free seat, or not yet). A Running set is a n
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from cocoon_hibernation._common import format_seconds
 from cocoon_hibernation._kube import (
     KubeClient,
-    SetAction,
     phase_of,
     registry_client,
     set_action_command,
@@ -25,18 +22,7 @@ from shared.enums import CocoonSetPhase
 from shared.errors import CocoonError
 from shared.names import SetRef
 from shared.reconcile import OutcomeResult, request_wake
-
-
-@dataclass(frozen=True, slots=True)
-class WakeResult:
-    set: str
-    ok: bool
-    phase: str | None
-    message: str
-    steps: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "steps": list(self.steps)}
+from shared.sweep.decide import format_duration
 
 
 def why_not_running(client: KubeClient, ref: SetRef) -> str:
@@ -62,52 +48,44 @@ def why_not_running(client: KubeClient, ref: SetRef) -> str:
 
 
 def wake_one(
-    client: KubeClient, settings: Any, ref: SetRef, wait: timedelta | None, step: Any
-) -> WakeResult:
+    client: KubeClient,
+    settings: Settings,
+    ref: SetRef,
+    step: Callable[[str], None],
+    *,
+    wait: timedelta | None,
+) -> dict[str, Any]:
+    def result(
+        ok: bool, phase: str | None, message: str, steps: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        return {"set": str(ref), "ok": ok, "phase": phase, "message": message, "steps": list(steps)}
+
     before = client.get_set(ref)
     if before is None:
-        return WakeResult(str(ref), False, None, f"cocoonset {ref} not found")
+        return result(False, None, f"cocoonset {ref} not found")
     if before.phase is CocoonSetPhase.RUNNING and not before.suspended:
-        return WakeResult(str(ref), True, "Running", "already Running: nothing to do")
+        return result(True, "Running", "already Running: nothing to do")
     outcome = request_wake(ref, kube=client, registry=registry_client(settings), settings=settings)
     if outcome.result == OutcomeResult.NOT_FOUND:
-        return WakeResult(str(ref), False, None, f"cocoonset {ref} not found")
+        return result(False, None, f"cocoonset {ref} not found")
     if outcome.result == OutcomeResult.NOT_OURS:
         after = client.get_set(ref)
         if after is not None and after.phase is CocoonSetPhase.RUNNING and not after.suspended:
             # Asked to suspend but not suspended yet: the unsuspend was the whole wake.
-            return WakeResult(
-                str(ref), True, "Running", "spec.suspend=false; still Running", outcome.steps
-            )
+            return result(True, "Running", "spec.suspend=false; still Running", outcome.steps)
         phase = after.phase.value if after is not None and after.phase else None
-        return WakeResult(str(ref), False, phase, outcome.reason, outcome.steps)
+        return result(False, phase, outcome.reason, outcome.steps)
     phase = phase_of(client, ref)
     if wait:
-        phase = wait_for_phase(
-            client, ref, "Running", wait, phase=phase, step=step, label=f"{ref}: "
-        )
+        phase = wait_for_phase(client, ref, "Running", wait, phase=phase, step=step)
         if phase != "Running":
-            return WakeResult(
-                str(ref),
-                False,
-                phase,
-                f"wake requested, but still {phase or '-'} after {format_seconds(wait)}: "
-                f"{why_not_running(client, ref)}",
-                outcome.steps,
+            message = (
+                f"wake requested, but still {phase or '-'} after {format_duration(wait)}: "
+                f"{why_not_running(client, ref)}"
             )
+            return result(False, phase, message, outcome.steps)
     steps = ", ".join(outcome.steps) or "nothing to do"
-    return WakeResult(
-        str(ref), True, phase, f"wake requested ({steps}); phase {phase or '-'}", outcome.steps
-    )
-
-
-def _waking(wait: timedelta | None) -> SetAction:
-    def act(
-        client: KubeClient, settings: Settings, ref: SetRef, step: Callable[[str], None]
-    ) -> dict[str, Any]:
-        return wake_one(client, settings, ref, wait, step).as_dict()
-
-    return act
+    return result(True, phase, f"wake requested ({steps}); phase {phase or '-'}", outcome.steps)
 
 
 command = set_action_command(
@@ -117,5 +95,5 @@ command = set_action_command(
     help="""Wake release-policy CocoonSets (spec.suspend=false, then the wake reconcile).
 
     A set already Running is left alone (exit 0, said so).""",
-    act=_waking,
+    act=wake_one,
 )

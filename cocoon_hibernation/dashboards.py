@@ -34,24 +34,14 @@ def grafana() -> dict[str, Any]:
     for i, m in enumerate(CATALOGUE):
         by = _split(m)
         if m.kind == "counter":
-            targets = [
-                {
-                    "refId": "A",
-                    "expr": f"sum by ({by}) (rate({m.name}[5m]))",
-                    "legendFormat": f"{{{{{by}}}}}",
-                }
-            ]
-            unit = "ops"
+            unit, queries = "ops", [("A", f"sum by ({by}) (rate({m.name}[5m]))", f"{{{{{by}}}}}")]
         else:
-            targets = [
-                {
-                    "refId": ref,
-                    "expr": f"histogram_quantile({q}, sum by (le) (rate({m.name}_bucket[5m])))",
-                    "legendFormat": f"p{int(q * 100)}",
-                }
+            unit = "s"
+            quantile = "histogram_quantile({}, sum by (le) (rate(" + m.name + "_bucket[5m])))"
+            queries = [
+                (ref, quantile.format(q), f"p{int(q * 100)}")
                 for ref, q in (("A", 0.5), ("B", 0.95))
             ]
-            unit = "s"
         panels.append(
             {
                 "id": i + 1,
@@ -61,7 +51,7 @@ def grafana() -> dict[str, Any]:
                 "datasource": {"type": "prometheus", "uid": "${datasource}"},
                 "gridPos": {"h": 8, "w": 12, "x": (i % 2) * 12, "y": (i // 2) * 8},
                 "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-                "targets": targets,
+                "targets": [{"refId": r, "expr": e, "legendFormat": f} for r, e, f in queries],
             }
         )
     source = {
@@ -137,20 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a file is stale")
     args = parser.parse_args(argv)
-    stale = []
-    for path, text in render().items():
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current == text:
-            continue
+    texts = render()
+    stale = [p for p, text in texts.items() if not p.exists() or p.read_text("utf-8") != text]
+    for path in stale:
         if args.check:
-            stale.append(path)
+            print(f"stale: {path.relative_to(REPO)} (run python -m cocoon_hibernation.dashboards)")
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            path.write_text(texts[path], encoding="utf-8")
             print(f"wrote {path.relative_to(REPO)}")
-    for path in stale:
-        print(f"stale: {path.relative_to(REPO)} (run python -m cocoon_hibernation.dashboards)")
-    return 1 if stale else 0
+    return 1 if stale and args.check else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,5 @@
-"""`cocoon-hibernation`: the command line. Each command is `command` in its own module,
-listed in :data:`COMMANDS` with its summary, imported only when it runs, so `--help` imports
-nothing but click. The version is the installed distribution's.
-"""
+"""`cocoon-hibernation`: the command line. Each command is imported only when it runs, so
+`--help` imports nothing but click. The version is the installed distribution's."""
 
 from __future__ import annotations
 
@@ -15,20 +13,19 @@ from cocoon_hibernation._common import ERROR_PREFIX, EXIT_USAGE, verbosity_optio
 
 DIST: Final = "cocoon-hibernation"
 
-_CMD: Final = "cocoon_hibernation."
-
-# name -> (module defining `command`, summary shown by `cocoon-hibernation --help`)
-COMMANDS: Final[dict[str, tuple[str, str]]] = {
-    "validate": (_CMD + "cmd_validate", "Check CocoonSet manifests as kube-apiserver would."),
-    "crd": (_CMD + "cmd_crd", "Print the CocoonSet CRD generated from the models."),
-    "status": (_CMD + "cmd_status", "Every set (phase, hint, snapshot), then seats per pool."),
-    "wake": (_CMD + "cmd_wake", "Wake a release-policy set (suspend=false, then the wake)."),
-    "suspend": (_CMD + "cmd_suspend", "Suspend a set (spec.suspend=true)."),
-    "serve": (_CMD + "cmd_serve", "Serve every target in one process (Deployment, Knative)."),
-    "devstack": (_CMD + "cmd_devstack", "The local stack: embedded API, registry, functions."),
-    "demo": (_CMD + "cmd_demo", "Run the slot-release story end to end on a local stack."),
-    "sweep": (_CMD + "cmd_sweep", "Suspend idle sets, converge lost events (--dry-run: report)."),
-    "deploy-check": (_CMD + "cmd_deploy_check", "What would fail before terraform apply."),
+# name -> summary shown by `cocoon-hibernation --help`; the command is `command` in
+# cocoon_hibernation.cmd_<name> (dashes as underscores).
+COMMANDS: Final[dict[str, str]] = {
+    "validate": "Check CocoonSet manifests as kube-apiserver would.",
+    "crd": "Print the CocoonSet CRD generated from the models.",
+    "status": "Every set (phase, hint, snapshot), then seats per pool.",
+    "wake": "Wake a release-policy set (suspend=false, then the wake).",
+    "suspend": "Suspend a set (spec.suspend=true).",
+    "serve": "Serve every target in one process (Deployment, Knative).",
+    "devstack": "The local stack: embedded API, registry, functions.",
+    "demo": "Run the slot-release story end to end on a local stack.",
+    "sweep": "Suspend idle sets, converge lost events (--dry-run: report).",
+    "deploy-check": "What would fail before terraform apply.",
 }
 
 
@@ -39,11 +36,11 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
+        if cmd_name not in COMMANDS:
             return None
+        name = f"cocoon_hibernation.cmd_{cmd_name.replace('-', '_')}"
         try:
-            module = importlib.import_module(entry[0])
+            module = importlib.import_module(name)
         except ModuleNotFoundError as err:
             if (err.name or "").split(".")[0] != "devstack":
                 raise
@@ -55,7 +52,7 @@ class LazyGroup(click.Group):
             ) from None
         command = getattr(module, "command", None)
         if not isinstance(command, click.Command):
-            raise click.ClickException(f"{entry[0]} defines no click command named `command`")
+            raise click.ClickException(f"{name} defines no click command named `command`")
         return command
 
     def main(self, *args: Any, **kwargs: Any) -> NoReturn:
@@ -82,10 +79,8 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # The summaries come from the table so listing them imports no command module.
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,29 +28,23 @@ from shared.errors import TransientError
 from shared.models import CocoonSet, Pod
 
 _EXEC_TIMEOUT_S = 60
+_WATCH_TIMEOUT_S = 290  # the server ends a watch after this; it is then resumed
 
 
 class _Unsupported(Exception):
     """This kubeconfig needs the official client."""
 
 
-@dataclass
-class _Target:
-    server: urllib.parse.SplitResult
-    headers: dict[str, str] = field(default_factory=dict)
-    context: ssl.SSLContext | None = None
-    server_hostname: str | None = None
+# The entries naming a file, relative to the kubeconfig that holds them.
+_FILE_KEYS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
 
 
-def _load(paths: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The merged kubeconfig (kubectl's rules: first definition wins) and, per
-    cluster/user name, the directory of the file that defined it."""
+def _load(paths: list[str]) -> dict[str, Any]:
+    """The merged kubeconfig (kubectl's rules: first definition wins), file paths absolute."""
     import yaml  # noqa: PLC0415 - light, but only when a status runs
 
     merged: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}}
-    where: dict[str, str] = {}
     current = ""
-    found = False
     for path in paths:
         full._check_kubeconfig_file(path)  # one-line errors for what is no kubeconfig
         try:
@@ -57,24 +52,18 @@ def _load(paths: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
                 doc = yaml.safe_load(f) or {}
         except FileNotFoundError:
             continue  # kubectl skips a missing file of the list
-        found = True
+        current = current or str(doc.get("current-context") or "")
         base = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
         for kind, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
             for entry in doc.get(kind) or []:
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                     raise _Unsupported
-                if entry["name"] not in merged[kind]:
-                    merged[kind][entry["name"]] = entry.get(inner) or {}
-                    where[f"{kind}/{entry['name']}"] = base
-        current = current or str(doc.get("current-context") or "")
-    if not found:
-        raise _Unsupported
-    merged["current-context"] = current
-    return merged, where
-
-
-def _file(base: str, path: str) -> str:
-    return path if os.path.isabs(path) else os.path.join(base, path)
+                body = entry.get(inner) or {}
+                for key in _FILE_KEYS if isinstance(body, dict) else ():
+                    if body.get(key):
+                        body[key] = os.path.join(base, str(body[key]))
+                merged[kind].setdefault(entry["name"], body)
+    return {**merged, "current-context": current}
 
 
 def _temp(data: str) -> str:
@@ -90,16 +79,10 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     command = spec.get("command")
     if not isinstance(command, str) or spec.get("interactiveMode") == "Always":
         raise _Unsupported
-    env = dict(os.environ)
-    for item in spec.get("env") or []:
-        env[str(item.get("name"))] = str(item.get("value"))
-    env["KUBERNETES_EXEC_INFO"] = json.dumps(
-        {
-            "apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1",
-            "kind": "ExecCredential",
-            "spec": {"interactive": False},
-        }
-    )
+    env = {**os.environ, **{str(i.get("name")): str(i.get("value")) for i in spec.get("env") or []}}
+    api_version = spec.get("apiVersion") or "client.authentication.k8s.io/v1"
+    info = {"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(info)
     try:
         proc = subprocess.run(
             [command, *[str(a) for a in spec.get("args") or []]],
@@ -117,11 +100,9 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     return status
 
 
-def _target(settings: Settings) -> _Target:
-    paths = (settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep)
-    config, where = _load(paths)
-    name = settings.kube_context or config["current-context"]
-    ctx = config["contexts"].get(name)
+def _target(settings: Settings) -> LightKube:
+    config = _load((settings.kubeconfig or full.default_kubeconfig()).split(os.pathsep))
+    ctx = config["contexts"].get(settings.kube_context or config["current-context"])
     if not isinstance(ctx, dict):
         raise _Unsupported
     cluster = config["clusters"].get(ctx.get("cluster"))
@@ -133,28 +114,17 @@ def _target(settings: Settings) -> _Target:
     server = urllib.parse.urlsplit(str(cluster.get("server") or ""))
     if server.scheme not in ("http", "https") or not server.hostname:
         raise _Unsupported
-    cbase = where.get(f"clusters/{ctx.get('cluster')}", ".")
-    ubase = where.get(f"users/{ctx.get('user')}", ".")
-    target = _Target(server)
+    target = LightKube(server)
 
     if user.get("exec"):
         cred = _exec_credential(user["exec"])
-        user = {
-            "token": cred.get("token"),
-            "client-certificate-data": base64.b64encode(
-                str(cred.get("clientCertificateData") or "").encode()
-            ).decode()
-            if cred.get("clientCertificateData")
-            else None,
-            "client-key-data": base64.b64encode(
-                str(cred.get("clientKeyData") or "").encode()
-            ).decode()
-            if cred.get("clientKeyData")
-            else None,
-        }
+        user = {"token": cred.get("token")}
+        for ours, theirs in (("certificate", "clientCertificateData"), ("key", "clientKeyData")):
+            if cred.get(theirs):
+                user[f"client-{ours}-data"] = base64.b64encode(str(cred[theirs]).encode()).decode()
     token = user.get("token")
     if not token and user.get("tokenFile"):
-        with open(_file(ubase, str(user["tokenFile"])), encoding="utf-8") as f:
+        with open(user["tokenFile"], encoding="utf-8") as f:
             token = f.read().strip()
     if token:
         target.headers["Authorization"] = f"Bearer {token}"
@@ -166,7 +136,7 @@ def _target(settings: Settings) -> _Target:
         ca_data = cluster.get("certificate-authority-data")
         ca_file = cluster.get("certificate-authority")
         context = ssl.create_default_context(
-            cafile=_file(cbase, str(ca_file)) if ca_file and not ca_data else None,
+            cafile=ca_file if ca_file and not ca_data else None,
             cadata=base64.b64decode(ca_data).decode() if ca_data else None,
         )
         if cluster.get("insecure-skip-tls-verify"):
@@ -175,8 +145,8 @@ def _target(settings: Settings) -> _Target:
         cert, key = user.get("client-certificate-data"), user.get("client-key-data")
         cert_file, key_file = user.get("client-certificate"), user.get("client-key")
         if cert or cert_file:
-            cert_path = _temp(cert) if cert else _file(ubase, str(cert_file))
-            key_path = _temp(key) if key else (_file(ubase, str(key_file)) if key_file else None)
+            cert_path = _temp(cert) if cert else str(cert_file)
+            key_path = _temp(key) if key else key_file
             made = [p for p, data in ((cert_path, cert), (key_path, key)) if data and p]
             try:
                 context.load_cert_chain(cert_path, key_path)
@@ -188,6 +158,10 @@ def _target(settings: Settings) -> _Target:
     return target
 
 
+def items_of(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in body.get("items") or [] if isinstance(i, dict)]
+
+
 class ClusterReads:
     """Reads only the command line makes (nodes need RBAC the functions do not have),
     over a client's `get_json`: the light reader's and the CLI's official client's."""
@@ -195,37 +169,38 @@ class ClusterReads:
     def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
         raise NotImplementedError
 
-    def pages(
-        self, what: str, path: str, params: Mapping[str, Any]
-    ) -> Iterator[list[dict[str, Any]]]:
+    def bodies(self, what: str, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Each page of a LIST, followed by its `continue` token."""
         token: str | None = None
         while True:
             body = self.get_json(what, path, {**params, "continue": token})
-            yield [i for i in body.get("items") or [] if isinstance(i, dict)]
+            yield body
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
-        body = self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+        return items_of(
+            self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
+        )
 
     def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
         """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
         path = "/api/v1/events" if namespace is None else f"/api/v1/namespaces/{namespace}/events"
         what = "LIST events" + (f" in {namespace}" if namespace else "")
-        body = self.get_json(what, path, {"fieldSelector": field_selector})
-        return [i for i in body.get("items") or [] if isinstance(i, dict)]
+        return items_of(self.get_json(what, path, {"fieldSelector": field_selector}))
 
 
+@dataclass
 class LightKube(ClusterReads):
     """The reads `status` makes (the names and types of KubeClient's), and nothing else."""
 
-    def __init__(self, target: _Target, *, timeout: tuple[float, float] = full.DEFAULT_TIMEOUT):
-        self._t = target
-        self._timeout = timeout
-        self.requests = 0
+    server: urllib.parse.SplitResult
+    headers: dict[str, str] = field(default_factory=lambda: {"Accept": "application/json"})
+    context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    timeout: tuple[float, float] = full.DEFAULT_TIMEOUT
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LightKube | None:
@@ -235,183 +210,110 @@ class LightKube(ClusterReads):
         if not settings.kubeconfig and not os.path.exists(full.default_kubeconfig()):
             return None  # in-cluster (or nothing): the official client says which
         try:
-            return cls(_target(settings))
+            return _target(settings)
         except (_Unsupported, OSError, ValueError, ssl.SSLError, KeyError, TypeError):
             return None
 
-    # --- plumbing ---------------------------------------------------------------
+    @contextmanager
+    def _get(
+        self, what: str, path: str, params: Mapping[str, Any], read_timeout: float
+    ) -> Iterator[http.client.HTTPResponse]:
+        """One GET, reported to -v's observer; its response when the status is below 400."""
+        query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
+        url_path = (self.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
+        host, port, connect = self.server.hostname or "", self.server.port, self.timeout[0]
+        base = f"{self.server.scheme}://{self.server.netloc}"
+        conn: http.client.HTTPConnection
+        if self.server.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=connect, context=self.context)
+            if self.server_hostname:
+                # SNI and the certificate check against tls-server-name, not the address.
+                conn._server_hostname = self.server_hostname  # type: ignore[attr-defined]
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=connect)
+        start, status = time.monotonic(), None
+        try:
+            try:
+                conn.request("GET", url_path, headers=self.headers)
+                if conn.sock is not None:
+                    conn.sock.settimeout(read_timeout)
+                resp = conn.getresponse()
+                status = resp.status
+            finally:
+                if full._request_observer is not None:
+                    full._request_observer("GET", base + url_path, status, time.monotonic() - start)
+            if resp.status >= 400:
+                body = resp.read().decode("utf-8", "replace")
+                raise full.translate_status(resp.status, resp.reason, body, what)
+            yield resp
+        except (OSError, http.client.HTTPException) as e:
+            reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+            raise TransientError(f"{what}: cannot reach the API server at {base}: {reason}") from e
+        finally:
+            conn.close()
 
     def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return full.read_retried(what, lambda: self._get_once(what, path, params or {}))
 
-    def _connection(
-        self, path: str, params: Mapping[str, Any]
-    ) -> tuple[http.client.HTTPConnection, str, str]:
-        """A connection to the server, the request path with its query, and the full URL."""
-        t = self._t
-        query = urllib.parse.urlencode({key: v for key, v in params.items() if v is not None})
-        url_path = (t.server.path.rstrip("/") + path) + (f"?{query}" if query else "")
-        url = f"{t.server.scheme}://{t.server.netloc}{url_path}"
-        connect = self._timeout[0]
-        conn: http.client.HTTPConnection
-        if t.server.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                t.server.hostname or "",
-                t.server.port,
-                timeout=connect,
-                context=t.context,
-            )
-            if t.server_hostname:
-                # SNI and the certificate check against tls-server-name, not the address.
-                conn._server_hostname = t.server_hostname  # type: ignore[attr-defined]
-        else:
-            conn = http.client.HTTPConnection(
-                t.server.hostname or "", t.server.port, timeout=connect
-            )
-        return conn, url_path, url
-
     def _get_once(self, what: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        t = self._t
-        read = self._timeout[1]
-        conn, url_path, url = self._connection(path, params)
-        self.requests += 1
-        start = time.monotonic()
-        status: int | None = None
-        try:
-            try:
-                conn.request("GET", url_path, headers={"Accept": "application/json", **t.headers})
-                if conn.sock is not None:
-                    conn.sock.settimeout(read)
-                resp = conn.getresponse()
-                status, phrase, body = resp.status, resp.reason, resp.read()
-            except (OSError, http.client.HTTPException) as e:
-                reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-                raise TransientError(
-                    f"{what}: cannot reach the API server at {t.server.scheme}://"
-                    f"{t.server.netloc}: {reason}"
-                ) from e
-            finally:
-                conn.close()
-        finally:
-            observer = full._request_observer
-            if observer is not None:
-                observer("GET", url, status, time.monotonic() - start)
-        if status is None or status >= 400:
-            text = body.decode("utf-8", "replace")
-            raise full.translate_status(status or 0, phrase, text, what)
+        with self._get(what, path, params, self.timeout[1]) as resp:
+            body = resp.read()
         try:
             data = json.loads(body) if body else {}
         except ValueError as e:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
         return data if isinstance(data, dict) else {}
 
-    # --- the reads ----------------------------------------------------------------
-
     def list_sets(
-        self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
+        self, namespace: str | None, *, label_selector: str | None = None
     ) -> Iterator[list[CocoonSet]]:
-        what = "LIST cocoonsets" + (f" in {namespace}" if namespace else "")
-        params = {"limit": limit, "labelSelector": label_selector}
-        for items in self.pages(what, self.resource_path(k.PLURAL, namespace), params):
-            yield full.readable_sets(items)
+        yield full.readable_sets(self.list_raw(k.PLURAL, namespace, label_selector)[0])
 
-    def list_pods_matching(
-        self, namespace: str | None, label_selector: str, *, limit: int = 500
-    ) -> Iterator[list[Pod]]:
-        what = f"LIST pods {label_selector}" + (f" in {namespace}" if namespace else "")
-        params = {"limit": limit, "labelSelector": label_selector}
-        for items in self.pages(what, self.resource_path("pods", namespace), params):
-            yield [full.parse(Pod, item) for item in items]
+    def list_pods_matching(self, namespace: str | None, label_selector: str) -> Iterator[list[Pod]]:
+        yield [full.parse(Pod, i) for i in self.list_raw("pods", namespace, label_selector)[0]]
 
     # --- watching (status -w) ------------------------------------------------------
 
     @staticmethod
     def resource_path(resource: str, namespace: str | None) -> str:
         """`cocoonsets` or `pods`, in one namespace or all."""
-        if resource == "pods":
-            return "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
-        base = f"/apis/{k.GROUP}/{k.VERSION}"
+        base = "/api/v1" if resource == "pods" else f"/apis/{k.GROUP}/{k.VERSION}"
         return (
-            f"{base}/{k.PLURAL}"
+            f"{base}/{resource}"
             if namespace is None
-            else f"{base}/namespaces/{namespace}/{k.PLURAL}"
+            else f"{base}/namespaces/{namespace}/{resource}"
         )
 
     def list_raw(
         self, resource: str, namespace: str | None, label_selector: str | None
     ) -> tuple[list[dict[str, Any]], str]:
         """Every item (raw) and the list's resourceVersion, to start a watch from."""
-        path = self.resource_path(resource, namespace)
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        version = ""
-        while True:
-            body = self.get_json(
-                f"LIST {resource}",
-                path,
-                {"limit": 500, "labelSelector": label_selector, "continue": token},
-            )
-            items += [i for i in body.get("items") or [] if isinstance(i, dict)]
-            meta = body.get("metadata") or {}
-            version = str(meta.get("resourceVersion") or version)
-            token = meta.get("continue") or None
-            if not token:
-                return items, version
+        what = f"LIST {resource}" + (f" in {namespace}" if namespace else "")
+        params = {"limit": 500, "labelSelector": label_selector}
+        pages = list(self.bodies(what, self.resource_path(resource, namespace), params))
+        version = (pages[-1].get("metadata") or {}).get("resourceVersion")
+        return [item for body in pages for item in items_of(body)], str(version or "")
 
     def watch(
-        self,
-        resource: str,
-        namespace: str | None,
-        label_selector: str | None,
-        resource_version: str,
-        *,
-        timeout_s: int = 290,
+        self, resource: str, namespace: str | None, label_selector: str | None, version: str
     ) -> Iterator[dict[str, Any]]:
-        """The watch events (`{"type", "object"}`) after `resource_version`, as they come.
-
-        Ends when the server closes the stream (its timeout); a 410 arrives as an
-        ERROR event, which the caller answers with a fresh list.
-        """
-        path = self.resource_path(resource, namespace)
+        """The watch events (`{"type", "object"}`) after `version`, until the server ends the
+        stream; a 410 comes as an ERROR event, answered with a fresh list."""
         params = {
             "watch": "1",
-            "resourceVersion": resource_version,
+            "resourceVersion": version,
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": timeout_s,
+            "timeoutSeconds": _WATCH_TIMEOUT_S,
             "labelSelector": label_selector,
         }
-        conn, url_path, url = self._connection(path, params)
-        what = f"WATCH {resource}"
-        try:
-            try:
-                conn.request(
-                    "GET", url_path, headers={"Accept": "application/json", **self._t.headers}
-                )
-                if conn.sock is not None:
-                    conn.sock.settimeout(timeout_s + 30)
-                resp = conn.getresponse()
-            except (OSError, http.client.HTTPException) as e:
-                raise TransientError(f"{what}: cannot reach the API server: {e}") from e
-            observer = full._request_observer
-            if observer is not None:
-                observer("GET", url, resp.status, 0.0)
-            if resp.status >= 400:
-                raise full.translate_status(
-                    resp.status, resp.reason, resp.read().decode("utf-8", "replace"), what
-                )
-            while True:
+        what, path = f"WATCH {resource}", self.resource_path(resource, namespace)
+        with self._get(what, path, params, _WATCH_TIMEOUT_S + 30) as resp:
+            for line in resp:
+                if not line.strip():
+                    continue
                 try:
-                    line = resp.readline()
-                except (OSError, http.client.HTTPException) as e:
-                    raise TransientError(f"{what}: the stream broke: {e}") from e
-                if not line:
-                    return
-                if line.strip():
-                    try:
-                        event = json.loads(line)
-                    except ValueError as e:
-                        raise TransientError(f"{what}: the API server sent non-JSON") from e
-                    if isinstance(event, dict):
-                        yield event
-        finally:
-            conn.close()
+                    event = json.loads(line)
+                except ValueError as e:
+                    raise TransientError(f"{what}: the API server sent non-JSON") from e
+                if isinstance(event, dict):
+                    yield event
