@@ -15,9 +15,7 @@ from typing import Any
 import click
 
 from cocoon_hibernation._common import (
-    ERROR_PREFIX,
     EXIT_CODES_HELP,
-    EXIT_FINDING,
     EXIT_USAGE,
     allow_unchecked_option,
     emit_structured,
@@ -61,7 +59,6 @@ class Deploy:
     """What the apply will use, from the tfvars (module defaults where unset)."""
 
     project_id: str
-    region: str
     name_prefix: str
     namespaces: tuple[str, ...]
     enable_apis: bool
@@ -97,7 +94,6 @@ def deploy_from(values: Mapping[str, Any]) -> Deploy:
     registry = typed("artifact_registry", dict, {})
     return Deploy(
         project_id=typed("project_id", str, ""),
-        region=typed("region", str, ""),
         name_prefix=typed("name_prefix", str, "cocoon"),
         namespaces=strings("namespaces", ()),
         enable_apis=typed("enable_apis", bool, True),
@@ -375,8 +371,7 @@ def command(
         result = tfcheck.check(binary, root or var_file.parent, var_file, plan=not offline)
     except tfcheck.UsageError as err:
         fail(str(err), code=EXIT_USAGE)
-    findings = result.findings
-    values = result.values
+    findings, values = result.findings, result.values
     if values is None and var_file.name.endswith(".json"):
         # Without Terraform a JSON tfvars is still plain JSON: the other checks need its values.
         try:
@@ -385,9 +380,8 @@ def command(
             fail(f"{var_file}: {err}", code=EXIT_USAGE)
         values = loaded if isinstance(loaded, dict) else None
     if values is None:
-        findings.append(
-            Finding(Level.UNCHECKED, "tfvars", "not checked: Terraform did not read them")
-        )
+        why = "not checked: Terraform did not read them"
+        findings.append(Finding(Level.UNCHECKED, "tfvars", why))
         values = {}
     findings += offline_findings(values)
     # The cloud checks need to know which project, region and repository to ask about.
@@ -396,21 +390,15 @@ def command(
         d = deploy_from(values)
         gcloud = shutil.which("gcloud")
         if gcloud is None:
-            findings.append(
-                Finding(Level.UNCHECKED, "gcloud", "not installed: cloud checks not checked")
-            )
+            why = "not installed: cloud checks not checked"
+            findings.append(Finding(Level.UNCHECKED, "gcloud", why))
         else:
             findings += cloud_findings(d, gcloud_runner(gcloud))
         findings += kube_findings(d, kubeconfig, context)
     _render(findings, output)
-    failed = [f for f in findings if f.level is Level.FAIL]
-    unchecked = [f for f in findings if f.level is Level.UNCHECKED]
+    failed = sum(f.level is Level.FAIL for f in findings)
+    unchecked = 0 if allow_unchecked else sum(f.level is Level.UNCHECKED for f in findings)
     if failed:
-        click.echo(f"{ERROR_PREFIX}{len(failed)} check(s) failed", err=True)
-        raise SystemExit(EXIT_FINDING)
-    if unchecked and not allow_unchecked:
-        click.echo(
-            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked (--allow-unchecked accepts that)",
-            err=True,
-        )
-        raise SystemExit(EXIT_FINDING)
+        fail(f"{failed} check(s) failed")
+    if unchecked:
+        fail(f"{unchecked} check(s) not checked (--allow-unchecked accepts that)")

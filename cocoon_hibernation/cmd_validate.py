@@ -16,7 +16,7 @@ import click
 
 from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured, fail, kube_options
 from cocoon_hibernation.manifests import ManifestError, objects, parse_documents, read_text
-from shared import admission
+from shared import admission, errors
 from shared import constants as k
 from shared.manifest_checks import annotation_violations, cluster_violations
 from shared.validation import validate_cocoonset
@@ -123,18 +123,10 @@ def check_files(sources: list[str], ask: Ask | None = None) -> Report:
 def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
     """The cluster's verdict per set, or None (with why on stderr) when no cluster answers."""
     from cocoon_hibernation._kube import cli_settings, kube_client  # noqa: PLC0415 - lazy
-    from shared.errors import (  # noqa: PLC0415 - lazy
-        AdmissionDenied,
-        AlreadyExists,
-        CocoonError,
-        Invalid,
-        NotFound,
-        PermanentError,
-    )
 
     try:
         client = kube_client(cli_settings(kubeconfig, context))
-    except CocoonError as err:
+    except errors.CocoonError as err:
         if kubeconfig or context:
             fail(f"cluster: {err}")
         return None
@@ -143,13 +135,13 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
         try:
             try:
                 client.dry_run_set(obj, replace=False)
-            except AlreadyExists:
+            except errors.AlreadyExists:
                 client.dry_run_set(obj, replace=True)  # it exists: ask about the update instead
             return []
-        except (AdmissionDenied, Invalid, NotFound) as err:
+        except (errors.AdmissionDenied, errors.Invalid, errors.NotFound) as err:
             return [getattr(err, "server_message", "") or str(err)]
-        except CocoonError as err:
-            if isinstance(err, PermanentError) and "HTTP 400" in str(err):
+        except errors.CocoonError as err:
+            if isinstance(err, errors.PermanentError) and "HTTP 400" in str(err):
                 return [str(err)]  # strict field validation, a malformed value
             fail(f"cluster: {err}")
 
