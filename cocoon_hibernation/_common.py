@@ -168,13 +168,11 @@ kube_options = options(
     click.option(
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
         help="kubeconfig file (default: $KUBECONFIG, a list merged as kubectl merges it; "
         "else ~/.kube/config; else the in-cluster service account).",
     ),
     click.option(
         "--context",
-        default=None,
         metavar="NAME",
         help="The kubeconfig context to use (default: its current-context).",
     ),
@@ -182,7 +180,7 @@ kube_options = options(
 )
 
 namespace_option = click.option(
-    "-n", "--namespace", default=None, metavar="NS", help="The namespace (default: all)."
+    "-n", "--namespace", metavar="NS", help="The namespace (default: all)."
 )
 
 output_option = click.option(

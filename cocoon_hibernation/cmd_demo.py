@@ -44,14 +44,12 @@ from devstack.stack import Stack, StackConfig
 @click.option(
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Also write the result (steps, transitions, counts) as JSON here.",
 )
 @click.option("--plain", is_flag=True, help="Plain lines even on a terminal.")
 @click.option(
     "--pace",
     type=click.FloatRange(0),
-    default=None,
     help="Seconds to pause after each step  [default: 1.5 on a terminal, else 0].",
 )
 def command(

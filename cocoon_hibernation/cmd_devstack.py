@@ -53,14 +53,12 @@ def command() -> None:
 )
 @click.option(
     "--audit-webhook",
-    default=None,
     metavar="URL",
     help="Post audit.k8s.io/v1 EventLists of every request here.",
 )
 @click.option(
     "--audit-token",
     envvar="COCOON_AUDIT_TOKEN",
-    default=None,
     show_envvar=True,
     help="Bearer token for the audit webhook (kept out of argv: use the env var).",
 )
@@ -96,7 +94,6 @@ def kube(
     "--dir",
     "workdir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=None,
     help="Directory for the kubeconfig, registry and logs (default: a temp dir).",
 )
 def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:

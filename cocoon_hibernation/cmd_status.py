@@ -1,7 +1,5 @@
 """`cocoon-hibernation status`: every CocoonSet (policy, phase, hint, snapshot, pod, a
-stale-operator flag, why it waits), then the seats of each node pool; `-w` as kubectl's.
-What each column means: docs/cli.md.
-"""
+stale-operator flag, why it waits), then the seats of each node pool; `-w` as kubectl's."""
 
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ import click
 from cocoon_hibernation._common import (
     ERROR_PREFIX,
     EXIT_CODES_HELP,
-    EXIT_FINDING,
     EXIT_USAGE,
     allow_unchecked_option,
     emit_structured,
@@ -253,11 +250,10 @@ def _render_seats(pools: Sequence[PoolSeats], caps: Mapping[str, Capacity]) -> N
         return
     for p in pools:
         cap = caps[p.pool]
-        if cap.seats is not None:
-            offered = f"of {cap.seats} ({cap.nodes} node(s))"
-        else:
-            offered = f"of unknown capacity ({cap.reason})"
-        click.echo(f"pool {p.pool}: {p.used} seat(s) used {offered}")
+        offered = f"{cap.seats} ({cap.nodes} node(s))"
+        if cap.seats is None:
+            offered = f"unknown capacity ({cap.reason})"
+        click.echo(f"pool {p.pool}: {p.used} seat(s) used of {offered}")
         if p.waiting:
             click.echo("  waiting wakes (longest first):")
             for w in p.waiting:
@@ -367,7 +363,7 @@ class _Reader:
 @click.command(name="status", epilog=EXIT_CODES_HELP)
 @kube_options
 @namespace_option
-@click.option("-l", "--selector", default=None, metavar="SELECTOR", help="Only matching sets.")
+@click.option("-l", "--selector", metavar="SELECTOR", help="Only matching sets.")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default).")
 @output_option
 @click.option("--seats", "seats_only", is_flag=True, help="Only the seat view per node pool.")
@@ -577,5 +573,4 @@ def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_uncheck
             )
     if problems:
         hint = "" if allow_unchecked or not (unknown or blind) else " (--allow-unchecked accepts)"
-        click.echo(f"{ERROR_PREFIX}{'; '.join(problems)}{hint}", err=True)
-        raise SystemExit(EXIT_FINDING)
+        fail(f"{'; '.join(problems)}{hint}")

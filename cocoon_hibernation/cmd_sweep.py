@@ -102,9 +102,7 @@ class SelectedSets:
 @click.option("--dry-run", is_flag=True, help="Report what the sweep would do; write nothing.")
 @kube_options
 @namespace_option
-@click.option(
-    "-l", "--selector", default=None, metavar="SELECTOR", help="Only sets matching this selector."
-)
+@click.option("-l", "--selector", metavar="SELECTOR", help="Only sets matching this selector.")
 @output_option
 def command(
     *,
