@@ -29,20 +29,11 @@ from cocoon_hibernation.tfcheck import find_terraform
 # The module's defaults and formats (terraform/modules/cocoon-hibernation).
 # tests/deploy/test_deploy_check.py holds these to the module's own text.
 FUNCTIONS = ("release", "wake", "sweep", "ingest")
-MODULE_APIS = (
-    "artifactregistry.googleapis.com",
-    "cloudbuild.googleapis.com",
-    "cloudfunctions.googleapis.com",
-    "cloudscheduler.googleapis.com",
-    "container.googleapis.com",
-    "eventarc.googleapis.com",
-    "iam.googleapis.com",
-    "logging.googleapis.com",
-    "monitoring.googleapis.com",
-    "pubsub.googleapis.com",
-    "run.googleapis.com",
-    "secretmanager.googleapis.com",
+_API_NAMES = (
+    "artifactregistry cloudbuild cloudfunctions cloudscheduler container eventarc iam logging "
+    "monitoring pubsub run secretmanager"
 )
+MODULE_APIS = tuple(f"{name}.googleapis.com" for name in _API_NAMES.split())
 _SETS, _PODS = "io.cocoonstack.cocoonset.v1.cocoonsets", "io.k8s.core.v1.pods"
 DEFAULT_AUDIT_METHODS = (
     *(f"{_SETS}.{verb}" for verb in ("update", "patch", "status.update", "status.patch")),
@@ -158,7 +149,7 @@ def gcloud_runner(binary: str) -> Gcloud:
         if proc.returncode != 0:
             err = proc.stderr.strip()
             if "NOT_FOUND" in err or "not found" in err.lower():
-                return Answer(not_found=True, error="")
+                return Answer(not_found=True)
             lines = err.splitlines() or ["gcloud failed"]
             first = next((x for x in lines if x.startswith("ERROR")), lines[0])
             return Answer(error=first[:300])
