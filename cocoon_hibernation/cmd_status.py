@@ -496,18 +496,16 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         if kind == "LIST":
             for key in [key for key in store if scope in (None, key[0])]:
                 del store[key]
-            for item in obj:
-                apply(resource, scope, "ADDED", item)
-            return
-        try:
-            item = parse(models[resource], obj)
-        except CocoonError:
-            return  # an unreadable object is left out, as a LIST leaves it out
-        key = (item.metadata.namespace or "", item.metadata.name)
-        if kind == "DELETED":
-            store.pop(key, None)
-        else:
-            store[key] = item
+        for raw in obj if kind == "LIST" else [obj]:
+            try:
+                item = parse(models[resource], raw)
+            except CocoonError:
+                continue  # an unreadable object is left out, as a LIST leaves it out
+            key = (item.metadata.namespace or "", item.metadata.name)
+            if kind == "DELETED":
+                store.pop(key, None)
+            else:
+                store[key] = item
 
     def follow(resource: str, scope: str | None) -> None:
         version = ""

@@ -34,16 +34,12 @@ def set_findings(kube: KubeClient, config: str, namespaces: Sequence[str]) -> li
     from shared.models import dump  # noqa: PLC0415
 
     check = "cocoon-webhook sets"
-    bad: list[str] = []
     try:
-        for ns in namespaces:
-            for page in kube.list_sets(ns):
-                for cs in page:
-                    errs = adm.cocoonset_errors(dump(cs))
-                    if errs:
-                        bad.append(f"{cs.namespace}/{cs.name} ({'; '.join(errs)})")
+        sets = [cs for ns in namespaces for page in kube.list_sets(ns) for cs in page]
     except CocoonError as err:
         return [Finding(Level.FAIL, check, f"could not list the sets: {err}")]
+    judged = [(cs, adm.cocoonset_errors(dump(cs))) for cs in sets]
+    bad = [f"{cs.namespace}/{cs.name} ({'; '.join(errs)})" for cs, errs in judged if errs]
     if bad:
         why = (
             f"{config} will refuse the functions' spec.suspend writes on {len(bad)} set(s) "
