@@ -1,6 +1,5 @@
 """What every command shares: exit codes (docs/cli.md), one-line errors prefixed `error: `,
-progress on a TTY, and the kubectl-style options of the commands that talk to a cluster.
-"""
+progress on a TTY, and the kubectl-style options of the commands that talk to a cluster."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`cocoon-hibernation demo`: the local stack, the scenario of `devstack.scenario`, narrated.
-Exit 0 only when every step happened; a timed-out step says which and the last state seen.
-"""
+Exit 0 only when every step happened; a timed-out step says which and the last state seen."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`cocoon-hibernation devstack up|kube`: the local stack (or only its embedded Kubernetes
-API) by hand, until Ctrl-C. Heavy modules load inside the commands (`--help` stays instant).
-"""
+API) by hand, until Ctrl-C. Heavy modules load inside the commands (`--help` stays instant)."""
 
 from __future__ import annotations
 

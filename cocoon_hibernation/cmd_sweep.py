@@ -1,6 +1,5 @@
 """`cocoon-hibernation sweep [--dry-run]`: one run of the scheduled sweep's code from a terminal
-(`--dry-run` only reads and prints what it would do); exit codes: docs/cli.md.
-"""
+(`--dry-run` only reads and prints what it would do); exit codes: docs/cli.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """`cocoon-hibernation validate FILE…`: check CocoonSet manifests before applying them. A
 reachable cluster judges each set by a server-side dry-run create (strict fields); otherwise the
-pinned CRD and cocoon-webhook rules do (`OFFLINE_RULES`). Our annotations are checked either way.
-"""
+pinned CRD and cocoon-webhook rules do (`OFFLINE_RULES`). Our annotations are checked either way."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from cocoon_hibernation.findings import Finding, Level
 from shared import admission as adm
+from shared.errors import CocoonError, WebhookDenied
 
 if TYPE_CHECKING:
     from cocoon_hibernation._kube import KubeClient
@@ -30,8 +31,7 @@ def find_webhook(
 def set_findings(kube: KubeClient, config: str, namespaces: Sequence[str]) -> list[Finding]:
     """Sets that break the CocoonSet webhook's rules: every spec write of the functions
     (spec.suspend) on them would be refused (only spec-unchanged updates skip the rules)."""
-    from shared.errors import CocoonError  # noqa: PLC0415 - lazy
-    from shared.models import dump  # noqa: PLC0415
+    from shared.models import dump  # noqa: PLC0415 - lazy: pydantic only with a cluster
 
     check = "cocoon-webhook sets"
     try:
@@ -103,8 +103,6 @@ def admission_findings(
     namespaces: Sequence[str],
 ) -> list[Finding]:
     """What admission says of the restore pod of each of `users` in each namespace."""
-    from shared.errors import CocoonError, WebhookDenied  # noqa: PLC0415 - lazy
-
     check = "cocoon-webhook"
     try:
         configs = kube.list_webhook_configurations()

@@ -1,6 +1,5 @@
 """Reading Kubernetes manifests as kubectl does: YAML or JSON, `---` documents, `kind: List`
-flattened, timestamps kept as strings; any failure is a one-line :class:`ManifestError`.
-"""
+flattened, timestamps kept as strings; any failure is a one-line :class:`ManifestError`."""
 
 from __future__ import annotations
 
