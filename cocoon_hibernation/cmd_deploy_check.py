@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from cocoon_hibernation import tfcheck
 from cocoon_hibernation._common import (
     EXIT_CODES_HELP,
     EXIT_USAGE,
@@ -24,7 +25,6 @@ from cocoon_hibernation._common import (
 )
 from cocoon_hibernation.deploy_check_admission import admission_findings
 from cocoon_hibernation.findings import Finding, Level
-from cocoon_hibernation.tfcheck import find_terraform
 
 # The module's defaults and formats (terraform/modules/cocoon-hibernation).
 # tests/deploy/test_deploy_check.py holds these to the module's own text.
@@ -94,13 +94,6 @@ def deploy_from(values: Mapping[str, Any]) -> Deploy:
         registry_location=str(registry.get("location", "")),
         repository_id=str(registry.get("repository_id", "")),
     )
-
-
-def _shown(value: Any) -> str:
-    # As Terraform writes a literal (never Python's repr, never `None`).
-    if value is None:
-        return "not set"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
@@ -223,7 +216,8 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
     elif not repo.ok:
         out.append(_unknown("snapshot repository", repo))
     elif (fmt := (repo.data or {}).get("format")) != "DOCKER":
-        out.append(Finding(Level.FAIL, "snapshot repository", f"format {_shown(fmt)}, not DOCKER"))
+        shown = "not set" if fmt is None else json.dumps(fmt, ensure_ascii=False)  # as Terraform
+        out.append(Finding(Level.FAIL, "snapshot repository", f"format {shown}, not DOCKER"))
     else:
         out.append(Finding(Level.OK, "snapshot repository", "a Docker repository"))
     policy = gcloud(["projects", "get-iam-policy", d.project_id])
@@ -355,9 +349,7 @@ def command(
 
     Each finding is ok, warn, skip (not checked: no terraform or providers, no gcloud, no
     cluster) or FAIL. A skip fails the command unless --allow-unchecked."""
-    from cocoon_hibernation import tfcheck  # noqa: PLC0415 - only this command needs it
-
-    binary = find_terraform(terraform)
+    binary = tfcheck.find_terraform(terraform)
     try:
         result = tfcheck.check(binary, root or var_file.parent, var_file, plan=not offline)
     except tfcheck.UsageError as err:

@@ -4,6 +4,9 @@ stale-operator flag, why it waits), then the seats of each node pool; `-w` as ku
 from __future__ import annotations
 
 import itertools
+import json
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,6 +32,7 @@ from cocoon_hibernation._common import (
 from cocoon_hibernation._kube import cli_settings, list_sets, read_client, registry_client
 from shared import constants as k
 from shared import log
+from shared.clients.kube import parse
 from shared.clients.registry import RegistryClient
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
@@ -434,8 +438,6 @@ Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
 def _watch(reader: _Reader, rows: list[StatusRow], output: str, widths: list[int] | None) -> None:
     """kubectl get -w: after the table, a line per changed or deleted set until Ctrl-C (with
     -o json/yaml, one JSON object a line); a failed read is said on stderr and retried."""
-    import json  # noqa: PLC0415
-
     # The table is printed already; JSON lines start with every set.
     shown = {(r.namespace, r.name): r for r in rows} if output == "table" else {}
     failing = ""
@@ -479,11 +481,6 @@ def _polled(reader: _Reader) -> Iterator[Update]:
 def _streamed(reader: _Reader) -> Iterator[Update]:
     """The rows after each change, from one watch thread per (resource, scope) feeding a
     queue, applied in order; an expired or broken watch lists again."""
-    import queue  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from shared.clients.kube import parse  # noqa: PLC0415
-
     client = reader.client
     models: dict[str, type[CocoonSet | Pod]] = {"cocoonsets": CocoonSet, "pods": Pod}
     selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
