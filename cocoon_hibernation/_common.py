@@ -182,13 +182,17 @@ namespace_option = click.option(
     "-n", "--namespace", metavar="NS", help="The namespace (default: all)."
 )
 
-output_option = click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "yaml"]),
-    default="table",
-    show_default=True,
-    help="Output format (json and yaml carry typed fields for scripts).",
+
+def output_choice(formats: Sequence[str], help_text: str = "Output format.") -> Any:
+    """`-o/--output`, the first of `formats` its default."""
+    choice = click.Choice(formats)
+    return click.option(
+        "-o", "--output", type=choice, default=formats[0], show_default=True, help=help_text
+    )
+
+
+output_option = output_choice(
+    ("table", "json", "yaml"), "Output format (json and yaml carry typed fields for scripts)."
 )
 
 allow_unchecked_option = click.option(

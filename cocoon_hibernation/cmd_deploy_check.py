@@ -22,6 +22,7 @@ from cocoon_hibernation._common import (
     emit_structured,
     fail,
     kube_options,
+    output_choice,
 )
 from cocoon_hibernation.deploy_check_admission import admission_findings
 from cocoon_hibernation.findings import Finding, Level
@@ -325,13 +326,9 @@ def _render(findings: Sequence[Finding], output: str) -> None:
 )
 @click.option("--terraform", "terraform", help="The terraform (or tofu) binary [default: PATH].")
 @click.option("--offline", is_flag=True, help="No gcloud, cluster or `terraform plan`.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "table", "json", "yaml"]),
-    default="text",
-    show_default=True,
-    help="Output format: text (a line per finding), table (aligned columns), json, yaml.",
+@output_choice(
+    ("text", "table", "json", "yaml"),
+    "Output format: text (a line per finding), table (aligned columns), json, yaml.",
 )
 @allow_unchecked_option
 @kube_options
