@@ -183,7 +183,7 @@ namespace_option = click.option(
 )
 
 
-def output_choice(formats: Sequence[str], help_text: str = "Output format.") -> Any:
+def output_choice(formats: Sequence[str], help_text: str = "Output format.") -> Callable[[F], F]:
     """`-o/--output`, the first of `formats` its default."""
     choice = click.Choice(formats)
     return click.option(

@@ -306,13 +306,9 @@ class _Reader:
     def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
         every = list_sets(self.client, self.settings, self.selector)
         # Every cocoon pod (the label's existence selector): seats in use.
-        pods = [
-            p
-            for scope in self.settings.scopes
-            for pg in self.client.list_pods_matching(scope, k.LABEL_SET_NAME)
-            for p in pg
-        ]
-        return every, pods
+        scopes = self.settings.scopes
+        pages = [pg for s in scopes for pg in self.client.list_pods_matching(s, k.LABEL_SET_NAME)]
+        return every, [p for page in pages for p in page]
 
     def warnings(self, every: Sequence[CocoonSet]) -> dict[tuple[str, str], str]:
         """Read only while a set is in transition, and reused for WARNINGS_TTL_S (a watch's
@@ -468,14 +464,17 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, widths: list[int
         return  # Ctrl-C ends a watch; it is not an error (kubectl exits 0 too)
 
 
+def _read(rows: Callable[..., list[StatusRow]], *args: Any) -> Update:
+    try:
+        return rows(*args)
+    except CocoonError as err:
+        return str(err)
+
+
 def _polled(reader: _Reader) -> Iterator[Update]:
     while True:
         time.sleep(WATCH_INTERVAL_S)
-        try:
-            update: Update = reader.rows(*reader.sets_and_pods())
-        except CocoonError as err:
-            update = str(err)
-        yield update
+        yield _read(lambda: reader.rows(*reader.sets_and_pods()))
 
 
 def _streamed(reader: _Reader) -> Iterator[Update]:
@@ -540,14 +539,8 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         apply(resource, scope, kind, obj)
         pending.discard((resource, scope))
         if not pending:
-            sets = stores["cocoonsets"]
-            try:
-                update: Update = reader.rows(
-                    [sets[key] for key in sorted(sets)], list(stores["pods"].values())
-                )
-            except CocoonError as err:
-                update = str(err)
-            yield update
+            sets, pods = stores["cocoonsets"], list(stores["pods"].values())
+            yield _read(reader.rows, [sets[key] for key in sorted(sets)], pods)
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:
