@@ -135,10 +135,8 @@ def command(
     else:
         render(summary)
     if summary.errors:
-        failed = [
-            *summary.failures,
-            *(a.detail for a in summary.actions if a.result is Result.ERROR),
-        ]
+        errors = (a.detail for a in summary.actions if a.result is Result.ERROR)
+        failed = [*summary.failures, *errors]
         detail = f": {failed[0]}" if failed else ""
         click.echo(f"{ERROR_PREFIX}sweep met {summary.errors} error(s){detail}", err=True)
         raise SystemExit(EXIT_FINDING)
