@@ -246,8 +246,7 @@ def rbac_findings(
     cluster_bindings: Iterable[Mapping[str, Any]],
     namespace_bindings: Mapping[str, Iterable[Mapping[str, Any]]],
 ) -> list[Finding]:
-    """The bindings Terraform's kubernetes_rbac_manifest creates (the shape of
-    infra/k8s/gke-binding.yaml and namespace-binding.yaml), checked."""
+    """The bindings Terraform's kubernetes_rbac_manifest creates, checked."""
     want = d.runtime_users()
     out: list[Finding] = []
     if missing := sorted(want - _bound(cluster_bindings, READER_ROLE)):

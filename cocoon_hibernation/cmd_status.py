@@ -311,8 +311,7 @@ class _Reader:
         return every, [p for page in pages for p in page]
 
     def warnings(self, every: Sequence[CocoonSet]) -> dict[tuple[str, str], str]:
-        """Read only while a set is in transition, and reused for WARNINGS_TTL_S (a watch's
-        burst of changes makes one LIST)."""
+        """Read only while a set is in transition; reused for WARNINGS_TTL_S (a burst: one LIST)."""
         if all(_settled(cs) for cs in every):
             return {}
         if time.monotonic() - self.warned_at >= WARNINGS_TTL_S:
@@ -545,20 +544,17 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:
     flagged = [r for r in rows if r.flag]
-    unknown = [r for r in rows if r.snapshot_unknown]
-    blind = sorted(p for p, c in caps.items() if c.seats is None)
+    unknown = [] if allow_unchecked else [r for r in rows if r.snapshot_unknown]
+    blind = [] if allow_unchecked else sorted(p for p, c in caps.items() if c.seats is None)
     problems: list[str] = []
     if flagged:
         problems.append(f"{len(flagged)} set(s) flagged: {flagged[0].flag}")
-    if not allow_unchecked:
-        if unknown:
-            problems.append(
-                f"snapshot not checked for {len(unknown)} set(s): {unknown[0].snapshot_unknown}"
-            )
-        if blind:
-            problems.append(
-                f"capacity not checked for pool(s) {', '.join(blind)}: {caps[blind[0]].reason}"
-            )
+    if unknown:
+        why = unknown[0].snapshot_unknown
+        problems.append(f"snapshot not checked for {len(unknown)} set(s): {why}")
+    if blind:
+        why = caps[blind[0]].reason
+        problems.append(f"capacity not checked for pool(s) {', '.join(blind)}: {why}")
     if problems:
-        hint = "" if allow_unchecked or not (unknown or blind) else " (--allow-unchecked accepts)"
+        hint = " (--allow-unchecked accepts)" if unknown or blind else ""
         fail(f"{'; '.join(problems)}{hint}")

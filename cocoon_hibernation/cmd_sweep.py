@@ -84,8 +84,7 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SelectedSets:
-    """A client whose set lists are narrowed by a label selector (`sweep -l`), served
-    by the API server; everything else is the wrapped client's."""
+    """A client whose set lists the API server narrows by `sweep -l`'s label selector."""
 
     inner: Any
     selector: str

@@ -73,11 +73,9 @@ class Report:
         }
 
 
-def is_cocoonset(obj: object) -> bool:
+def is_cocoonset(obj: Mapping[str, Any]) -> bool:
     """Meant as a CocoonSet: our kind, our group, or a kind one typo away from ours (so a
     wrong apiVersion or kind is reported by the CRD check, not skipped as another kind)."""
-    if not isinstance(obj, Mapping):
-        return False
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if isinstance(api_version, str) and api_version.split("/")[0] == k.GROUP:
         return True

@@ -291,8 +291,7 @@ class LightKube(ClusterReads):
     def watch(
         self, resource: str, namespace: str | None, label_selector: str | None, version: str
     ) -> Iterator[dict[str, Any]]:
-        """The watch events (`{"type", "object"}`) after `version`, until the server ends the
-        stream; a 410 comes as an ERROR event, answered with a fresh list."""
+        """The watch events after `version` until the server ends the stream (a 410: ERROR)."""
         params = {
             "watch": "1",
             "resourceVersion": version,
