@@ -118,14 +118,9 @@ def status_row(
     # Only the pods the set controls are its pods (as the operator and the reconciler keep them).
     live = [p for p in pods if not p.terminating and p.controlled_by(cs.metadata.uid)]
     main = next((p for p in live if p.is_main), None)
-    flag = None
-    if (
-        cs.is_release
-        and cs.phase is CocoonSetPhase.SUSPENDED
-        and main is not None
-        and main.annotations.get(k.ANN_RESTORE) != k.TRUE
-    ):
-        flag = FLAG_STALE_OPERATOR
+    unmarked = main is not None and main.annotations.get(k.ANN_RESTORE) != k.TRUE
+    stale = unmarked and cs.is_release and cs.phase is CocoonSetPhase.SUSPENDED
+    flag = FLAG_STALE_OPERATOR if stale else None
     # WHY: the scheduler's verdict on a Pending main pod, else, while the set is in transition,
     # its latest Warning Event (on a settled set an old warning is history).
     why = None if _settled(cs) else warning

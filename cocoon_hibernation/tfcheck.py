@@ -214,9 +214,8 @@ def check_variables(tf: Terraform, root: Path, var_file: Path) -> Result:
         return result
     init = tf.run(stub, "init", "-backend=false", "-input=false", "-json", data="stub-data")
     if init.returncode != 0:
-        result.findings.append(
-            Finding(Level.UNCHECKED, "variables", f"not checked: {_first_error(init)}")
-        )
+        why = f"not checked: {_first_error(init)}"
+        result.findings.append(Finding(Level.UNCHECKED, "variables", why))
         return result
     plan_file = tf.work / "stub.plan"
     args = (*_PLAN, "-refresh=false", f"-var-file={var_file}", f"-out={plan_file}")
