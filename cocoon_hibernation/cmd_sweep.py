@@ -27,11 +27,8 @@ from shared.sweep.report import Result, SweepIncomplete, SweepSummary
 
 _STYLE = {
     Result.WOULD.value: "cyan",
-    Result.CONFLICT.value: "yellow",
-    Result.GONE.value: "yellow",
-    Result.ERROR.value: "red",
-    "waiting": "yellow",
-    "refused": "red",
+    **dict.fromkeys((Result.CONFLICT.value, Result.GONE.value, "waiting"), "yellow"),
+    **dict.fromkeys((Result.ERROR.value, "refused"), "red"),
 }
 
 
