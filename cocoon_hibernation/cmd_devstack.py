@@ -51,9 +51,7 @@ def command() -> None:
     help="Where to write a kubeconfig for the API.",
 )
 @click.option(
-    "--audit-webhook",
-    metavar="URL",
-    help="Post audit.k8s.io/v1 EventLists of every request here.",
+    "--audit-webhook", metavar="URL", help="Post audit.k8s.io/v1 EventLists of every request here."
 )
 @click.option(
     "--audit-token",

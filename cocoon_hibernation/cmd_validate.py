@@ -158,11 +158,7 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
 @click.option("--offline", is_flag=True, help="Use the pinned rules even if a cluster answers.")
 @kube_options
 def command(
-    files: tuple[str, ...],
-    output: str,
-    offline: bool,
-    kubeconfig: Path | None,
-    context: str | None,
+    files: tuple[str, ...], output: str, offline: bool, kubeconfig: Path | None, context: str | None
 ) -> None:
     """Check CocoonSet manifests (YAML or JSON, `-` for stdin) as the cluster would.
 

@@ -97,10 +97,7 @@ def fixed_value(current: Sequence[str] | None, users: Iterable[str]) -> str:
 
 
 def admission_findings(
-    kube: KubeClient,
-    *,
-    users: Iterable[str],
-    namespaces: Sequence[str],
+    kube: KubeClient, *, users: Iterable[str], namespaces: Sequence[str]
 ) -> list[Finding]:
     """What admission says of the restore pod of each of `users` in each namespace."""
     check = "cocoon-webhook"
