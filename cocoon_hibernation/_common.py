@@ -74,15 +74,11 @@ PROG: Final = "cocoon-hibernation"
 PLUGIN: Final = "kubectl-hibernation"
 
 
-def is_tty() -> bool:
-    return sys.stdout.isatty()
-
-
 @contextmanager
 def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], None]]:
     """A spinner on a TTY (updated through the yielded callback); without one, plain lines
     on stderr when `plain` (long commands), else nothing (a failure stays one line)."""
-    if is_tty():
+    if sys.stdout.isatty():
         from rich.console import Console  # noqa: PLC0415 - `--help` must stay light
 
         console = Console(stderr=True)

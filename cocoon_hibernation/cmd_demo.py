@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, is_tty, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, progress
 from cocoon_hibernation.cmd_devstack import require_local, stay_up
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
@@ -71,7 +71,7 @@ def command(
             stack.__enter__()
         click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
         sys.stdout.flush()
-        live = is_tty() and not plain
+        live = sys.stdout.isatty() and not plain
         narration = RichNarration() if live else PlainNarration()
         if pace is None:
             pace = 1.5 if live else 0.0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -15,7 +16,6 @@ from cocoon_hibernation._common import (
     EXIT_FINDING,
     emit_structured,
     fail,
-    is_tty,
     kube_options,
     namespace_option,
     output_option,
@@ -42,7 +42,7 @@ def render(summary: SweepSummary) -> None:
         f"{summary.deferred} idle set(s) deferred by the cap; {summary.errors} error(s)"
     )
     rows = [(a.kind.value, str(a.ref), a.shown_result, a.detail) for a in summary.actions]
-    if not is_tty():
+    if not sys.stdout.isatty():
         if rows:
             for line in plain_table(("ACTION", "COCOONSET", "RESULT", "DETAIL"), rows):
                 click.echo(line)

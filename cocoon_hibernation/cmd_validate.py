@@ -99,11 +99,9 @@ def check_files(sources: list[str], ask: Ask | None = None) -> Report:
         report.files += 1
         for n, obj in enumerate(objects(documents), start=1):
             if not isinstance(obj, Mapping):
-                # kubectl: "error validating data: … expected type object"; a list of
-                # numbers or a bare string is no manifest at all.
-                report.findings.append(
-                    Finding(source, f"document {n}", f"not a Kubernetes object ({_type(obj)})")
-                )
+                # As kubectl: a list of numbers or a bare string is no manifest at all.
+                why = f"not a Kubernetes object ({_type(obj)})"
+                report.findings.append(Finding(source, f"document {n}", why))
                 continue
             if not is_cocoonset(obj):
                 report.others += 1
