@@ -97,14 +97,12 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
     """Start the whole stack on 127.0.0.1 and keep it up until Ctrl-C."""
     require_local()
     restore = install_signal_handlers()
+    # Pool `default` and the CPU class the shipped examples ask for (run unchanged).
+    specs = [
+        NodeSpec(f"node-{i + 1}", seats=seats, cpu_class=LOCAL_CPU_CLASS) for i in range(nodes)
+    ]
     config = StackConfig(
-        # Pool `default` and the CPU class the shipped examples ask for (run unchanged).
-        nodes=[
-            NodeSpec(f"node-{i + 1}", seats=seats, cpu_class=LOCAL_CPU_CLASS) for i in range(nodes)
-        ],
-        tick_seconds=tick,
-        workdir=workdir,
-        keep_workdir=workdir is not None,
+        nodes=specs, tick_seconds=tick, workdir=workdir, keep_workdir=workdir is not None
     )
     try:
         with progress("starting the local stack", plain=True) as step:
