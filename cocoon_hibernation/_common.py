@@ -139,23 +139,16 @@ def apply_verbosity() -> None:
     set_verbosity(meta.get("cocoon.verbose", 0), bool(meta.get("cocoon.quiet", 0)))
 
 
+_RECORDED: Final[dict[str, Any]] = {"expose_value": False, "callback": _verbosity_callback}
 verbosity_options = options(
     click.option(
         "-v",
         "--verbose",
         count=True,
-        expose_value=False,
-        callback=_verbosity_callback,
+        **_RECORDED,
         help="More log lines on stderr (-v info, -vv debug; default: warnings).",
     ),
-    click.option(
-        "-q",
-        "--quiet",
-        is_flag=True,
-        expose_value=False,
-        callback=_verbosity_callback,
-        help="Only errors on stderr.",
-    ),
+    click.option("-q", "--quiet", is_flag=True, **_RECORDED, help="Only errors on stderr."),
 )
 
 # `--kubeconfig PATH` and `--context NAME`, read as kubectl reads them.

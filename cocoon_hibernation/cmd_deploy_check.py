@@ -248,16 +248,14 @@ def rbac_findings(
 ) -> list[Finding]:
     """The bindings Terraform's kubernetes_rbac_manifest creates, checked."""
     want = d.runtime_users()
-    out: list[Finding] = []
+    level, why = Level.OK, f"{READER_ROLE} bound to every runtime account"
     if missing := sorted(want - _bound(cluster_bindings, READER_ROLE)):
+        level = Level.FAIL
         why = (
             f"no ClusterRoleBinding to {READER_ROLE} for {', '.join(missing)} "
             "(apply it: terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -)"
         )
-        out.append(Finding(Level.FAIL, "RBAC cluster reads", why))
-    else:
-        why = f"{READER_ROLE} bound to every runtime account"
-        out.append(Finding(Level.OK, "RBAC cluster reads", why))
+    out = [Finding(level, "RBAC cluster reads", why)]
     if not d.namespaces:
         why = (
             "not checked: namespaces is empty: list every namespace that holds CocoonSets "
@@ -364,8 +362,7 @@ def command(
         values = {}
     findings += offline_findings(values)
     # The cloud checks need to know which project, region and repository to ask about.
-    usable = all(values.get(r) for r in _CLOUD_INPUTS)
-    if usable and not offline:
+    if not offline and all(values.get(r) for r in _CLOUD_INPUTS):
         d = deploy_from(values)
         gcloud = shutil.which("gcloud")
         if gcloud is None:
