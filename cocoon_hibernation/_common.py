@@ -1,6 +1,5 @@
 """What every command shares: exit codes (docs/cli.md), one-line errors prefixed `error: `,
-progress on a TTY, and the kubectl-style options of the commands that talk to a cluster.
-"""
+progress on a TTY, and the kubectl-style options of the commands that talk to a cluster."""
 
 from __future__ import annotations
 
@@ -75,15 +74,11 @@ PROG: Final = "cocoon-hibernation"
 PLUGIN: Final = "kubectl-hibernation"
 
 
-def is_tty() -> bool:
-    return sys.stdout.isatty()
-
-
 @contextmanager
 def progress(message: str, *, plain: bool = False) -> Iterator[Callable[[str], None]]:
     """A spinner on a TTY (updated through the yielded callback); without one, plain lines
     on stderr when `plain` (long commands), else nothing (a failure stays one line)."""
-    if is_tty():
+    if sys.stdout.isatty():
         from rich.console import Console  # noqa: PLC0415 - `--help` must stay light
 
         console = Console(stderr=True)
@@ -144,23 +139,16 @@ def apply_verbosity() -> None:
     set_verbosity(meta.get("cocoon.verbose", 0), bool(meta.get("cocoon.quiet", 0)))
 
 
+_RECORDED: Final[dict[str, Any]] = {"expose_value": False, "callback": _verbosity_callback}
 verbosity_options = options(
     click.option(
         "-v",
         "--verbose",
         count=True,
-        expose_value=False,
-        callback=_verbosity_callback,
+        **_RECORDED,
         help="More log lines on stderr (-v info, -vv debug; default: warnings).",
     ),
-    click.option(
-        "-q",
-        "--quiet",
-        is_flag=True,
-        expose_value=False,
-        callback=_verbosity_callback,
-        help="Only errors on stderr.",
-    ),
+    click.option("-q", "--quiet", is_flag=True, **_RECORDED, help="Only errors on stderr."),
 )
 
 # `--kubeconfig PATH` and `--context NAME`, read as kubectl reads them.
@@ -168,13 +156,11 @@ kube_options = options(
     click.option(
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
         help="kubeconfig file (default: $KUBECONFIG, a list merged as kubectl merges it; "
         "else ~/.kube/config; else the in-cluster service account).",
     ),
     click.option(
         "--context",
-        default=None,
         metavar="NAME",
         help="The kubeconfig context to use (default: its current-context).",
     ),
@@ -182,16 +168,20 @@ kube_options = options(
 )
 
 namespace_option = click.option(
-    "-n", "--namespace", default=None, metavar="NS", help="The namespace (default: all)."
+    "-n", "--namespace", metavar="NS", help="The namespace (default: all)."
 )
 
-output_option = click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "yaml"]),
-    default="table",
-    show_default=True,
-    help="Output format (json and yaml carry typed fields for scripts).",
+
+def output_choice(formats: Sequence[str], help_text: str = "Output format.") -> Callable[[F], F]:
+    """`-o/--output`, the first of `formats` its default."""
+    choice = click.Choice(formats)
+    return click.option(
+        "-o", "--output", type=choice, default=formats[0], show_default=True, help=help_text
+    )
+
+
+output_option = output_choice(
+    ("table", "json", "yaml"), "Output format (json and yaml carry typed fields for scripts)."
 )
 
 allow_unchecked_option = click.option(

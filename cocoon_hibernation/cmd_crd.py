@@ -5,19 +5,12 @@ from __future__ import annotations
 import click
 import yaml
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured
+from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured, output_choice
 from shared.crd import cocoonset_crd
 
 
 @click.command(name="crd", epilog=EXIT_CODES_HELP)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["yaml", "json"]),
-    default="yaml",
-    show_default=True,
-    help="Output format.",
-)
+@output_choice(("yaml", "json"))
 def command(output: str) -> None:
     """Print the CocoonSet CustomResourceDefinition (kubectl apply -f - ready)."""
     crd = cocoonset_crd()

@@ -1,6 +1,5 @@
 """`cocoon-hibernation demo`: the local stack, the scenario of `devstack.scenario`, narrated.
-Exit 0 only when every step happened; a timed-out step says which and the last state seen.
-"""
+Exit 0 only when every step happened; a timed-out step says which and the last state seen."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, is_tty, progress
+from cocoon_hibernation._common import EXIT_CODES_HELP, fail, invocation, progress
 from cocoon_hibernation.cmd_devstack import require_local, stay_up
 from devstack.narrate import PlainNarration, RichNarration, print_summary
 from devstack.processes import Interrupted, StackError, install_signal_handlers
@@ -44,14 +43,12 @@ from devstack.stack import Stack, StackConfig
 @click.option(
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Also write the result (steps, transitions, counts) as JSON here.",
 )
 @click.option("--plain", is_flag=True, help="Plain lines even on a terminal.")
 @click.option(
     "--pace",
     type=click.FloatRange(0),
-    default=None,
     help="Seconds to pause after each step  [default: 1.5 on a terminal, else 0].",
 )
 def command(
@@ -74,7 +71,7 @@ def command(
             stack.__enter__()
         click.echo(f"local stack up (logs in {stack.workdir / 'logs'})")
         sys.stdout.flush()
-        live = is_tty() and not plain
+        live = sys.stdout.isatty() and not plain
         narration = RichNarration() if live else PlainNarration()
         if pace is None:
             pace = 1.5 if live else 0.0

@@ -14,37 +14,27 @@ from typing import Any
 
 import click
 
+from cocoon_hibernation import tfcheck
 from cocoon_hibernation._common import (
-    ERROR_PREFIX,
     EXIT_CODES_HELP,
-    EXIT_FINDING,
     EXIT_USAGE,
     allow_unchecked_option,
     emit_structured,
     fail,
     kube_options,
+    output_choice,
 )
 from cocoon_hibernation.deploy_check_admission import admission_findings
 from cocoon_hibernation.findings import Finding, Level
-from cocoon_hibernation.tfcheck import find_terraform
 
 # The module's defaults and formats (terraform/modules/cocoon-hibernation).
 # tests/deploy/test_deploy_check.py holds these to the module's own text.
 FUNCTIONS = ("release", "wake", "sweep", "ingest")
-MODULE_APIS = (
-    "artifactregistry.googleapis.com",
-    "cloudbuild.googleapis.com",
-    "cloudfunctions.googleapis.com",
-    "cloudscheduler.googleapis.com",
-    "container.googleapis.com",
-    "eventarc.googleapis.com",
-    "iam.googleapis.com",
-    "logging.googleapis.com",
-    "monitoring.googleapis.com",
-    "pubsub.googleapis.com",
-    "run.googleapis.com",
-    "secretmanager.googleapis.com",
+_API_NAMES = (
+    "artifactregistry cloudbuild cloudfunctions cloudscheduler container eventarc iam logging "
+    "monitoring pubsub run secretmanager"
 )
+MODULE_APIS = tuple(f"{name}.googleapis.com" for name in _API_NAMES.split())
 _SETS, _PODS = "io.cocoonstack.cocoonset.v1.cocoonsets", "io.k8s.core.v1.pods"
 DEFAULT_AUDIT_METHODS = (
     *(f"{_SETS}.{verb}" for verb in ("update", "patch", "status.update", "status.patch")),
@@ -61,7 +51,6 @@ class Deploy:
     """What the apply will use, from the tfvars (module defaults where unset)."""
 
     project_id: str
-    region: str
     name_prefix: str
     namespaces: tuple[str, ...]
     enable_apis: bool
@@ -97,7 +86,6 @@ def deploy_from(values: Mapping[str, Any]) -> Deploy:
     registry = typed("artifact_registry", dict, {})
     return Deploy(
         project_id=typed("project_id", str, ""),
-        region=typed("region", str, ""),
         name_prefix=typed("name_prefix", str, "cocoon"),
         namespaces=strings("namespaces", ()),
         enable_apis=typed("enable_apis", bool, True),
@@ -107,13 +95,6 @@ def deploy_from(values: Mapping[str, Any]) -> Deploy:
         registry_location=str(registry.get("location", "")),
         repository_id=str(registry.get("repository_id", "")),
     )
-
-
-def _shown(value: Any) -> str:
-    # As Terraform writes a literal (never Python's repr, never `None`).
-    if value is None:
-        return "not set"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
@@ -162,7 +143,7 @@ def gcloud_runner(binary: str) -> Gcloud:
         if proc.returncode != 0:
             err = proc.stderr.strip()
             if "NOT_FOUND" in err or "not found" in err.lower():
-                return Answer(not_found=True, error="")
+                return Answer(not_found=True)
             lines = err.splitlines() or ["gcloud failed"]
             first = next((x for x in lines if x.startswith("ERROR")), lines[0])
             return Answer(error=first[:300])
@@ -236,7 +217,8 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
     elif not repo.ok:
         out.append(_unknown("snapshot repository", repo))
     elif (fmt := (repo.data or {}).get("format")) != "DOCKER":
-        out.append(Finding(Level.FAIL, "snapshot repository", f"format {_shown(fmt)}, not DOCKER"))
+        shown = "not set" if fmt is None else json.dumps(fmt, ensure_ascii=False)  # as Terraform
+        out.append(Finding(Level.FAIL, "snapshot repository", f"format {shown}, not DOCKER"))
     else:
         out.append(Finding(Level.OK, "snapshot repository", "a Docker repository"))
     policy = gcloud(["projects", "get-iam-policy", d.project_id])
@@ -264,19 +246,16 @@ def rbac_findings(
     cluster_bindings: Iterable[Mapping[str, Any]],
     namespace_bindings: Mapping[str, Iterable[Mapping[str, Any]]],
 ) -> list[Finding]:
-    """The bindings Terraform's kubernetes_rbac_manifest creates (the shape of
-    infra/k8s/gke-binding.yaml and namespace-binding.yaml), checked."""
+    """The bindings Terraform's kubernetes_rbac_manifest creates, checked."""
     want = d.runtime_users()
-    out: list[Finding] = []
+    level, why = Level.OK, f"{READER_ROLE} bound to every runtime account"
     if missing := sorted(want - _bound(cluster_bindings, READER_ROLE)):
+        level = Level.FAIL
         why = (
             f"no ClusterRoleBinding to {READER_ROLE} for {', '.join(missing)} "
             "(apply it: terraform output -raw kubernetes_rbac_manifest | kubectl apply -f -)"
         )
-        out.append(Finding(Level.FAIL, "RBAC cluster reads", why))
-    else:
-        why = f"{READER_ROLE} bound to every runtime account"
-        out.append(Finding(Level.OK, "RBAC cluster reads", why))
+    out = [Finding(level, "RBAC cluster reads", why)]
     if not d.namespaces:
         why = (
             "not checked: namespaces is empty: list every namespace that holds CocoonSets "
@@ -344,13 +323,9 @@ def _render(findings: Sequence[Finding], output: str) -> None:
 )
 @click.option("--terraform", "terraform", help="The terraform (or tofu) binary [default: PATH].")
 @click.option("--offline", is_flag=True, help="No gcloud, cluster or `terraform plan`.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "table", "json", "yaml"]),
-    default="text",
-    show_default=True,
-    help="Output format: text (a line per finding), table (aligned columns), json, yaml.",
+@output_choice(
+    ("text", "table", "json", "yaml"),
+    "Output format: text (a line per finding), table (aligned columns), json, yaml.",
 )
 @allow_unchecked_option
 @kube_options
@@ -368,15 +343,12 @@ def command(
 
     Each finding is ok, warn, skip (not checked: no terraform or providers, no gcloud, no
     cluster) or FAIL. A skip fails the command unless --allow-unchecked."""
-    from cocoon_hibernation import tfcheck  # noqa: PLC0415 - only this command needs it
-
-    binary = find_terraform(terraform)
+    binary = tfcheck.find_terraform(terraform)
     try:
         result = tfcheck.check(binary, root or var_file.parent, var_file, plan=not offline)
     except tfcheck.UsageError as err:
         fail(str(err), code=EXIT_USAGE)
-    findings = result.findings
-    values = result.values
+    findings, values = result.findings, result.values
     if values is None and var_file.name.endswith(".json"):
         # Without Terraform a JSON tfvars is still plain JSON: the other checks need its values.
         try:
@@ -385,32 +357,24 @@ def command(
             fail(f"{var_file}: {err}", code=EXIT_USAGE)
         values = loaded if isinstance(loaded, dict) else None
     if values is None:
-        findings.append(
-            Finding(Level.UNCHECKED, "tfvars", "not checked: Terraform did not read them")
-        )
+        why = "not checked: Terraform did not read them"
+        findings.append(Finding(Level.UNCHECKED, "tfvars", why))
         values = {}
     findings += offline_findings(values)
     # The cloud checks need to know which project, region and repository to ask about.
-    usable = all(values.get(r) for r in _CLOUD_INPUTS)
-    if usable and not offline:
+    if not offline and all(values.get(r) for r in _CLOUD_INPUTS):
         d = deploy_from(values)
         gcloud = shutil.which("gcloud")
         if gcloud is None:
-            findings.append(
-                Finding(Level.UNCHECKED, "gcloud", "not installed: cloud checks not checked")
-            )
+            why = "not installed: cloud checks not checked"
+            findings.append(Finding(Level.UNCHECKED, "gcloud", why))
         else:
             findings += cloud_findings(d, gcloud_runner(gcloud))
         findings += kube_findings(d, kubeconfig, context)
     _render(findings, output)
-    failed = [f for f in findings if f.level is Level.FAIL]
-    unchecked = [f for f in findings if f.level is Level.UNCHECKED]
+    failed = sum(f.level is Level.FAIL for f in findings)
+    unchecked = 0 if allow_unchecked else sum(f.level is Level.UNCHECKED for f in findings)
     if failed:
-        click.echo(f"{ERROR_PREFIX}{len(failed)} check(s) failed", err=True)
-        raise SystemExit(EXIT_FINDING)
-    if unchecked and not allow_unchecked:
-        click.echo(
-            f"{ERROR_PREFIX}{len(unchecked)} check(s) not checked (--allow-unchecked accepts that)",
-            err=True,
-        )
-        raise SystemExit(EXIT_FINDING)
+        fail(f"{failed} check(s) failed")
+    if unchecked:
+        fail(f"{unchecked} check(s) not checked (--allow-unchecked accepts that)")

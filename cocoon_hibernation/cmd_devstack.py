@@ -1,6 +1,5 @@
 """`cocoon-hibernation devstack up|kube`: the local stack (or only its embedded Kubernetes
-API) by hand, until Ctrl-C. Heavy modules load inside the commands (`--help` stays instant).
-"""
+API) by hand, until Ctrl-C. Heavy modules load inside the commands (`--help` stays instant)."""
 
 from __future__ import annotations
 
@@ -52,15 +51,11 @@ def command() -> None:
     help="Where to write a kubeconfig for the API.",
 )
 @click.option(
-    "--audit-webhook",
-    default=None,
-    metavar="URL",
-    help="Post audit.k8s.io/v1 EventLists of every request here.",
+    "--audit-webhook", metavar="URL", help="Post audit.k8s.io/v1 EventLists of every request here."
 )
 @click.option(
     "--audit-token",
     envvar="COCOON_AUDIT_TOKEN",
-    default=None,
     show_envvar=True,
     help="Bearer token for the audit webhook (kept out of argv: use the env var).",
 )
@@ -96,21 +91,18 @@ def kube(
     "--dir",
     "workdir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=None,
     help="Directory for the kubeconfig, registry and logs (default: a temp dir).",
 )
 def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
     """Start the whole stack on 127.0.0.1 and keep it up until Ctrl-C."""
     require_local()
     restore = install_signal_handlers()
+    # Pool `default` and the CPU class the shipped examples ask for (run unchanged).
+    specs = [
+        NodeSpec(f"node-{i + 1}", seats=seats, cpu_class=LOCAL_CPU_CLASS) for i in range(nodes)
+    ]
     config = StackConfig(
-        # Pool `default` and the CPU class the shipped examples ask for (run unchanged).
-        nodes=[
-            NodeSpec(f"node-{i + 1}", seats=seats, cpu_class=LOCAL_CPU_CLASS) for i in range(nodes)
-        ],
-        tick_seconds=tick,
-        workdir=workdir,
-        keep_workdir=workdir is not None,
+        nodes=specs, tick_seconds=tick, workdir=workdir, keep_workdir=workdir is not None
     )
     try:
         with progress("starting the local stack", plain=True) as step:

@@ -30,7 +30,6 @@ def _default_port() -> int:
 @click.option(
     "--source",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
     help="A main.py exposing the targets (default: the installed functions.entrypoints).",
 )
 def command(*, port: int, host: str, source: Path | None) -> None:

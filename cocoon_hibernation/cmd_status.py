@@ -1,11 +1,12 @@
 """`cocoon-hibernation status`: every CocoonSet (policy, phase, hint, snapshot, pod, a
-stale-operator flag, why it waits), then the seats of each node pool; `-w` as kubectl's.
-What each column means: docs/cli.md.
-"""
+stale-operator flag, why it waits), then the seats of each node pool; `-w` as kubectl's."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,7 +20,6 @@ import click
 from cocoon_hibernation._common import (
     ERROR_PREFIX,
     EXIT_CODES_HELP,
-    EXIT_FINDING,
     EXIT_USAGE,
     allow_unchecked_option,
     emit_structured,
@@ -32,6 +32,7 @@ from cocoon_hibernation._common import (
 from cocoon_hibernation._kube import cli_settings, list_sets, read_client, registry_client
 from shared import constants as k
 from shared import log
+from shared.clients.kube import parse
 from shared.clients.registry import RegistryClient
 from shared.durations import format_rfc3339, utcnow
 from shared.enums import CocoonSetPhase
@@ -117,14 +118,9 @@ def status_row(
     # Only the pods the set controls are its pods (as the operator and the reconciler keep them).
     live = [p for p in pods if not p.terminating and p.controlled_by(cs.metadata.uid)]
     main = next((p for p in live if p.is_main), None)
-    flag = None
-    if (
-        cs.is_release
-        and cs.phase is CocoonSetPhase.SUSPENDED
-        and main is not None
-        and main.annotations.get(k.ANN_RESTORE) != k.TRUE
-    ):
-        flag = FLAG_STALE_OPERATOR
+    unmarked = main is not None and main.annotations.get(k.ANN_RESTORE) != k.TRUE
+    stale = unmarked and cs.is_release and cs.phase is CocoonSetPhase.SUSPENDED
+    flag = FLAG_STALE_OPERATOR if stale else None
     # WHY: the scheduler's verdict on a Pending main pod, else, while the set is in transition,
     # its latest Warning Event (on a settled set an old warning is history).
     why = None if _settled(cs) else warning
@@ -253,11 +249,10 @@ def _render_seats(pools: Sequence[PoolSeats], caps: Mapping[str, Capacity]) -> N
         return
     for p in pools:
         cap = caps[p.pool]
-        if cap.seats is not None:
-            offered = f"of {cap.seats} ({cap.nodes} node(s))"
-        else:
-            offered = f"of unknown capacity ({cap.reason})"
-        click.echo(f"pool {p.pool}: {p.used} seat(s) used {offered}")
+        offered = f"{cap.seats} ({cap.nodes} node(s))"
+        if cap.seats is None:
+            offered = f"unknown capacity ({cap.reason})"
+        click.echo(f"pool {p.pool}: {p.used} seat(s) used of {offered}")
         if p.waiting:
             click.echo("  waiting wakes (longest first):")
             for w in p.waiting:
@@ -306,17 +301,12 @@ class _Reader:
     def sets_and_pods(self) -> tuple[list[CocoonSet], list[Pod]]:
         every = list_sets(self.client, self.settings, self.selector)
         # Every cocoon pod (the label's existence selector): seats in use.
-        pods = [
-            p
-            for scope in self.settings.scopes
-            for pg in self.client.list_pods_matching(scope, k.LABEL_SET_NAME)
-            for p in pg
-        ]
-        return every, pods
+        scopes = self.settings.scopes
+        pages = [pg for s in scopes for pg in self.client.list_pods_matching(s, k.LABEL_SET_NAME)]
+        return every, [p for page in pages for p in page]
 
     def warnings(self, every: Sequence[CocoonSet]) -> dict[tuple[str, str], str]:
-        """Read only while a set is in transition, and reused for WARNINGS_TTL_S (a watch's
-        burst of changes makes one LIST)."""
+        """Read only while a set is in transition; reused for WARNINGS_TTL_S (a burst: one LIST)."""
         if all(_settled(cs) for cs in every):
             return {}
         if time.monotonic() - self.warned_at >= WARNINGS_TTL_S:
@@ -367,7 +357,7 @@ class _Reader:
 @click.command(name="status", epilog=EXIT_CODES_HELP)
 @kube_options
 @namespace_option
-@click.option("-l", "--selector", default=None, metavar="SELECTOR", help="Only matching sets.")
+@click.option("-l", "--selector", metavar="SELECTOR", help="Only matching sets.")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default).")
 @output_option
 @click.option("--seats", "seats_only", is_flag=True, help="Only the seat view per node pool.")
@@ -438,8 +428,6 @@ Update = list[StatusRow] | str  # every row now, or an error to tell (and retry)
 def _watch(reader: _Reader, rows: list[StatusRow], output: str, widths: list[int] | None) -> None:
     """kubectl get -w: after the table, a line per changed or deleted set until Ctrl-C (with
     -o json/yaml, one JSON object a line); a failed read is said on stderr and retried."""
-    import json  # noqa: PLC0415
-
     # The table is printed already; JSON lines start with every set.
     shown = {(r.namespace, r.name): r for r in rows} if output == "table" else {}
     failing = ""
@@ -470,24 +458,22 @@ def _watch(reader: _Reader, rows: list[StatusRow], output: str, widths: list[int
         return  # Ctrl-C ends a watch; it is not an error (kubectl exits 0 too)
 
 
+def _read(rows: Callable[..., list[StatusRow]], *args: Any) -> Update:
+    try:
+        return rows(*args)
+    except CocoonError as err:
+        return str(err)
+
+
 def _polled(reader: _Reader) -> Iterator[Update]:
     while True:
         time.sleep(WATCH_INTERVAL_S)
-        try:
-            update: Update = reader.rows(*reader.sets_and_pods())
-        except CocoonError as err:
-            update = str(err)
-        yield update
+        yield _read(lambda: reader.rows(*reader.sets_and_pods()))
 
 
 def _streamed(reader: _Reader) -> Iterator[Update]:
     """The rows after each change, from one watch thread per (resource, scope) feeding a
     queue, applied in order; an expired or broken watch lists again."""
-    import queue  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from shared.clients.kube import parse  # noqa: PLC0415
-
     client = reader.client
     models: dict[str, type[CocoonSet | Pod]] = {"cocoonsets": CocoonSet, "pods": Pod}
     selectors = {"cocoonsets": reader.selector, "pods": k.LABEL_SET_NAME}
@@ -500,18 +486,16 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         if kind == "LIST":
             for key in [key for key in store if scope in (None, key[0])]:
                 del store[key]
-            for item in obj:
-                apply(resource, scope, "ADDED", item)
-            return
-        try:
-            item = parse(models[resource], obj)
-        except CocoonError:
-            return  # an unreadable object is left out, as a LIST leaves it out
-        key = (item.metadata.namespace or "", item.metadata.name)
-        if kind == "DELETED":
-            store.pop(key, None)
-        else:
-            store[key] = item
+        for raw in obj if kind == "LIST" else [obj]:
+            try:
+                item = parse(models[resource], raw)
+            except CocoonError:
+                continue  # an unreadable object is left out, as a LIST leaves it out
+            key = (item.metadata.namespace or "", item.metadata.name)
+            if kind == "DELETED":
+                store.pop(key, None)
+            else:
+                store[key] = item
 
     def follow(resource: str, scope: str | None) -> None:
         version = ""
@@ -549,33 +533,23 @@ def _streamed(reader: _Reader) -> Iterator[Update]:
         apply(resource, scope, kind, obj)
         pending.discard((resource, scope))
         if not pending:
-            sets = stores["cocoonsets"]
-            try:
-                update: Update = reader.rows(
-                    [sets[key] for key in sorted(sets)], list(stores["pods"].values())
-                )
-            except CocoonError as err:
-                update = str(err)
-            yield update
+            sets, pods = stores["cocoonsets"], list(stores["pods"].values())
+            yield _read(reader.rows, [sets[key] for key in sorted(sets)], pods)
 
 
 def _exit(rows: Sequence[StatusRow], caps: Mapping[str, Capacity], allow_unchecked: bool) -> None:
     flagged = [r for r in rows if r.flag]
-    unknown = [r for r in rows if r.snapshot_unknown]
-    blind = sorted(p for p, c in caps.items() if c.seats is None)
+    unknown = [] if allow_unchecked else [r for r in rows if r.snapshot_unknown]
+    blind = [] if allow_unchecked else sorted(p for p, c in caps.items() if c.seats is None)
     problems: list[str] = []
     if flagged:
         problems.append(f"{len(flagged)} set(s) flagged: {flagged[0].flag}")
-    if not allow_unchecked:
-        if unknown:
-            problems.append(
-                f"snapshot not checked for {len(unknown)} set(s): {unknown[0].snapshot_unknown}"
-            )
-        if blind:
-            problems.append(
-                f"capacity not checked for pool(s) {', '.join(blind)}: {caps[blind[0]].reason}"
-            )
+    if unknown:
+        why = unknown[0].snapshot_unknown
+        problems.append(f"snapshot not checked for {len(unknown)} set(s): {why}")
+    if blind:
+        why = caps[blind[0]].reason
+        problems.append(f"capacity not checked for pool(s) {', '.join(blind)}: {why}")
     if problems:
-        hint = "" if allow_unchecked or not (unknown or blind) else " (--allow-unchecked accepts)"
-        click.echo(f"{ERROR_PREFIX}{'; '.join(problems)}{hint}", err=True)
-        raise SystemExit(EXIT_FINDING)
+        hint = " (--allow-unchecked accepts)" if unknown or blind else ""
+        fail(f"{'; '.join(problems)}{hint}")

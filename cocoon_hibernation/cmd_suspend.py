@@ -1,6 +1,5 @@
 """`cocoon-hibernation suspend NAME...`: patch `spec.suspend=true` as a user would; `--wait`
-follows the phase to `Suspended`.
-"""
+follows the phase to `Suspended`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """`cocoon-hibernation sweep [--dry-run]`: one run of the scheduled sweep's code from a terminal
-(`--dry-run` only reads and prints what it would do); exit codes: docs/cli.md.
-"""
+(`--dry-run` only reads and prints what it would do); exit codes: docs/cli.md."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -16,7 +16,6 @@ from cocoon_hibernation._common import (
     EXIT_FINDING,
     emit_structured,
     fail,
-    is_tty,
     kube_options,
     namespace_option,
     output_option,
@@ -28,11 +27,8 @@ from shared.sweep.report import Result, SweepIncomplete, SweepSummary
 
 _STYLE = {
     Result.WOULD.value: "cyan",
-    Result.CONFLICT.value: "yellow",
-    Result.GONE.value: "yellow",
-    Result.ERROR.value: "red",
-    "waiting": "yellow",
-    "refused": "red",
+    **dict.fromkeys((Result.CONFLICT.value, Result.GONE.value, "waiting"), "yellow"),
+    **dict.fromkeys((Result.ERROR.value, "refused"), "red"),
 }
 
 
@@ -46,7 +42,7 @@ def render(summary: SweepSummary) -> None:
         f"{summary.deferred} idle set(s) deferred by the cap; {summary.errors} error(s)"
     )
     rows = [(a.kind.value, str(a.ref), a.shown_result, a.detail) for a in summary.actions]
-    if not is_tty():
+    if not sys.stdout.isatty():
         if rows:
             for line in plain_table(("ACTION", "COCOONSET", "RESULT", "DETAIL"), rows):
                 click.echo(line)
@@ -85,8 +81,7 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SelectedSets:
-    """A client whose set lists are narrowed by a label selector (`sweep -l`), served
-    by the API server; everything else is the wrapped client's."""
+    """A client whose set lists the API server narrows by `sweep -l`'s label selector."""
 
     inner: Any
     selector: str
@@ -102,9 +97,7 @@ class SelectedSets:
 @click.option("--dry-run", is_flag=True, help="Report what the sweep would do; write nothing.")
 @kube_options
 @namespace_option
-@click.option(
-    "-l", "--selector", default=None, metavar="SELECTOR", help="Only sets matching this selector."
-)
+@click.option("-l", "--selector", metavar="SELECTOR", help="Only sets matching this selector.")
 @output_option
 def command(
     *,
@@ -138,10 +131,8 @@ def command(
     else:
         render(summary)
     if summary.errors:
-        failed = [
-            *summary.failures,
-            *(a.detail for a in summary.actions if a.result is Result.ERROR),
-        ]
+        errors = (a.detail for a in summary.actions if a.result is Result.ERROR)
+        failed = [*summary.failures, *errors]
         detail = f": {failed[0]}" if failed else ""
         click.echo(f"{ERROR_PREFIX}sweep met {summary.errors} error(s){detail}", err=True)
         raise SystemExit(EXIT_FINDING)

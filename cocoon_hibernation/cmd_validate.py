@@ -1,7 +1,6 @@
 """`cocoon-hibernation validate FILE…`: check CocoonSet manifests before applying them. A
 reachable cluster judges each set by a server-side dry-run create (strict fields); otherwise the
-pinned CRD and cocoon-webhook rules do (`OFFLINE_RULES`). Our annotations are checked either way.
-"""
+pinned CRD and cocoon-webhook rules do (`OFFLINE_RULES`). Our annotations are checked either way."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import click
 
 from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured, fail, kube_options
 from cocoon_hibernation.manifests import ManifestError, objects, parse_documents, read_text
-from shared import admission
+from shared import admission, errors
 from shared import constants as k
 from shared.manifest_checks import annotation_violations, cluster_violations
 from shared.validation import validate_cocoonset
@@ -74,11 +73,9 @@ class Report:
         }
 
 
-def is_cocoonset(obj: object) -> bool:
+def is_cocoonset(obj: Mapping[str, Any]) -> bool:
     """Meant as a CocoonSet: our kind, our group, or a kind one typo away from ours (so a
     wrong apiVersion or kind is reported by the CRD check, not skipped as another kind)."""
-    if not isinstance(obj, Mapping):
-        return False
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if isinstance(api_version, str) and api_version.split("/")[0] == k.GROUP:
         return True
@@ -102,11 +99,9 @@ def check_files(sources: list[str], ask: Ask | None = None) -> Report:
         report.files += 1
         for n, obj in enumerate(objects(documents), start=1):
             if not isinstance(obj, Mapping):
-                # kubectl: "error validating data: … expected type object"; a list of
-                # numbers or a bare string is no manifest at all.
-                report.findings.append(
-                    Finding(source, f"document {n}", f"not a Kubernetes object ({_type(obj)})")
-                )
+                # As kubectl: a list of numbers or a bare string is no manifest at all.
+                why = f"not a Kubernetes object ({_type(obj)})"
+                report.findings.append(Finding(source, f"document {n}", why))
                 continue
             if not is_cocoonset(obj):
                 report.others += 1
@@ -123,18 +118,10 @@ def check_files(sources: list[str], ask: Ask | None = None) -> Report:
 def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
     """The cluster's verdict per set, or None (with why on stderr) when no cluster answers."""
     from cocoon_hibernation._kube import cli_settings, kube_client  # noqa: PLC0415 - lazy
-    from shared.errors import (  # noqa: PLC0415 - lazy
-        AdmissionDenied,
-        AlreadyExists,
-        CocoonError,
-        Invalid,
-        NotFound,
-        PermanentError,
-    )
 
     try:
         client = kube_client(cli_settings(kubeconfig, context))
-    except CocoonError as err:
+    except errors.CocoonError as err:
         if kubeconfig or context:
             fail(f"cluster: {err}")
         return None
@@ -143,13 +130,13 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
         try:
             try:
                 client.dry_run_set(obj, replace=False)
-            except AlreadyExists:
+            except errors.AlreadyExists:
                 client.dry_run_set(obj, replace=True)  # it exists: ask about the update instead
             return []
-        except (AdmissionDenied, Invalid, NotFound) as err:
+        except (errors.AdmissionDenied, errors.Invalid, errors.NotFound) as err:
             return [getattr(err, "server_message", "") or str(err)]
-        except CocoonError as err:
-            if isinstance(err, PermanentError) and "HTTP 400" in str(err):
+        except errors.CocoonError as err:
+            if isinstance(err, errors.PermanentError) and "HTTP 400" in str(err):
                 return [str(err)]  # strict field validation, a malformed value
             fail(f"cluster: {err}")
 
@@ -169,11 +156,7 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
 @click.option("--offline", is_flag=True, help="Use the pinned rules even if a cluster answers.")
 @kube_options
 def command(
-    files: tuple[str, ...],
-    output: str,
-    offline: bool,
-    kubeconfig: Path | None,
-    context: str | None,
+    files: tuple[str, ...], output: str, offline: bool, kubeconfig: Path | None, context: str | None
 ) -> None:
     """Check CocoonSet manifests (YAML or JSON, `-` for stdin) as the cluster would.
 

@@ -1,7 +1,5 @@
-"""`cocoon-hibernation wake NAME...`: the wake function's path from a terminal (`request_wake`:
-durable `spec.suspend=false`, then the wake reconcile). `--wait` follows the phase to `Running`
-and, when it gives up, says why (no free seat, or not yet). A Running set is a no-op success.
-"""
+"""`cocoon-hibernation wake NAME...`: `request_wake` from a terminal (durable `spec.suspend=false`,
+then the wake reconcile); `--wait` follows the phase to `Running` and says why it gave up."""
 
 from __future__ import annotations
 

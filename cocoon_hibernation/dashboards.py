@@ -1,11 +1,7 @@
 """The two dashboards, generated from the one metric list (`shared.metric_names`).
-
-    uv run python -m cocoon_hibernation.dashboards          # rewrite both files
-    uv run python -m cocoon_hibernation.dashboards --check  # exit 1 if either is stale
-
-Grafana (for `serve`'s `/metrics`) and the Terraform module's Cloud Monitoring dashboard (on
-the log-based metrics); tests/deploy holds the committed files equal to this output.
-"""
+Grafana's (on `serve`'s `/metrics`) and the Terraform module's Cloud Monitoring one (on the
+log-based metrics). `python -m cocoon_hibernation.dashboards` rewrites them; with --check it
+exits 1 if either is stale. tests/deploy holds the committed files equal to this output."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from cocoon_hibernation.findings import Finding, Level
 from shared import admission as adm
+from shared.errors import CocoonError, WebhookDenied
 
 if TYPE_CHECKING:
     from cocoon_hibernation._kube import KubeClient
@@ -30,20 +31,15 @@ def find_webhook(
 def set_findings(kube: KubeClient, config: str, namespaces: Sequence[str]) -> list[Finding]:
     """Sets that break the CocoonSet webhook's rules: every spec write of the functions
     (spec.suspend) on them would be refused (only spec-unchanged updates skip the rules)."""
-    from shared.errors import CocoonError  # noqa: PLC0415 - lazy
-    from shared.models import dump  # noqa: PLC0415
+    from shared.models import dump  # noqa: PLC0415 - lazy: pydantic only with a cluster
 
     check = "cocoon-webhook sets"
-    bad: list[str] = []
     try:
-        for ns in namespaces:
-            for page in kube.list_sets(ns):
-                for cs in page:
-                    errs = adm.cocoonset_errors(dump(cs))
-                    if errs:
-                        bad.append(f"{cs.namespace}/{cs.name} ({'; '.join(errs)})")
+        sets = [cs for ns in namespaces for page in kube.list_sets(ns) for cs in page]
     except CocoonError as err:
         return [Finding(Level.FAIL, check, f"could not list the sets: {err}")]
+    judged = [(cs, adm.cocoonset_errors(dump(cs))) for cs in sets]
+    bad = [f"{cs.namespace}/{cs.name} ({'; '.join(errs)})" for cs, errs in judged if errs]
     if bad:
         why = (
             f"{config} will refuse the functions' spec.suspend writes on {len(bad)} set(s) "
@@ -101,14 +97,9 @@ def fixed_value(current: Sequence[str] | None, users: Iterable[str]) -> str:
 
 
 def admission_findings(
-    kube: KubeClient,
-    *,
-    users: Iterable[str],
-    namespaces: Sequence[str],
+    kube: KubeClient, *, users: Iterable[str], namespaces: Sequence[str]
 ) -> list[Finding]:
     """What admission says of the restore pod of each of `users` in each namespace."""
-    from shared.errors import CocoonError, WebhookDenied  # noqa: PLC0415 - lazy
-
     check = "cocoon-webhook"
     try:
         configs = kube.list_webhook_configurations()

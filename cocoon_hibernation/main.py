@@ -50,9 +50,7 @@ class LazyGroup(click.Group):
                 "it runs from a clone: uv sync --extra local, "
                 f"then uv run cocoon-hibernation {cmd_name}"
             ) from None
-        command = getattr(module, "command", None)
-        if not isinstance(command, click.Command):
-            raise click.ClickException(f"{name} defines no click command named `command`")
+        command: click.Command = module.command
         return command
 
     def main(self, *args: Any, **kwargs: Any) -> NoReturn:

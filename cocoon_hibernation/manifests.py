@@ -1,6 +1,5 @@
 """Reading Kubernetes manifests as kubectl does: YAML or JSON, `---` documents, `kind: List`
-flattened, timestamps kept as strings; any failure is a one-line :class:`ManifestError`.
-"""
+flattened, timestamps kept as strings; any failure is a one-line :class:`ManifestError`."""
 
 from __future__ import annotations
 
@@ -49,9 +48,8 @@ def parse_documents(text: str, *, json_only: bool = False) -> list[Any]:
         try:
             return [json.loads(text)]
         except json.JSONDecodeError as e:
-            raise ManifestError(
-                f"invalid JSON: line {e.lineno}, column {e.colno}: {e.msg}"
-            ) from None
+            why = f"invalid JSON: line {e.lineno}, column {e.colno}: {e.msg}"
+            raise ManifestError(why) from None
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.MarkedYAMLError as e:

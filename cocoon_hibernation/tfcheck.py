@@ -26,6 +26,7 @@ _DEFAULT = re.compile(r"^\s*default\s*=", re.M)
 _LOCAL_SOURCE = re.compile(r'^(\s*source\s*=\s*)"(\.\.?/[^"]*)"', re.M)
 _CREDENTIALS = re.compile(r"credential|oauth2|access token|could not find default", re.I)
 _PLAN = ("plan", "-json", "-input=false", "-lock=false")
+_QUIET = {"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1"}
 
 
 class UsageError(ValueError):
@@ -101,13 +102,7 @@ class Terraform:
         self.binary, self.work = binary, work
 
     def run(self, cwd: Path, *args: str, data: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "TF_DATA_DIR": str(self.work / data),
-            "TF_IN_AUTOMATION": "1",
-            "TF_INPUT": "0",
-            "CHECKPOINT_DISABLE": "1",
-        }
+        env = {**os.environ, **_QUIET, "TF_DATA_DIR": str(self.work / data)}
         return subprocess.run(
             [self.binary, f"-chdir={cwd}", *args],
             env=env,
@@ -219,9 +214,8 @@ def check_variables(tf: Terraform, root: Path, var_file: Path) -> Result:
         return result
     init = tf.run(stub, "init", "-backend=false", "-input=false", "-json", data="stub-data")
     if init.returncode != 0:
-        result.findings.append(
-            Finding(Level.UNCHECKED, "variables", f"not checked: {_first_error(init)}")
-        )
+        why = f"not checked: {_first_error(init)}"
+        result.findings.append(Finding(Level.UNCHECKED, "variables", why))
         return result
     plan_file = tf.work / "stub.plan"
     args = (*_PLAN, "-refresh=false", f"-var-file={var_file}", f"-out={plan_file}")

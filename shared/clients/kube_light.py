@@ -1,9 +1,6 @@
-"""A read-only Kubernetes client on the standard library, for `status` and its watch.
-
-Importing the official `kubernetes` package costs most of a `status` run. A kubeconfig
-this does not cover (auth-provider, proxy, in-cluster, google auth) makes
-`LightKube.from_settings` answer None, and the caller uses the official client.
-"""
+"""A read-only Kubernetes client on the standard library for `status` and its watch (importing
+`kubernetes` costs most of a run). For what it does not cover (auth-provider, proxy, in-cluster,
+google auth) `LightKube.from_settings` answers None and the caller uses the official client."""
 
 from __future__ import annotations
 
@@ -278,11 +275,8 @@ class LightKube(ClusterReads):
     def resource_path(resource: str, namespace: str | None) -> str:
         """`cocoonsets` or `pods`, in one namespace or all."""
         base = "/api/v1" if resource == "pods" else f"/apis/{k.GROUP}/{k.VERSION}"
-        return (
-            f"{base}/{resource}"
-            if namespace is None
-            else f"{base}/namespaces/{namespace}/{resource}"
-        )
+        scope = "" if namespace is None else f"/namespaces/{namespace}"
+        return f"{base}{scope}/{resource}"
 
     def list_raw(
         self, resource: str, namespace: str | None, label_selector: str | None
@@ -297,8 +291,7 @@ class LightKube(ClusterReads):
     def watch(
         self, resource: str, namespace: str | None, label_selector: str | None, version: str
     ) -> Iterator[dict[str, Any]]:
-        """The watch events (`{"type", "object"}`) after `version`, until the server ends the
-        stream; a 410 comes as an ERROR event, answered with a fresh list."""
+        """The watch events after `version` until the server ends the stream (a 410: ERROR)."""
         params = {
             "watch": "1",
             "resourceVersion": version,
