@@ -54,8 +54,7 @@ MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 20.0)
 GOOGLE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 _EVENT_MESSAGE_MAX = 1024
-# Our own retry of idempotent reads saves a whole redelivery; bounded, so that
-# attempts x timeout stays inside a platform deadline.
+# Our retry of idempotent reads saves a redelivery; attempts x timeout fit a platform deadline.
 READ_ATTEMPTS = 3
 READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
@@ -75,8 +74,7 @@ def _status(body: str | None) -> dict[str, Any] | None:
     return status if isinstance(status, dict) else {}
 
 
-# The `what` of a request on the CocoonSet resource itself ("GET cocoonset ns/x",
-# "LIST cocoonsets in ns", "PATCH cocoonset ns/x/status"), not one naming it in passing.
+# The `what` of a request on the CocoonSet resource itself, not one naming it in passing.
 _ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
 
 
@@ -296,8 +294,7 @@ _request_observer: Callable[[str, str, int | None, float], None] | None = None
 
 
 # The official client's generated methods this module calls, under their names (the RBAC
-# test reads them from this file), called with keywords: the path's {placeholders}, `body`,
-# `_request_timeout`/`_content_type`, and the query's parameters (snake case).
+# test reads them here), with keywords: path {placeholders}, body, options, query (snake case).
 _PODS = "/api/v1/namespaces/{namespace}/pods"
 _SETS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 _ROUTES: dict[str, tuple[str, str]] = {
@@ -585,9 +582,8 @@ class KubeClient:
         return parse(CocoonSet, body)
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
-        """The pods labelled with the set's name (one LIST). `not_older_than` (a
-        resourceVersion held) lets the watch cache answer at once instead of a consistent
-        read, which waits for the cache to catch up (docs/reads.md)."""
+        """The pods labelled with the set's name (one LIST). `not_older_than` (a resourceVersion
+        held) lets the watch cache answer at once, not after catching up (docs/reads.md)."""
         what = f"LIST pods of {ref}"
         kw = {"namespace": ref.namespace, "label_selector": f"{k.LABEL_SET_NAME}={ref.name}"}
         bound = {"resource_version": not_older_than, "resource_version_match": "NotOlderThan"}
@@ -598,9 +594,8 @@ class KubeClient:
         except ResourceVersionTooLarge as e:
             if not not_older_than:
                 raise
-            # The server did not reach the bound within its own wait (a cache that far
-            # behind, or revisions kept in different etcd clusters): a consistent read,
-            # what this LIST was before bounds, logged and taken once.
+            # The server did not reach the bound within its own wait (a cache far behind,
+            # revisions from several etcd clusters): one consistent read, logged.
             log.warning(
                 "bounded LIST answered too large; listing consistently", what=what, error=str(e)
             )
@@ -616,8 +611,8 @@ class KubeClient:
         field_selector: str | None = None,
         from_cache: bool = False,
     ) -> Iterator[list[Pod]]:
-        """Pages of pods matching a selector (one namespace, or all). `from_cache`: from
-        the watch cache (resourceVersion=0; a moment stale, one page) for reads that tolerate it."""
+        """Pages of pods matching a selector (one namespace, or all); `from_cache`: one page
+        from the watch cache (resourceVersion=0, a moment stale)."""
         kw = {
             "label_selector": label_selector,
             "limit": limit,
@@ -653,9 +648,8 @@ class KubeClient:
             return None
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
-        """The pod now, then after each change, for up to `timeout` s (None: gone). Two
-        requests: a LIST by name and one WATCH from its resourceVersion, never re-established:
-        a closed or failed stream ends the iteration and the caller decides."""
+        """The pod now, then after each change, for up to `timeout` s (None: gone): a LIST and
+        one WATCH, never re-established (a closed stream ends it; the caller decides)."""
         selector = f"metadata.name={name}"
         body = self._read(
             f"LIST pod {namespace}/{name}",
@@ -683,8 +677,7 @@ class KubeClient:
                 _request_timeout=(self._timeout[0], timeout + 1.0),
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
-            # Loud: a refusal (RBAC without `watch` on pods) costs every push that beats
-            # vk-cocoon's report its seat until the next event.
+            # Loud: a refusal (no RBAC `watch` on pods) delays every early push's seat.
             log.warning("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
             return
         try:
@@ -728,8 +721,8 @@ class KubeClient:
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
-        """Delete only the pod with this UID (and resourceVersion): a changed or reused pod
-        is a 409 Conflict. False when it was already gone."""
+        """Delete only the pod with this UID (and resourceVersion; else 409 Conflict); False
+        when it was already gone."""
         preconditions = {"uid": uid}
         if resource_version:
             preconditions["resourceVersion"] = resource_version
