@@ -67,8 +67,8 @@ class ManifestInfo:
 
 
 class RegistryClient:
-    """One registry's client, built once per instance (:func:`get_client`); `session`,
-    `ecr_client` and `clock` are built lazily unless a test passes them."""
+    """One registry's client, one per process (:func:`get_client`); tests pass `session`,
+    `ecr_client` and `clock`."""
 
     def __init__(
         self,
@@ -383,12 +383,9 @@ class RegistryClient:
         import google.auth.transport.requests  # noqa: PLC0415
 
         try:
-            with self._lock:
-                creds = self._google_creds
-            if creds is None:
-                creds, _project = google.auth.default(scopes=[GOOGLE_SCOPE])
-                with self._lock:
-                    self._google_creds = creds
+            if self._google_creds is None:  # two threads racing here both get usable ones
+                self._google_creds, _project = google.auth.default(scopes=[GOOGLE_SCOPE])
+            creds = self._google_creds
             if not creds.valid or not creds.token:
                 creds.refresh(google.auth.transport.requests.Request(session=self._sess()))
         except google.auth.exceptions.DefaultCredentialsError as err:
