@@ -1,8 +1,5 @@
-"""Clients for the commands that talk to a cluster, built from the functions' variables.
-
-`--kubeconfig` overrides `KUBECONFIG` and `--context` the current context, as kubectl;
-the rest comes from the variables the functions read, so the CLI sees what they see.
-"""
+"""Clients for the commands that talk to a cluster, built from the functions' variables (so
+the CLI sees what they see); `--kubeconfig` and `--context` override as kubectl's do."""
 
 from __future__ import annotations
 
@@ -41,18 +38,11 @@ class KubeClient(kube.KubeClient, ClusterReads):
         strict field validation: the schema, CEL and admission webhooks judge, nothing is stored."""
         meta = obj.get("metadata") or {}
         ns, name = meta.get("namespace") or "default", meta.get("name", "")
-        path = f"/apis/{k.GROUP}/{k.VERSION}/namespaces/{ns}/{k.PLURAL}" + (
-            f"/{name}" if replace else ""
-        )
-        self._call(
-            f"{'REPLACE' if replace else 'CREATE'} cocoonset {ns}/{name} (dry run)",
-            self._core.send,
-            "PUT" if replace else "POST",
-            path,
-            {},
-            dict(obj),
-            {"dryRun": "All", "fieldValidation": "Strict"},
-        )
+        path = f"/apis/{k.GROUP}/{k.VERSION}/namespaces/{ns}/{k.PLURAL}"
+        verb, path = ("PUT", f"{path}/{name}") if replace else ("POST", path)
+        what = f"{'REPLACE' if replace else 'CREATE'} cocoonset {ns}/{name} (dry run)"
+        query = {"dryRun": "All", "fieldValidation": "Strict"}
+        self._call(what, self._core.send, verb, path, {}, dict(obj), query)
 
     def list_role_bindings(self, namespace: str | None) -> list[dict[str, Any]]:
         """RoleBindings of `namespace`, or every ClusterRoleBinding when None (all pages)."""
@@ -86,17 +76,18 @@ class KubeClient(kube.KubeClient, ClusterReads):
         stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
         name = (body.get("metadata") or {}).get("name", "")
         who = f" as {as_user}" if as_user else ""
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        headers = {"Impersonate-User": as_user} if as_user else None
+        what = f"CREATE pod {namespace}/{name} (dry run{who})"
         out: dict[str, Any] = self._call(
-            f"CREATE pod {namespace}/{name} (dry run{who})",
-            self._core.send,
-            "POST",
-            f"/api/v1/namespaces/{namespace}/pods",
-            {},
-            body,
-            {"dryRun": "All"},
-            _headers={"Impersonate-User": as_user} if as_user else None,
+            what, self._core.send, "POST", path, {}, body, {"dryRun": "All"}, _headers=headers
         )
         return out
+
+
+def observe_requests(observer: Callable[[str, str, int | None, float], None] | None) -> None:
+    """Tell `observer` of every API request of every client, both transports (None: stop)."""
+    kube._request_observer = observer
 
 
 def cli_settings(
@@ -231,9 +222,8 @@ def set_action_command(
         rows: list[Mapping[str, Any]] = []
 
         def step(spin: Callable[[str], None], start: float, text: str) -> None:
-            # Each phase change as a line when it happens (seconds since the set was acted on):
-            # on stdout beside the table (as kubectl rollout status), on stderr when stdout
-            # must stay one JSON/YAML document.
+            # Each phase change as it happens: on stdout beside the table (as kubectl rollout
+            # status), on stderr when stdout must stay one JSON/YAML document.
             spin(text)
             click.echo(f"{time.monotonic() - start:6.1f}s  {text}", err=output != "table")
 

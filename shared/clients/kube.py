@@ -1,9 +1,6 @@
-"""The Kubernetes API, wrapped: the only module that imports `kubernetes`, lazily, once per process.
-
-Every call has a bounded timeout, returns the project's pydantic models (unknown fields
-kept), raises only `shared.errors` types (`from` the library's), and is sent once by the
-library: the only retries are ours, of idempotent reads.
-"""
+"""The Kubernetes API, wrapped: the only module that imports `kubernetes`, lazily. Every call
+is bounded, returns the project's models, raises only `shared.errors` types and is sent once
+by the library: the only retries are ours, of idempotent reads."""
 
 from __future__ import annotations
 
@@ -57,8 +54,7 @@ MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 20.0)
 GOOGLE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 _EVENT_MESSAGE_MAX = 1024
-# Our own retry of idempotent reads saves a whole redelivery; bounded, so that
-# attempts x timeout stays inside a platform deadline.
+# Our retry of idempotent reads saves a redelivery; attempts x timeout fit a platform deadline.
 READ_ATTEMPTS = 3
 READ_BACKOFF_S: tuple[float, ...] = (0.05, 0.2)
 
@@ -78,13 +74,12 @@ def _status(body: str | None) -> dict[str, Any] | None:
     return status if isinstance(status, dict) else {}
 
 
-# The `what` of a request on the CocoonSet resource itself ("GET cocoonset ns/x",
-# "LIST cocoonsets in ns", "PATCH cocoonset ns/x/status"), not one naming it in passing.
+# The `what` of a request on the CocoonSet resource itself, not one naming it in passing.
 _ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
 
 
 def translate(err: BaseException, what: str) -> CocoonError:
-    """A library exception as one of the project's typed errors (the caller raises it `from`)."""
+    """A library exception as a typed error (the caller raises it `from`)."""
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - lazy: cold start
 
     if isinstance(err, ApiException):
@@ -94,8 +89,7 @@ def translate(err: BaseException, what: str) -> CocoonError:
 
 
 def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
-    """An API server's error answer (HTTP `code`, reason `phrase`, Status `body`) as one of
-    the project's typed errors (the light reader's too)."""
+    """An API server's error answer as a typed error (the light reader's too)."""
     status = _status(body)
     if status is None:
         reason, message = "", (body or "")[:200]
@@ -173,7 +167,7 @@ def _forbidden(text: str, message: str) -> CocoonError:
 
 
 def default_kubeconfig() -> str:
-    """`~/.kube/config`, resolved now (the library resolves `$KUBECONFIG` at import)."""
+    """`~/.kube/config`, resolved now (the library resolves it at import)."""
     return os.path.join(os.path.expanduser("~"), ".kube", "config")
 
 
@@ -288,28 +282,19 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
 
 
 def _without_retries(conf: Any) -> Any:
-    """`conf` with every library retry off: urllib3's would re-send a DELETE or PATCH whose
-    answer was lost behind our back. Set before the pool is built (it reads them)."""
+    """`conf` with library retries off (they would re-send a PATCH whose answer was lost);
+    set before the pool is built."""
     conf.retries = False
     conf.client_go_retries = False
     return conf
 
 
-# (method, url, HTTP status or None when no answer came, seconds) for every request
-# sent; None = nobody listens. Set by the CLI's -v (kubectl's -v=6 shows the same).
-RequestObserver = Callable[[str, str, "int | None", float], None]
-_request_observer: RequestObserver | None = None
-
-
-def observe_requests(observer: RequestObserver | None) -> None:
-    """Call `observer` after every API request of every KubeClient (None: stop)."""
-    global _request_observer  # noqa: PLW0603 - one switch per process, like the log level
-    _request_observer = observer
+# Told (method, url, status or None, seconds) of every request sent; set by the CLI's -v.
+_request_observer: Callable[[str, str, int | None, float], None] | None = None
 
 
 # The official client's generated methods this module calls, under their names (the RBAC
-# test reads them from this file), called with keywords: the path's {placeholders}, `body`,
-# `_request_timeout`/`_content_type`, and the query's parameters (snake case).
+# test reads them here), with keywords: path {placeholders}, body, options, query (snake case).
 _PODS = "/api/v1/namespaces/{namespace}/pods"
 _SETS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 _ROUTES: dict[str, tuple[str, str]] = {
@@ -338,9 +323,8 @@ def _wire(name: str) -> str:
 
 
 class _Api:
-    """The official client's transport without its generated API classes, whose import
-    (hundreds of pydantic models) was most of a cold start. The transport stays official:
-    its kubeconfig loader, exec plugins and token refresh are what kubectl users rely on."""
+    """The official client's transport (kubeconfig loader, exec plugins, token refresh)
+    without its generated API classes, whose import was most of a cold start."""
 
     def __init__(self, api_client: ApiClient) -> None:
         self._api = api_client
@@ -371,8 +355,7 @@ class _Api:
         _content_type: str | None = None,
         _headers: dict[str, str] | None = None,
     ) -> Any:
-        """One request; non-2xx raises the library's ApiException, as its generated methods do.
-        Returns the urllib3 response (its `.data`, or a stream for a watch)."""
+        """One request, its urllib3 response; non-2xx raises the library's ApiException."""
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - lazy: cold start
 
         headers = {"Accept": "application/json", **(_headers or {})}
@@ -387,17 +370,13 @@ class _Api:
             body=body,
             auth_settings=["BearerToken"],
         )
-        observer, start = _request_observer, time.monotonic()
-        status: int | None = None
+        start, resp = time.monotonic(), None
         try:
             resp = self._api.call_api(*request, _request_timeout=_request_timeout)
-            status = resp.status
-        except Exception as e:
-            status = getattr(e, "status", None)
-            raise
         finally:
-            if observer is not None:
-                observer(method, request[1], status, time.monotonic() - start)
+            if _request_observer is not None:
+                status = resp.status if resp is not None else None
+                _request_observer(method, request[1], status, time.monotonic() - start)
         if not 200 <= resp.status <= 299:
             resp.read()  # type: ignore[no-untyped-call]  # untyped upstream
             raise ApiException.from_response(http_resp=resp, body=None, data=None)
@@ -518,7 +497,6 @@ class KubeClient:
 
     @property
     def requests(self) -> int:
-        """API requests sent by this client so far."""
         return self._requests
 
     def reset_requests(self) -> None:
@@ -529,17 +507,15 @@ class KubeClient:
         return read_retried(what, lambda: self._call(what, fn, *args, **kw))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """Send one request once; return the parsed JSON body; translate every failure."""
         from kubernetes.client.exceptions import OpenApiException  # noqa: PLC0415 - lazy: cold start
 
+        errors: tuple[type[BaseException], ...] = (OpenApiException, *_retryable_io_errors())
         with self._lock:
             self._requests += 1
         try:
-            data = fn(*args, _request_timeout=self._timeout, **kw).data
-        except OpenApiException as e:
+            data = fn(*args, **{"_request_timeout": self._timeout, **kw}).data
+        except errors as e:
             raise translate(e, what) from e
-        except _retryable_io_errors() as e:
-            raise TransientError(f"{what}: {type(e).__name__}: {e}") from e
         if not data:
             return {}
         try:
@@ -548,7 +524,6 @@ class KubeClient:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
 
     def _pages(self, what: str, fn: Callable[..., Any], **kw: Any) -> Iterator[dict[str, Any]]:
-        """The bodies of a paged LIST, one at a time (memory stays one page)."""
         token: str | None = None
         while True:
             body = self._read(what, fn, **kw, **({"_continue": token} if token else {}))
@@ -571,7 +546,6 @@ class KubeClient:
     def list_sets(
         self, namespace: str | None, *, limit: int = 500, label_selector: str | None = None
     ) -> Iterator[list[CocoonSet]]:
-        """Pages of sets (one namespace, or all with None)."""
         kw = {**_COCOONSETS, "limit": limit, "label_selector": label_selector or None}
         if namespace is None:
             what, fn = "LIST cocoonsets", self._custom.list_cluster_custom_object
@@ -608,9 +582,8 @@ class KubeClient:
         return parse(CocoonSet, body)
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
-        """The pods labelled with the set's name (one LIST). `not_older_than` (a
-        resourceVersion held) lets the watch cache answer at once instead of a consistent
-        read, which waits for the cache to catch up (docs/reads.md)."""
+        """The pods labelled with the set's name (one LIST). `not_older_than` (a resourceVersion
+        held) lets the watch cache answer at once, not after catching up (docs/reads.md)."""
         what = f"LIST pods of {ref}"
         kw = {"namespace": ref.namespace, "label_selector": f"{k.LABEL_SET_NAME}={ref.name}"}
         bound = {"resource_version": not_older_than, "resource_version_match": "NotOlderThan"}
@@ -621,9 +594,8 @@ class KubeClient:
         except ResourceVersionTooLarge as e:
             if not not_older_than:
                 raise
-            # The server did not reach the bound within its own wait (a cache that far
-            # behind, or revisions kept in different etcd clusters): a consistent read,
-            # what this LIST was before bounds, logged and taken once.
+            # The server did not reach the bound within its own wait (a cache far behind,
+            # revisions from several etcd clusters): one consistent read, logged.
             log.warning(
                 "bounded LIST answered too large; listing consistently", what=what, error=str(e)
             )
@@ -639,8 +611,8 @@ class KubeClient:
         field_selector: str | None = None,
         from_cache: bool = False,
     ) -> Iterator[list[Pod]]:
-        """Pages of pods matching a selector (one namespace, or all). `from_cache`: from
-        the watch cache (resourceVersion=0; a moment stale, one page) for reads that tolerate it."""
+        """Pages of pods matching a selector (one namespace, or all); `from_cache`: one page
+        from the watch cache (resourceVersion=0, a moment stale)."""
         kw = {
             "label_selector": label_selector,
             "limit": limit,
@@ -656,8 +628,7 @@ class KubeClient:
             yield _pods(body)
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        """Raw metrics.k8s.io PodMetrics items (one LIST). Without metrics-server the group
-        is not served: NotFound (404) or TransientError (503)."""
+        """Raw metrics.k8s.io PodMetrics items (without metrics-server: NotFound or Transient)."""
         body = self._call(
             f"LIST podmetrics {label_selector} in {namespace}",
             self._custom.list_namespaced_custom_object,
@@ -677,9 +648,8 @@ class KubeClient:
             return None
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
-        """The pod now, then after each change, for up to `timeout` s (None: gone). Two
-        requests: a LIST by name and one WATCH from its resourceVersion, never re-established:
-        a closed or failed stream ends the iteration and the caller decides."""
+        """The pod now, then after each change, for up to `timeout` s (None: gone): a LIST and
+        one WATCH, never re-established (a closed stream ends it; the caller decides)."""
         selector = f"metadata.name={name}"
         body = self._read(
             f"LIST pod {namespace}/{name}",
@@ -690,10 +660,9 @@ class KubeClient:
         items = body.get("items") or []
         yield parse(Pod, items[0]) if items else None
         rv = (body.get("metadata") or {}).get("resourceVersion")
-        deadline = time.monotonic() + timeout
-        left = deadline - time.monotonic()
-        if left <= 0 or not rv:
+        if timeout <= 0 or not rv:
             return
+        deadline = time.monotonic() + timeout
         from kubernetes.watch.watch import iter_resp_lines  # noqa: PLC0415 - lazy: cold start
 
         with self._lock:
@@ -704,12 +673,11 @@ class KubeClient:
                 field_selector=selector,
                 watch=True,
                 resource_version=rv,
-                timeout_seconds=max(1, int(left + 0.999)),
-                _request_timeout=(self._timeout[0], left + 1.0),
+                timeout_seconds=max(1, int(timeout + 0.999)),
+                _request_timeout=(self._timeout[0], timeout + 1.0),
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
-            # Loud: a refusal (RBAC without `watch` on pods) costs every push that beats
-            # vk-cocoon's report its seat until the next event.
+            # Loud: a refusal (no RBAC `watch` on pods) delays every early push's seat.
             log.warning("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
             return
         try:
@@ -753,8 +721,8 @@ class KubeClient:
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
-        """Delete only the pod with this UID (and resourceVersion): a changed or reused pod
-        is a 409 Conflict. False when it was already gone."""
+        """Delete only the pod with this UID (and resourceVersion; else 409 Conflict); False
+        when it was already gone."""
         preconditions = {"uid": uid}
         if resource_version:
             preconditions["resourceVersion"] = resource_version
@@ -815,33 +783,20 @@ class KubeClient:
         log.count(METRIC_EVENTS, namespace=ns, reason=reason, type=type)
         return True
 
-    # --- token reviews ----------------------------------------------------------
-
     def review_token(self, token: str, audience: str) -> str | None:
-        """The username the API server authenticates `token` as for `audience`, else None.
-        Tighter than the client's timeout: a caller waits on it before its body is read."""
+        """The username `token` authenticates as for `audience`, else None (a tighter timeout:
+        a caller waits on it before its body is read)."""
         review = {"token": token, "audiences": [audience]}
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": review}
-        out = self._call(
-            "CREATE tokenreview",
-            lambda _request_timeout: self._core.create_token_review(
-                body=body, _request_timeout=(2.0, 5.0)
-            ),
-        )
+        fn = self._core.create_token_review
+        out = self._call("CREATE tokenreview", fn, body=body, _request_timeout=(2.0, 5.0))
         status = out.get("status") or {}
         if not status.get("authenticated") or audience not in (status.get("audiences") or []):
             return None
         return (status.get("user") or {}).get("username") or None
 
 
+# The process's client per settings, reused by warm invocations; reset for tests.
 _clients: ProcessCache[Settings, KubeClient] = ProcessCache(KubeClient.from_settings)
-
-
-def get_client(settings: Settings) -> KubeClient:
-    """The process's client for `settings`: built once, reused by warm invocations."""
-    return _clients.get(settings)
-
-
-def reset_clients() -> None:
-    """Forget every cached client (tests; a settings reload)."""
-    _clients.reset()
+get_client = _clients.get
+reset_clients = _clients.reset

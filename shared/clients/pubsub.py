@@ -1,7 +1,6 @@
-"""The Pub/Sub publisher of the lifecycle CloudEvents (ordered; `pubsub_v1` loads on the
-first publish). Each publish waits for its acknowledgement, bounded (a returned instance may
-be frozen), with the library's retry off (unbounded for ordered publishes); a failed key is
-resumed. Library errors become ours."""
+"""The Pub/Sub publisher of the lifecycle CloudEvents (ordered). Each publish waits, bounded,
+for its acknowledgement (a returned instance may be frozen), with the library's retry off
+(unbounded for ordered publishes); a failed key is resumed."""
 
 from __future__ import annotations
 
@@ -135,16 +134,9 @@ class PubSubPublisher:
             log.debug("stopping the Pub/Sub client failed", topic=self.topic, error=str(err))
 
 
+# The process's publisher per topic, reused by warm invocations; reset stops them (tests).
 _publishers: ProcessCache[str, PubSubPublisher] = ProcessCache(
     PubSubPublisher, close=PubSubPublisher.close
 )
-
-
-def get_publisher(topic: str) -> PubSubPublisher:
-    """The process's publisher for `topic`: built once, reused by warm invocations."""
-    return _publishers.get(topic)
-
-
-def reset_clients() -> None:
-    """Stop and forget every cached publisher (tests; a settings reload)."""
-    _publishers.reset()
+get_publisher = _publishers.get
+reset_clients = _publishers.reset

@@ -67,8 +67,8 @@ class ManifestInfo:
 
 
 class RegistryClient:
-    """One registry's client, built once per instance (:func:`get_client`); `session`,
-    `ecr_client` and `clock` are built lazily unless a test passes them."""
+    """One registry's client, one per process (:func:`get_client`); tests pass `session`,
+    `ecr_client` and `clock`."""
 
     def __init__(
         self,
@@ -383,12 +383,9 @@ class RegistryClient:
         import google.auth.transport.requests  # noqa: PLC0415
 
         try:
-            with self._lock:
-                creds = self._google_creds
-            if creds is None:
-                creds, _project = google.auth.default(scopes=[GOOGLE_SCOPE])
-                with self._lock:
-                    self._google_creds = creds
+            if self._google_creds is None:  # two threads racing here both get usable ones
+                self._google_creds, _project = google.auth.default(scopes=[GOOGLE_SCOPE])
+            creds = self._google_creds
             if not creds.valid or not creds.token:
                 creds.refresh(google.auth.transport.requests.Request(session=self._sess()))
         except google.auth.exceptions.DefaultCredentialsError as err:
@@ -425,34 +422,32 @@ class RegistryClient:
 
     def _ecr_client(self) -> Any:
         if self._ecr is None:
-            host = self._host()
-            m = _ECR_HOST.match(host)
-            if not m:
-                raise ConfigError(
-                    f"COCOON_REGISTRY_BASE host {host!r} is not an ECR registry "
-                    "(<account>.dkr.ecr.<region>.amazonaws.com)"
-                )
             import boto3  # noqa: PLC0415  (cold start)
             from botocore.config import Config  # noqa: PLC0415
 
-            self._ecr = boto3.client(
-                "ecr",
-                region_name=m.group("region"),
-                config=Config(
-                    connect_timeout=self._timeout[0],
-                    read_timeout=self._timeout[1],
-                    retries={"max_attempts": 2, "mode": "standard"},
-                ),
-            )
+            connect, read = self._timeout
+            retries: Any = {"max_attempts": 2, "mode": "standard"}
+            config = Config(connect_timeout=connect, read_timeout=read, retries=retries)
+            region = self._ecr_host().group("region")
+            self._ecr = boto3.client("ecr", region_name=region, config=config)
         return self._ecr
+
+    def _ecr_host(self) -> re.Match[str]:
+        host = self._host()
+        m = _ECR_HOST.match(host)
+        if not m:
+            raise ConfigError(
+                f"COCOON_REGISTRY_BASE host {host!r} is not an ECR registry "
+                "(<account>.dkr.ecr.<region>.amazonaws.com)"
+            )
+        return m
 
     def _ecr_call(self, op: str, **kwargs: Any) -> dict[str, Any] | None:
         """Call an ECR operation; None when the repository or image does not exist."""
         import botocore.exceptions as bexc  # noqa: PLC0415  (cold start)
 
         client = self._ecr_client()
-        m = _ECR_HOST.match(self._host())
-        ids = {"registryId": m.group("account")} if m else {}
+        ids = {"registryId": self._ecr_host().group("account")}
         with self._lock:
             self.requests_made += 1
         try:
@@ -506,16 +501,9 @@ class RegistryClient:
         return True
 
 
+# The process's client per settings, reused by warm invocations; reset closes them (tests).
 _clients: ProcessCache[Settings, RegistryClient] = ProcessCache(
     RegistryClient, close=RegistryClient.close
 )
-
-
-def get_client(settings: Settings) -> RegistryClient:
-    """The process's client for `settings`: built once, reused by warm invocations."""
-    return _clients.get(settings)
-
-
-def reset_clients() -> None:
-    """Close and forget every cached client (tests; a settings reload)."""
-    _clients.reset()
+get_client = _clients.get
+reset_clients = _clients.reset
