@@ -55,10 +55,8 @@ verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
 """Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
 
 
-def _reply(
-    status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
-) -> Reply:
-    return json.dumps(body), status, {"Content-Type": "application/json", **(headers or {})}
+def _reply(status: int, body: Mapping[str, object]) -> Reply:
+    return json.dumps(body), status, {"Content-Type": "application/json"}
 
 
 def _refuse(refusal: doors.Refusal) -> Reply:
