@@ -216,25 +216,7 @@ CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
     "wake": (Door.WAKE, Door.AUDIT),
     "sweep": (Door.SWEEP,),
 }
-CLOUDEVENT_TARGETS = tuple(CLOUDEVENT_DOORS)
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-def refuse(
-    status: str, body: dict[str, object], start_response: Callable[..., Any], **headers: str
-) -> list[bytes]:
-    """A refusal sent without reading the body; the connection is not reused with it unread."""
-    data = json.dumps(body).encode()
-    start_response(
-        status,
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(data))),
-            ("Connection", "close"),
-            *headers.items(),
-        ],
-    )
-    return [data]
 
 
 def _too_deep(body: bytes, content_type: str) -> bool:
@@ -274,6 +256,7 @@ def admit(
         log.error(f"{who}refusing {route}: {needed} is not set", route=route, variable=needed)
         return MISCONFIGURED
     secret, presented = presented_secret(headers)
+    caller = None
     if secret:
         try:
             caller = authenticate(secret, accepted, config)
@@ -283,17 +266,14 @@ def admit(
         except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
             log.error(f"{who}credential not verifiable", route=route, error=str(err))
             return MISCONFIGURED
-        if caller is not None or fallback is None:
-            return caller or _unauthenticated(route, presented, who)
-        return fallback(secret)
-    return _unauthenticated(route, presented, who)
-
-
-def _unauthenticated(route: str, presented: bool, who: str) -> Refusal:
-    # Never log the header itself: a producer configured without the `Bearer `
-    # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
-    log.warning(f"{who}request unauthenticated", route=route, presented=presented)
-    return UNAUTHENTICATED
+        if caller is None and fallback is not None:
+            return fallback(secret)
+    if caller is None:
+        # Never log the header itself: a producer configured without the `Bearer `
+        # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
+        log.warning(f"{who}request unauthenticated", route=route, presented=presented)
+        return UNAUTHENTICATED
+    return caller
 
 
 def read_body(length: str, stream: Any, route: str, who: str = "") -> bytes | None:
@@ -308,9 +288,20 @@ def read_body(length: str, stream: Any, route: str, who: str = "") -> bytes | No
 
 
 def _send(refusal: Refusal, start_response: Callable[..., Any]) -> list[bytes]:
+    """A refusal sent without reading the body; the connection is not reused with it unread."""
     status, body, headers = refusal
+    data = json.dumps(body).encode()
     phrase = "Content Too Large" if status == 413 else HTTPStatus(status).phrase  # RFC 9110's
-    return refuse(f"{status} {phrase}", body, start_response, **headers)
+    start_response(
+        f"{status} {phrase}",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "close"),
+            *headers.items(),
+        ],
+    )
+    return [data]
 
 
 def capped(app: WSGIApp, route: str) -> WSGIApp:
@@ -322,7 +313,7 @@ def capped(app: WSGIApp, route: str) -> WSGIApp:
             return _send(TOO_LARGE, start_response)
         if _too_deep(body, environ.get("CONTENT_TYPE", "")):
             log.warning("body nested too deeply", route=route)
-            return refuse("400 Bad Request", {"error": "JSON nested too deeply"}, start_response)
+            return _send((400, {"error": "JSON nested too deeply"}, {}), start_response)
         # The framework reads the buffered copy; a chunked framing is spent.
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -371,7 +362,7 @@ def cap_current_app() -> None:
     if not flask.has_app_context():
         return
     app = flask.current_app
-    if app.name in CLOUDEVENT_TARGETS and not app.config.get("COCOON_CAPPED"):
+    if app.name in CLOUDEVENT_DOORS and not app.config.get("COCOON_CAPPED"):
         app.config["COCOON_CAPPED"] = True
         route = "/" + app.name
         app.wsgi_app = guarded(capped(app.wsgi_app, route), route, platform=True)  # type: ignore[method-assign,assignment]
