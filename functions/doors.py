@@ -191,21 +191,6 @@ def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
     return None
 
 
-_CHUNK = 64 * 1024
-
-
-def read_capped(stream: Any, limit: int) -> bytes | None:
-    """At most `limit` bytes of `stream`, or None past it (a chunked body has no Content-Length)."""
-    buf = bytearray()
-    while True:
-        chunk = stream.read(min(_CHUNK, limit + 1 - len(buf)))
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > limit:
-            return None
-
-
 # A CloudEvent is a few hundred bytes; an audit batch of 400 Metadata-level events fits.
 MAX_BODY = 1 << 20
 # The credentials each CloudEvent target accepts: a registry's CloudEvents and the
@@ -277,14 +262,18 @@ def admit(
 
 
 def read_body(length: str, stream: Any, route: str, who: str = "") -> bytes | None:
-    """The body, or None (logged) past MAX_BODY: a 413."""
+    """The body, or None (logged) past MAX_BODY: a 413. Read up to the cap in chunks,
+    since a chunked body has no Content-Length."""
     if length and (not length.isdigit() or int(length) > MAX_BODY):
         log.warning(f"{who}body too large", route=route, content_length=length[:20])
         return None
-    body = read_capped(stream, MAX_BODY)
-    if body is None:
-        log.warning(f"{who}body too large while reading", route=route)
-    return body
+    buf = bytearray()
+    while chunk := stream.read(min(64 * 1024, MAX_BODY + 1 - len(buf))):
+        buf += chunk
+        if len(buf) > MAX_BODY:
+            log.warning(f"{who}body too large while reading", route=route)
+            return None
+    return bytes(buf)
 
 
 def _send(refusal: Refusal, start_response: Callable[..., Any]) -> list[bytes]:
