@@ -212,14 +212,13 @@ def _written(
 
 def _full_object(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """A Pod or CocoonSet in the event (not a patch, not a `Status`), else None."""
-    if obj is None:
+    if obj is None or not isinstance(obj.get("metadata"), Mapping):
         return None
-    kind = obj.get("kind")
     at_type = obj.get("@type")
-    if kind in ("Pod", "CocoonSet") or (
+    if obj.get("kind") in ("Pod", "CocoonSet") or (
         isinstance(at_type, str) and at_type.endswith(("/v1.Pod", "/v1.CocoonSet"))
     ):
-        return obj if isinstance(obj.get("metadata"), Mapping) else None
+        return obj
     return None
 
 
