@@ -14,7 +14,7 @@ from shared import log
 from shared.config import Settings
 from shared.constants import METRIC_RETRIES
 from shared.errors import ConfigError, PermanentError, TransientError
-from shared.reconcile import Outcome, OutcomeResult, SnapshotRegistry, reconcile_set, request_wake
+from shared.reconcile import Outcome, OutcomeResult, reconcile_set, request_wake
 from shared.reconcile.report_wait import settle
 from shared.triggers import SetChanged, SnapshotPushed, SweepTick, Trigger, WakeRequested, describe
 
@@ -49,7 +49,14 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
                     reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
                     budget=s.report_wait,
                 )
-            if out.result == OutcomeResult.WAITING and _announced_but_not_served(trigger, registry):
+            # Still waiting with the tag absent although its push was just announced: a
+            # registry may notify before it links the tag, so "retry" lets it redeliver at
+            # once. Asked only when the reconcile waits: a normal release pays no HEAD.
+            if (
+                out.result == OutcomeResult.WAITING
+                and registry is not None
+                and not registry.snapshot_present(trigger.vm_name)
+            ):
                 raise TransientError(
                     f"the registry announced {trigger.vm_name}:hibernate but does not serve "
                     "it yet; retry (the announcement can precede the tag)"
@@ -71,36 +78,20 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
     return results
 
 
-def _announced_but_not_served(trigger: SnapshotPushed, registry: SnapshotRegistry | None) -> bool:
-    """The pushed tag is absent although its push was just announced: a registry may notify
-    before it links the tag (docs/design.md#announced-not-served), so "retry" lets it
-    redeliver at once. Asked only when the reconcile waits: a normal release pays no HEAD."""
-    if registry is None:
-        return False
-    return not registry.snapshot_present(trigger.vm_name)
-
-
 def _handle(trigger: Trigger, s: Settings) -> Any:
     if isinstance(trigger, SnapshotPushed):
         return _reconcile_candidates(trigger, s)
     if isinstance(trigger, SetChanged | WakeRequested):
         if not s.namespace_allowed(trigger.ref.namespace):
             raise PermanentError(f"namespace {trigger.ref.namespace} is not in COCOON_NAMESPACES")
-        kube, registry = kube_client(s), registry_client(s)
+        kube, registry, ref = kube_client(s), registry_client(s), trigger.ref
         if isinstance(trigger, WakeRequested):
-            wake = request_wake(
-                trigger.ref,
-                kube=kube,
-                registry=registry,
-                settings=s,
-                requester=trigger.requester,
-            )
+            requester = trigger.requester
+            wake = request_wake(ref, kube=kube, registry=registry, settings=s, requester=requester)
             return _summary(wake)
         # An audit event of vk-cocoon's report carries its time (the seat-freed histogram).
-        out = reconcile_set(
-            trigger.ref, kube=kube, registry=registry, settings=s, report=trigger.report
-        )
-        return _summary(out)
+        report = trigger.report
+        return _summary(reconcile_set(ref, kube=kube, registry=registry, settings=s, report=report))
     if isinstance(trigger, SweepTick):
         # The sweep is another function's code: it loads only for ticks.
         from functions import sweep  # noqa: PLC0415 - lazy: cold start

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from http import HTTPStatus
 from typing import Any
 
 import flask
@@ -69,18 +70,6 @@ class Caller:
     name: str  # the credential's name for logs (a variable, an email), never the secret
     namespaces: frozenset[str] | None = None  # a wake credential's scope; None = any
 
-    def may(self, trigger: Trigger) -> str | None:
-        """None if this caller may bring `trigger`; else why not (a 403's message)."""
-        if not isinstance(trigger, GRANTS[self.door]):
-            return f"{self.name} may not bring {type(trigger).__name__}"
-        if (
-            isinstance(trigger, WakeRequested)
-            and self.namespaces is not None
-            and trigger.ref.namespace not in self.namespaces
-        ):
-            return f"{self.name} may not wake in namespace {trigger.ref.namespace}"
-        return None
-
 
 PLATFORM_CALLER = Caller(Door.PLATFORM, "platform")
 
@@ -104,19 +93,18 @@ def presented_secret(headers: Mapping[str, str]) -> tuple[str, bool]:
     return "", bool(scheme)
 
 
+_TOKENS = {Door.REGISTRY: "ingest_token", Door.AUDIT: "audit_token", Door.SWEEP: "sweep_token"}
+
+
 def _candidates(doors: Iterable[Door], config: Settings) -> list[tuple[str, Caller]]:
     out: list[tuple[str, Caller]] = []
     for door in doors:
-        if door is Door.REGISTRY and config.ingest_token:
-            out.append((config.ingest_token, Caller(door, VARIABLES[door])))
-        elif door is Door.AUDIT and config.audit_token:
-            out.append((config.audit_token, Caller(door, VARIABLES[door])))
-        elif door is Door.SWEEP and config.sweep_token:
-            out.append((config.sweep_token, Caller(door, VARIABLES[door])))
-        elif door is Door.WAKE:
+        if door is Door.WAKE:
             out.extend(
                 (w.token, Caller(door, w.name, w.namespaces)) for w in config.wake_credentials
             )
+        elif door in _TOKENS and (token := getattr(config, _TOKENS[door])):
+            out.append((token, Caller(door, VARIABLES[door])))
     return out
 
 
@@ -190,30 +178,20 @@ def _reviewed(token: str, doors: Sequence[Door], config: Settings) -> Caller | N
 
 
 def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
-    """None if `caller` may bring every trigger; else the first refusal's reason."""
+    """None if `caller` may bring every trigger; else the first refusal's reason (a 403's)."""
     for trigger in triggers:
-        reason = caller.may(trigger)
-        if reason is not None:
-            return reason
+        if not isinstance(trigger, GRANTS[caller.door]):
+            return f"{caller.name} may not bring {type(trigger).__name__}"
+        if (
+            isinstance(trigger, WakeRequested)
+            and caller.namespaces is not None
+            and trigger.ref.namespace not in caller.namespaces
+        ):
+            return f"{caller.name} may not wake in namespace {trigger.ref.namespace}"
     return None
 
 
-_CHUNK = 64 * 1024
-
-
-def read_capped(stream: Any, limit: int) -> bytes | None:
-    """At most `limit` bytes of `stream`, or None past it (a chunked body has no Content-Length)."""
-    buf = bytearray()
-    while True:
-        chunk = stream.read(min(_CHUNK, limit + 1 - len(buf)))
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > limit:
-            return None
-
-
-# A CloudEvent is a few hundred bytes; ingest has its own, equal cap.
+# A CloudEvent is a few hundred bytes; an audit batch of 400 Metadata-level events fits.
 MAX_BODY = 1 << 20
 # The credentials each CloudEvent target accepts: a registry's CloudEvents and the
 # cluster's event sources release; wake requests and the sources' set changes wake;
@@ -223,25 +201,7 @@ CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
     "wake": (Door.WAKE, Door.AUDIT),
     "sweep": (Door.SWEEP,),
 }
-CLOUDEVENT_TARGETS = tuple(CLOUDEVENT_DOORS)
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-def refuse(
-    status: str, body: dict[str, object], start_response: Callable[..., Any], **headers: str
-) -> list[bytes]:
-    """A refusal sent without reading the body; the connection is not reused with it unread."""
-    data = json.dumps(body).encode()
-    start_response(
-        status,
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(data))),
-            ("Connection", "close"),
-            *headers.items(),
-        ],
-    )
-    return [data]
 
 
 def _too_deep(body: bytes, content_type: str) -> bool:
@@ -257,22 +217,92 @@ def _too_deep(body: bytes, content_type: str) -> bool:
     return False
 
 
+Refusal = tuple[int, dict[str, object], dict[str, str]]
+NOT_POST: Refusal = (405, {"error": "method not allowed"}, {"Allow": "POST"})
+MISCONFIGURED: Refusal = (500, {"error": "misconfigured"}, {})
+UNAUTHENTICATED: Refusal = (401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
+TOO_LARGE: Refusal = (413, {"error": "body too large", "limit": MAX_BODY}, {})
+
+
+def admit(
+    headers: Mapping[str, str],
+    route: str,
+    accepted: Sequence[Door],
+    config: Settings,
+    *,
+    who: str = "",
+    fallback: Callable[[str], Caller | Refusal] | None = None,
+) -> Caller | Refusal:
+    """The caller at `route`'s door, or the refusal to send; reads headers only. `fallback`
+    judges a secret no door's credential matched (ingest's Pub/Sub push tokens)."""
+    if not configured(accepted, config):
+        # A door without a credential stays shut: never open by omission.
+        needed = " or ".join(VARIABLES[d] for d in accepted if d in VARIABLES)
+        log.error(f"{who}refusing {route}: {needed} is not set", route=route, variable=needed)
+        return MISCONFIGURED
+    secret, presented = presented_secret(headers)
+    caller = None
+    if secret:
+        try:
+            caller = authenticate(secret, accepted, config)
+        except TransientError as err:
+            log.warning(f"{who}credential not verifiable now", route=route, error=str(err))
+            return 503, {"error": "retry"}, {}
+        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
+            log.error(f"{who}credential not verifiable", route=route, error=str(err))
+            return MISCONFIGURED
+        if caller is None and fallback is not None:
+            return fallback(secret)
+    if caller is None:
+        # Never log the header itself: a producer configured without the `Bearer `
+        # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
+        log.warning(f"{who}request unauthenticated", route=route, presented=presented)
+        return UNAUTHENTICATED
+    return caller
+
+
+def read_body(length: str, stream: Any, route: str, who: str = "") -> bytes | None:
+    """The body, or None (logged) past MAX_BODY: a 413. Read up to the cap in chunks,
+    since a chunked body has no Content-Length."""
+    if length and (not length.isdigit() or int(length) > MAX_BODY):
+        log.warning(f"{who}body too large", route=route, content_length=length[:20])
+        return None
+    buf = bytearray()
+    while chunk := stream.read(min(64 * 1024, MAX_BODY + 1 - len(buf))):
+        buf += chunk
+        if len(buf) > MAX_BODY:
+            log.warning(f"{who}body too large while reading", route=route)
+            return None
+    return bytes(buf)
+
+
+def _send(refusal: Refusal, start_response: Callable[..., Any]) -> list[bytes]:
+    """A refusal sent without reading the body; the connection is not reused with it unread."""
+    status, body, headers = refusal
+    data = json.dumps(body).encode()
+    phrase = "Content Too Large" if status == 413 else HTTPStatus(status).phrase  # RFC 9110's
+    start_response(
+        f"{status} {phrase}",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "close"),
+            *headers.items(),
+        ],
+    )
+    return [data]
+
+
 def capped(app: WSGIApp, route: str) -> WSGIApp:
     """`app` behind a size and nesting check, before functions-framework parses the body."""
 
     def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        too_large = {"error": "body too large", "limit": MAX_BODY}
-        raw_length = environ.get("CONTENT_LENGTH") or ""
-        if raw_length and (not raw_length.isdigit() or int(raw_length) > MAX_BODY):
-            log.warning("body too large", route=route, content_length=raw_length[:20])
-            return refuse("413 Content Too Large", too_large, start_response)
-        body = read_capped(environ["wsgi.input"], MAX_BODY)
+        body = read_body(environ.get("CONTENT_LENGTH") or "", environ["wsgi.input"], route)
         if body is None:
-            log.warning("body too large while reading", route=route)
-            return refuse("413 Content Too Large", too_large, start_response)
+            return _send(TOO_LARGE, start_response)
         if _too_deep(body, environ.get("CONTENT_TYPE", "")):
             log.warning("body nested too deeply", route=route)
-            return refuse("400 Bad Request", {"error": "JSON nested too deeply"}, start_response)
+            return _send((400, {"error": "JSON nested too deeply"}, {}), start_response)
         # The framework reads the buffered copy; a chunked framing is spent.
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -295,42 +325,18 @@ def guarded(app: WSGIApp, route: str, *, platform: bool = False) -> WSGIApp:
             config = process.settings()
         except ConfigError as err:
             log.error("refusing requests: invalid configuration", route=route, error=str(err))
-            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
+            return _send(MISCONFIGURED, start_response)
         if platform and not config.target_auth:
             return app(environ, start_response)
         if environ.get("REQUEST_METHOD") != "POST":
-            return refuse(
-                "405 Method Not Allowed",
-                {"error": "method not allowed"},
-                start_response,
-                Allow="POST",
-            )
-        if not configured(accepted, config):
-            needed = " or ".join(VARIABLES[d] for d in accepted)
-            log.error(f"refusing {route}: {needed} is not set", route=route)
-            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
-        secret, presented = presented_secret(
-            {
-                "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
-                EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
-            }
-        )
-        try:
-            caller = authenticate(secret, accepted, config) if secret else None
-        except TransientError as err:
-            log.warning("credential not verifiable now", route=route, error=str(err))
-            return refuse("503 Service Unavailable", {"error": "retry"}, start_response)
-        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
-            log.error("credential not verifiable", route=route, error=str(err))
-            return refuse("500 Internal Server Error", {"error": "misconfigured"}, start_response)
-        if caller is None:
-            log.warning("request unauthenticated", route=route, presented=presented)
-            return refuse(
-                "401 Unauthorized",
-                {"error": "unauthenticated"},
-                start_response,
-                **{"WWW-Authenticate": "Bearer"},
-            )
+            return _send(NOT_POST, start_response)
+        headers = {
+            "Authorization": environ.get("HTTP_AUTHORIZATION", ""),
+            EXTENSION_HEADER: environ.get("HTTP_CE_COCOONAUTH", ""),
+        }
+        caller = admit(headers, route, accepted, config)
+        if not isinstance(caller, Caller):
+            return _send(caller, start_response)
         environ[ENVIRON_KEY] = caller
         return app(environ, start_response)
 
@@ -345,7 +351,7 @@ def cap_current_app() -> None:
     if not flask.has_app_context():
         return
     app = flask.current_app
-    if app.name in CLOUDEVENT_TARGETS and not app.config.get("COCOON_CAPPED"):
+    if app.name in CLOUDEVENT_DOORS and not app.config.get("COCOON_CAPPED"):
         app.config["COCOON_CAPPED"] = True
         route = "/" + app.name
         app.wsgi_app = guarded(capped(app.wsgi_app, route), route, platform=True)  # type: ignore[method-assign,assignment]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol
 
 from functions import doors, process
@@ -30,7 +31,7 @@ from shared.errors import ConfigError, InvalidName, PermanentError, TransientErr
 from shared.log import clip
 from shared.triggers import Trigger, describe
 
-MAX_BODY = 1 << 20  # 1 MiB: an audit batch of 400 Metadata-level events fits with room
+MAX_BODY = doors.MAX_BODY
 # Items of one batch (registry events, audit events): kube-apiserver sends at most
 # 400 per batch by default (--audit-webhook-batch-max-size), Distribution one.
 MAX_BATCH_EVENTS = 1000
@@ -54,21 +55,18 @@ verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
 """Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
 
 
-def _reply(
-    status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
-) -> Reply:
-    return json.dumps(body), status, {"Content-Type": "application/json", **(headers or {})}
+def _reply(status: int, body: Mapping[str, object]) -> Reply:
+    return json.dumps(body), status, {"Content-Type": "application/json"}
 
 
-def _refuse(
-    status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
-) -> Reply:
+def _refuse(refusal: doors.Refusal) -> Reply:
     """A refusal sent without reading the body: streamed, because functions-framework drains
     the body after any other response, and with the connection closed."""
+    status, body, headers = refusal
     return (
         iter([json.dumps(body)]),
         status,
-        {"Content-Type": "application/json", "Connection": "close", **(headers or {})},
+        {"Content-Type": "application/json", "Connection": "close", **headers},
     )
 
 
@@ -93,32 +91,23 @@ def handle(request: Any) -> Reply:
     route = request.path.rstrip("/")
     accepted = _ROUTES.get(route)
     if accepted is None:
-        return _refuse(404, {"error": "not found"})
+        return _refuse((404, {"error": "not found"}, {}))
     if request.method != "POST":
-        return _refuse(405, {"error": "method not allowed"}, {"Allow": "POST"})
+        return _refuse(doors.NOT_POST)
     try:
         config = process.settings()
     except ConfigError as err:
         log.error("ingest refuses requests: invalid configuration", error=str(err))
-        return _refuse(500, {"error": "misconfigured"})
-    if not doors.configured(accepted, config):
-        # A door without a credential stays shut: never open by omission.
-        needed = " or ".join(doors.VARIABLES[d] for d in accepted if d in doors.VARIABLES)
-        log.error(f"ingest refuses {route}: {needed} is not set", route=route, variable=needed)
-        return _refuse(500, {"error": "misconfigured"})
-
-    caller = _authenticate(request, route, accepted, config)
+        return _refuse(doors.MISCONFIGURED)
+    push = Door.PUSH in accepted and config.push_audience
+    oidc = partial(_verify_oidc, config=config) if push else None
+    caller = doors.admit(request.headers, route, accepted, config, who="ingest ", fallback=oidc)
     if not isinstance(caller, Caller):
-        return caller
-
-    length = request.content_length
-    if length is not None and length > MAX_BODY:
-        log.warning("ingest body too large", route=route, content_length=length)
-        return _refuse(413, {"error": "body too large", "limit": MAX_BODY})
-    body = doors.read_capped(request.stream, MAX_BODY)
+        return _refuse(caller)
+    length = str(request.content_length or "")
+    body = doors.read_body(length, request.stream, route, who="ingest ")
     if body is None:
-        log.warning("ingest body too large while reading", route=route)
-        return _refuse(413, {"error": "body too large", "limit": MAX_BODY})
+        return _refuse(doors.TOO_LARGE)
 
     try:
         parsed = _parse(route, body, request.content_type, config)
@@ -147,31 +136,7 @@ def handle(request: Any) -> Reply:
     return _act(route, replace(parsed, triggers=doors.attribute(caller, parsed.triggers)), config)
 
 
-def _authenticate(
-    request: Any, route: str, accepted: tuple[Door, ...], config: Settings
-) -> Caller | Reply:
-    """The caller, or the 401/503 to answer. Reads headers only."""
-    secret, presented = doors.presented_secret(request.headers)
-    if secret:
-        try:
-            caller = doors.authenticate(secret, accepted, config)
-        except TransientError as err:
-            log.warning("ingest credential not verifiable now", route=route, error=str(err))
-            return _refuse(503, {"error": "retry"})
-        except ConfigError as err:  # no Kubernetes credentials to ask a TokenReview with
-            log.error("ingest credential not verifiable", route=route, error=str(err))
-            return _refuse(500, {"error": "misconfigured"})
-        if caller is not None:
-            return caller
-        if Door.PUSH in accepted and config.push_audience:
-            return _verify_oidc(secret, config)
-    # Never log the header itself: a producer configured without the `Bearer `
-    # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
-    log.warning("ingest request unauthenticated", route=route, presented=presented)
-    return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
-
-
-def _verify_oidc(token: str, config: Settings) -> Caller | Reply:
+def _verify_oidc(token: str, config: Settings) -> Caller | doors.Refusal:
     from shared.clients import oidc  # noqa: PLC0415 - lazy: cold start
 
     assert config.push_audience  # the caller checked
@@ -183,10 +148,10 @@ def _verify_oidc(token: str, config: Settings) -> Caller | Reply:
         caller = oidc.require_caller(claims, config.push_service_accounts)
     except oidc.TokenRejected as err:
         log.warning("ingest push token rejected", route=ROUTE_PUBSUB, error=str(err))
-        return _refuse(401, {"error": "unauthenticated"}, {"WWW-Authenticate": "Bearer"})
+        return doors.UNAUTHENTICATED
     except TransientError as err:
         log.warning("ingest push token not verifiable now", error=str(err))
-        return _refuse(503, {"error": "retry"})
+        return 503, {"error": "retry"}, {}
     log.debug("ingest push token accepted", caller=clip(caller))
     return Caller(Door.PUSH, clip(caller))
 

@@ -51,6 +51,5 @@ def install() -> Any:
                     _metrics[m.name] = prometheus_client.Histogram(
                         m.name, m.help, m.labels, buckets=m.buckets
                     )
-    log.add_counter_sink(_count)
-    log.add_observation_sink(_observe)
+    log.add_sinks(_count, _observe)
     return prometheus_client.REGISTRY

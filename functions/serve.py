@@ -32,8 +32,6 @@ HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
 
 def default_source() -> Path:
     """The installed `functions/entrypoints.py`, found by import, never from the working
@@ -85,15 +83,15 @@ def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
 def create_app(source: Path | None = None) -> Any:
     """A Flask app (so functions-framework's server runs it) routing to the four targets."""
     src = str(source or default_source())
-    mounts: dict[str, WSGIApp] = {
+    mounts: dict[str, doors.WSGIApp] = {
         target: doors.guarded(
             functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
             "/" + target,
         )
         for target in CLOUDEVENT_DOORS
     }
-    ingest_app: WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
-    metrics_app: WSGIApp = prometheus_client.make_wsgi_app(install())
+    ingest_app: doors.WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
+    metrics_app: doors.WSGIApp = prometheus_client.make_wsgi_app(install())
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"

@@ -165,9 +165,6 @@ class WakeCredential:
     namespaces: frozenset[str] | None = None  # None = every namespace COCOON_NAMESPACES allows
     name: str = "COCOON_WAKE_TOKEN"  # how logs and refusals name it, never the secret
 
-    def covers(self, namespace: str) -> bool:
-        return self.namespaces is None or namespace in self.namespaces
-
 
 def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredential, ...]:
     """`ns1,ns2=TOKEN` entries separated by `;` or whitespace (one per line in a Secret);

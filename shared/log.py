@@ -20,9 +20,8 @@ _lock = threading.Lock()
 
 # Called with (metric, value, labels) on every count or sample: `serve` feeds Prometheus.
 CounterSink = Callable[[str, int, Mapping[str, str]], None]
-_counter_sinks: list[CounterSink] = []
 ObservationSink = Callable[[str, float, Mapping[str, str]], None]
-_observation_sinks: list[ObservationSink] = []
+_sinks: list[tuple[CounterSink, ObservationSink]] = []
 
 
 class _State:
@@ -90,7 +89,7 @@ error = functools.partial(emit, "ERROR")
 def count(metric: str, value: int = 1, **labels: str) -> None:
     """One increment of a counter, read by log-based metrics."""
     emit("INFO", f"{metric} +{value}", metric=metric, value=value, labels=labels)
-    for sink in tuple(_counter_sinks):
+    for sink, _ in tuple(_sinks):
         sink(metric, value, labels)
 
 
@@ -99,19 +98,12 @@ def observe(metric: str, seconds: float, **labels: str) -> None:
     writers' clocks disagreeing) is recorded as 0 rather than hidden."""
     value = round(max(0.0, seconds), 3)
     emit("INFO", f"{metric} {value}s", metric=metric, value=value, kind="histogram", labels=labels)
-    for sink in tuple(_observation_sinks):
+    for _, sink in tuple(_sinks):
         sink(metric, value, labels)
 
 
-def add_observation_sink(sink: ObservationSink) -> None:
-    """Also send every histogram sample to `sink` (idempotent)."""
+def add_sinks(counter: CounterSink, observation: ObservationSink) -> None:
+    """Also send every count and every histogram sample to these (idempotent)."""
     with _lock:
-        if sink not in _observation_sinks:
-            _observation_sinks.append(sink)
-
-
-def add_counter_sink(sink: CounterSink) -> None:
-    """Also send every count to `sink` (idempotent: a sink is added once)."""
-    with _lock:
-        if sink not in _counter_sinks:
-            _counter_sinks.append(sink)
+        if (counter, observation) not in _sinks:
+            _sinks.append((counter, observation))

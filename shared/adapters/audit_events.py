@@ -212,14 +212,13 @@ def _written(
 
 def _full_object(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """A Pod or CocoonSet in the event (not a patch, not a `Status`), else None."""
-    if obj is None:
+    if obj is None or not isinstance(obj.get("metadata"), Mapping):
         return None
-    kind = obj.get("kind")
     at_type = obj.get("@type")
-    if kind in ("Pod", "CocoonSet") or (
+    if obj.get("kind") in ("Pod", "CocoonSet") or (
         isinstance(at_type, str) and at_type.endswith(("/v1.Pod", "/v1.CocoonSet"))
     ):
-        return obj if isinstance(obj.get("metadata"), Mapping) else None
+        return obj
     return None
 
 
@@ -234,15 +233,11 @@ def parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
     for prefix, (group, _) in _GKE_METHOD_PREFIXES.items():
         if not method.startswith(prefix):
             continue
+        # `v1.pods.patch` or `v1.pods.status.patch`: version, resource, [subresource,] verb.
         parts = method[len(prefix) :].split(".")
-        if len(parts) < 3 or not _VERSION.match(parts[0]):
+        if len(parts) not in (3, 4) or not _VERSION.match(parts[0]):
             return None
-        resource, rest = parts[1], parts[2:]
-        if len(rest) == 1:
-            return group, resource, None, rest[0]
-        if len(rest) == 2:
-            return group, resource, rest[0], rest[1]
-        return None
+        return group, parts[1], parts[2] if len(parts) == 4 else None, parts[-1]
     return None
 
 
