@@ -1,12 +1,13 @@
 """The release and wake state machines as pure decisions: `decide(observed)` returns the
 one next step from the set, its owned pods and what this invocation learned; no clock,
-network or environment. The invariants they keep are listed in docs/design.md#invariants.
+network or environment. The invariants they keep: docs/design.md#invariants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeGuard
 
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
@@ -54,39 +55,17 @@ class Observed:
 
     cs: CocoonSet
     pods: tuple[Pod, ...]
-    # `<vm>:hibernate` HEAD answers gathered in this invocation (absent key = not asked yet).
+    # `<vm>:hibernate` HEAD answers of this invocation (absent key = not asked yet).
     probes: Mapping[str, Probe] = field(default_factory=dict)
-    # VMs whose `:hibernate` manifest this invocation already deleted.
-    dropped: frozenset[str] = frozenset()
-    # Main pods re-read from the API (uid -> alive): the ghost check (docs/design.md#wake-ghost).
-    reread: Mapping[str, bool] = field(default_factory=dict)
+    dropped: frozenset[str] = frozenset()  # VMs whose `:hibernate` this invocation deleted
+    reread: Mapping[str, bool] = field(default_factory=dict)  # main pod uid -> alive (ghosts)
     registry_configured: bool = True
-    # This invocation cleared the hint: the wake is finishing even though the
-    # hint (the in-flight marker) is gone, so the phase still gets written.
+    # This invocation cleared the hint (the in-flight marker): the phase still gets written.
     completed_wake: bool = False
-    # Restore pods wait in their pool's seat line (COCOON_SEAT_ORDER=gate).
-    seat_order: bool = False
-    # A cocoon-operator manages the same sets (COCOON_OPERATOR=present): nothing
-    # is done for a generation it has not observed yet (see `operator_behind`).
-    operator_present: bool = False
-    # Legacy-form VM names -> the other existing sets that record them ("ns/name");
-    # absent key = not asked yet (`CheckSharedNames`).
+    seat_order: bool = False  # COCOON_SEAT_ORDER=gate: restore pods wait in their pool's line
+    operator_present: bool = False  # COCOON_OPERATOR=present: a cocoon-operator runs too
+    # Legacy-form VM names -> the other sets that record them (absent key = not asked yet).
     shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-def operator_behind(o: Observed) -> str | None:
-    """Why the functions must hold off for the operator (None = they may act): nothing is
-    done for a generation its cache has not seen (`status.observedGeneration`, which only
-    the operator writes then), or it could undo the act from a stale view (docs/operator.md)."""
-    if not o.operator_present:
-        return None
-    seen = o.cs.status.observed_generation or 0
-    if seen >= o.cs.generation:
-        return None
-    return (
-        f"waiting for cocoon-operator to observe generation {o.cs.generation} "
-        f"(status.observedGeneration={seen})"
-    )
 
 
 def owned_pods(cs: CocoonSet, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
@@ -104,47 +83,38 @@ def decide(o: Observed) -> Step:
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
         return owed_wake
-    behind = operator_behind(o)
-    if behind is not None:
-        # Every effect below acts on this generation; a report owed from an
-        # earlier occurrence (above) is not an act on the set and goes out.
-        return _discard_for_operator(o) or Wait(behind)
+    seen = cs.status.observed_generation or 0
+    if o.operator_present and seen < cs.generation:
+        # Nothing is done for a generation the operator's cache has not seen (it could undo
+        # the act from a stale view); a report owed (above) is no act on the set and goes out.
+        behind = f"waiting for cocoon-operator to observe generation {cs.generation}"
+        return _discard_for_operator(o) or Wait(f"{behind} (status.observedGeneration={seen})")
     # `spec.suspend` before the failed main, in today's operator's order: a suspend
     # skips only kubelet-terminal pods and settles, whatever the main's lifecycle.
     if cs.suspended:
         if cs.is_release:
             return decide_release(o)
         return NotOurs(f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken")
-    failed = _failed_main(o)
-    if failed is not None:
-        return failed
+    main = main_pod(o.pods)
+    if main is not None and main.failed and released_seat_evidence(cs):
+        # The operator's `Failed` phase: written once, never flipped back (that would flap
+        # with the operator); the failure is the operator's to triage.
+        if cs.phase is not Phase.FAILED:
+            why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
+            return SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
+        return NotOurs(f"main pod {main.name} failed: the operator's to triage")
     return decide_wake(o)
 
 
 def _discard_for_operator(o: Observed) -> Step | None:
     """The image-change discard even for a generation the operator has not seen: today's
-    operator tries it before any status write, so a registry refusing its DELETE by tag
-    keeps it behind for ever. A probe and a tag drop touch no pod and no phase."""
+    operator tries it before any status write (a probe and a tag drop touch no pod, no phase),
+    so a registry refusing its DELETE by tag keeps it behind for ever."""
     cs = o.cs
     if cs.suspended or not cs.hibernated_image or cs.hibernated_image == cs.spec.agent.image:
         return None
-    if main_pod(o.pods) is not None:
-        return None
-    step = decide_wake(o)
+    step = decide_wake(o) if main_pod(o.pods) is None else None
     return step if isinstance(step, ProbeRegistry | DiscardSnapshot) else None
-
-
-def _failed_main(o: Observed) -> Step | None:
-    """A failed main is the operator's `Failed` phase: written once, never flipped back (that
-    would flap with the operator); the failure is the operator's to triage."""
-    cs = o.cs
-    main = main_pod(o.pods)
-    if main is None or not main.failed or not released_seat_evidence(cs):
-        return None
-    if cs.phase is not Phase.FAILED:
-        why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
-        return SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
-    return NotOurs(f"main pod {main.name} failed: the operator's to triage")
 
 
 # --- release ---------------------------------------------------------------------------
@@ -155,16 +125,14 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
     if not pod.vm_name:
         return f"pod {pod.name} has no VM name yet"
     if pod.lifecycle_state is LifecycleState.FAILED:
-        # Sticky until the pod is recreated; the release waits, as the operator does,
-        # and its suspend timeout (not ours) turns the set `Failed`.
+        # Sticky until the pod is recreated: the release waits, as the operator does.
         why = pod.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or "no message"
         return f"vk-cocoon reports pod {pod.name} failed: {why}"
     if pod.lifecycle_state is not LifecycleState.HIBERNATED:
         state = pod.annotations.get(k.ANN_LIFECYCLE_STATE, "") or "unknown"
         return f"pod {pod.name} is {state}, not hibernated"
     if pod.lifecycle_generation < cs.generation:
-        # A snapshot from an earlier suspend round: unsuspend never deletes tags,
-        # so the tag in the registry proves nothing about this round.
+        # An earlier round's snapshot: its tag proves nothing about this round.
         return (
             f"pod {pod.name} hibernated for generation {pod.lifecycle_generation}, "
             f"the set is at {cs.generation}"
@@ -189,6 +157,17 @@ def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
     if cs.phase is not Phase.SUSPENDING:
         return SetPhase(Phase.SUSPENDING, reason)
     return Wait(reason)
+
+
+def _probed(o: Observed, vms: Sequence[str]) -> Step | None:
+    """Probe the VMs not asked yet; on a registry error, fail closed (never guess absent)."""
+    unknown = tuple(vm for vm in vms if vm not in o.probes)
+    if unknown:
+        return ProbeRegistry(unknown)
+    failed = tuple(vm for vm in vms if o.probes[vm] is Probe.ERROR)
+    if failed:
+        return Retry(f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", failed)
+    return None
 
 
 def _shared_name(o: Observed, names: tuple[str, ...]) -> Step | None:
@@ -218,8 +197,7 @@ def decide_release(o: Observed) -> Step:
         return Refuse(NO_REGISTRY)
     active = [p for p in o.pods if not p.terminating]
 
-    # 1. Request hibernation on every owned, non-terminating pod, with the set's
-    # current generation stamp in the same patch (vk-cocoon echoes the stamp).
+    # 1. Request hibernation, the generation stamp in the same patch (vk-cocoon echoes it).
     unflagged = tuple(
         sorted(
             p.name
@@ -231,8 +209,7 @@ def decide_release(o: Observed) -> Step:
     if unflagged:
         return RequestHibernation(unflagged, cs.generation)
 
-    # Terminal pods are kept for triage and pods already being deleted are
-    # leaving: when nothing else holds a seat, the release is complete.
+    # Terminal pods are kept for triage, terminating ones are leaving: nothing else = released.
     deletable = [p for p in active if not p.terminal]
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
@@ -249,31 +226,22 @@ def decide_release(o: Observed) -> Step:
         return Done("released")
 
     # 2. The gate, from this fresh read: annotations first (free), then the registry.
-    # Pods already being deleted are leaving: the gate skips them.
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
         if unbound_restore(pod):
-            # Its state is the `:hibernate` it was to restore from (probed below): no
-            # report will come, and none is needed.
-            continue
+            continue  # its state is the `:hibernate` it was to restore from (probed below)
         why = _hibernation_pending(cs, pod)
         if why is not None:
             return _stay_suspending(cs, why)
     vms = sorted({p.vm_name for p in gated})
-    unknown = tuple(vm for vm in vms if vm not in o.probes)
-    if unknown:
-        return ProbeRegistry(unknown)
-    failed = [vm for vm in vms if o.probes[vm] is Probe.ERROR]
-    if failed:
-        return Retry(
-            f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", tuple(failed)
-        )
+    probed = _probed(o, vms)
+    if probed is not None:
+        return probed
     absent = [vm for vm in vms if o.probes[vm] is Probe.ABSENT]
     if absent:
         return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
-    # A name derived from the pod (today's naming) is the pod's alone; any other
-    # (v0.3.0's `vk-<ns>-<set>-<slot>`) may be another tenant's too, and then the tag
-    # under it proves nothing about this set's VM.
+    # A name derived from the pod (today's naming) is the pod's alone; a v0.3.0 name may be
+    # another tenant's too, and then the tag under it proves nothing about this set's VM.
     unproven = tuple(
         sorted({p.vm_name for p in gated if p.vm_name != vm_name_for_pod(cs.namespace, p.name)})
     )
@@ -299,8 +267,7 @@ def decide_release(o: Observed) -> Step:
     if image == cs.hibernated_image:
         image = None
     have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
-    # The round's identity and pods go in the same write (the durable evidence
-    # that a SeatReleased will be owed once the deletes land).
+    # The round goes in the same write: the durable evidence a SeatReleased will be owed.
     stamp = round_to_stamp(cs, (p.name for p in deletable))
     if (
         (names and names != have_names)
@@ -312,8 +279,7 @@ def decide_release(o: Observed) -> Step:
         flags = tuple(t for t in targets if t.needs_flag)
         return Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags, image=image)
 
-    # 4-6. Flag (if the stash did not), delete (UID precondition), then the phase
-    # settles `Suspended`.
+    # 4-6. Flag (if the stash did not), delete (uid precondition); the phase settles next.
     return FlagAndDelete(targets)
 
 
@@ -325,24 +291,26 @@ def main_pod(pods: tuple[Pod, ...]) -> Pod | None:
     return next((p for p in pods if p.is_main and not p.terminating), None)
 
 
-def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
-    """A restore whose `Waking` phase a stale status write overwrote."""
+def _restore(main: Pod | None) -> TypeGuard[Pod]:
+    """A restore pod no hibernate request has reached."""
     return (
         main is not None
         and main.annotations.get(k.ANN_RESTORE) == k.TRUE
         and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
-        and bool(cs.hint)
     )
+
+
+def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
+    """A restore whose `Waking` phase a stale status write overwrote."""
+    return _restore(main) and bool(cs.hint)
 
 
 def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
     """A restore cocoon-operator completed first (hint gone) that the functions have not
-    booked (`last-wake-pod`): its bookkeeping is still to do, or the idle sweep and reclaim
-    would take the just-woken set as idle since its suspend."""
+    booked (`last-wake-pod`): else the idle sweep and reclaim would take the just-woken
+    set as idle since its suspend."""
     return (
-        main is not None
-        and main.annotations.get(k.ANN_RESTORE) == k.TRUE
-        and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
+        _restore(main)
         and not cs.hint
         and main.live
         and bool(main.metadata.uid)
@@ -351,16 +319,8 @@ def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
 
 
 def main_vm_names(cs: CocoonSet) -> tuple[str, ...]:
-    """The names the main VM's snapshot may be under, first to try first: of today's and
-    v0.3.0's, those the release recorded (today's with no record). A pod's annotation
-    never steers a probe or a delete to another set's snapshot."""
+    """The names the main VM's snapshot may be under, first to try first (never a pod's)."""
     return recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)
-
-
-def restored_vm(cs: CocoonSet, main: Pod) -> str:
-    """The VM a restore pod runs: its annotation when it is one of the set's own names."""
-    names = vm_names(cs.namespace, cs.name, 0)
-    return main.vm_name if main.vm_name in names else main_vm_names(cs)[0]
 
 
 def _legacy(cs: CocoonSet, vm: str) -> tuple[str, ...]:
@@ -397,19 +357,14 @@ def decide_wake(o: Observed) -> Step:
         sorted(p.name for p in o.pods if not p.terminating and p.generation_stamp < cs.generation)
     )
     if lagging:
-        # The operator stamps every owned pod on every pass; so does whoever
-        # reconciles the set here, or a later hibernate report would be stale.
+        # As the operator on every pass, or a later hibernate report would be stale.
         return StampGeneration(lagging, cs.generation)
 
     if main is None:
         names = main_vm_names(cs)
-        unknown = tuple(vm for vm in names if vm not in o.probes)
-        if unknown:
-            return ProbeRegistry(unknown)
-        failed = tuple(vm for vm in names if o.probes[vm] is Probe.ERROR)
-        if failed:
-            # Fail closed: never fall through to a fresh boot over a snapshot.
-            return Retry(f"registry error checking {failed[0]}:{k.TAG_HIBERNATE}", failed)
+        probed = _probed(o, names)  # never a fresh boot over a snapshot
+        if probed is not None:
+            return probed
         present = [vm for vm in names if o.probes[vm] is Probe.PRESENT]
         vm0 = present[0] if present else names[0]
         shared = _shared_name(o, _legacy(cs, vm0)) if present else None
@@ -464,9 +419,10 @@ def decide_wake(o: Observed) -> Step:
                     pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
                 )
             return Wait(f"restoring {main.name}: VM not live yet")
-        # One of the set's own two names: whoever can annotate the pod must not steer the
-        # delete to another set's snapshot.
-        vm0 = restored_vm(cs, main)
+        # The pod's VM if one of the set's own names: whoever can annotate the pod must not
+        # steer the delete to another set's snapshot.
+        own = vm_names(cs.namespace, cs.name, 0)
+        vm0 = main.vm_name if main.vm_name in own else main_vm_names(cs)[0]
         shared = _shared_name(o, _legacy(cs, vm0))
         if shared is not None:
             return shared
