@@ -59,6 +59,9 @@ def _step_name(step: Step) -> str:
     return type(step).__name__
 
 
+# What a release leaves on the set for its wake: cleared together.
+_RELEASE_RECORD = {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
+
 # Steps that only look: never an effect of the run (nor is any terminal step).
 _LOOKS = (steps.ProbeRegistry, steps.RereadMain, steps.CheckSharedNames)
 
@@ -375,30 +378,22 @@ class _Run:
         self.dropped.add(step.vm)
         self.probes[step.vm] = Probe.ABSENT
         # No WakeCompleted follows a fresh boot: the requester goes with the record.
-        self._clear_release_record({k.ANN_WAKE_REQUESTED_BY: None})
-
-    def _clear_release_record(self, more: dict[str, None] | None = None) -> None:
-        # Compare-and-swap: a re-suspend since the read must keep its hint.
-        self._annotate(
-            {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None, **(more or {})}
-        )
+        self._annotate({**_RELEASE_RECORD, k.ANN_WAKE_REQUESTED_BY: None})
 
     def _annotate(self, annotations: Mapping[str, str | None], *, cas: bool = True) -> None:
-        """Merge-patch the set's annotations; `cas`: only over the set as this run read it."""
+        """Merge-patch the set's annotations; `cas`: only over the set as this run read it (a
+        re-suspend since the read must keep its hint)."""
         rv = self.set.metadata.resource_version if cas else None
         patch = {"metadata": {"annotations": dict(annotations)}}
         self.cs = self.kube.patch_set(self.ref, patch, resource_version=rv)
 
-    def request_hibernation(self, step: steps.RequestHibernation) -> None:
-        self._stamp(step.pods, {k.ANN_HIBERNATE: k.TRUE, k.ANN_GENERATION: str(step.generation)})
-
-    def stamp_generation(self, step: steps.StampGeneration) -> None:
-        self._stamp(step.pods, {k.ANN_GENERATION: str(step.generation)})
-
-    def _stamp(self, names: tuple[str, ...], annotations: dict[str, str]) -> None:
+    def stamp_pods(self, step: steps.RequestHibernation | steps.StampGeneration) -> None:
         """Annotate pods as read: the resourceVersion precondition keeps a stamp from going
         backwards over a newer one written since."""
-        for name in names:
+        annotations = {k.ANN_GENERATION: str(step.generation)}
+        if isinstance(step, steps.RequestHibernation):
+            annotations[k.ANN_HIBERNATE] = k.TRUE
+        for name in step.pods:
             pod = next((p for p in self.pods if p.name == name), None)
             rv = pod.metadata.resource_version if pod is not None else None
             meta: dict[str, object] = {"annotations": annotations}
@@ -585,7 +580,7 @@ class _Run:
         self.dropped.add(step.vm)
 
     def clear_stale_hint(self, step: steps.ClearStaleHint) -> None:
-        self._clear_release_record()
+        self._annotate(_RELEASE_RECORD)
         log.info("cleared a stale hibernated-on-node hint", set=str(self.ref), reason=step.reason)
 
     def reread_main(self, step: steps.RereadMain) -> None:
@@ -610,8 +605,7 @@ class _Run:
         # One CAS: the hint goes and the report becomes owed in the same write.
         self._annotate(
             {
-                k.ANN_HIBERNATED_ON_NODE: None,
-                k.ANN_HIBERNATED_IMAGE: None,
+                **_RELEASE_RECORD,
                 k.ANN_WAKE_STARTED: None,
                 k.ANN_LAST_WAKE: format_rfc3339(self.now),
                 k.ANN_LAST_WAKE_POD: pod_uid or None,
@@ -743,8 +737,8 @@ _ACTS: dict[type[Any], Callable[[_Run, Any], None]] = {
     steps.ProbeRegistry: _Run.probe,
     steps.CheckSharedNames: _Run.check_shared,
     steps.DiscardSnapshot: _Run.discard_snapshot,
-    steps.RequestHibernation: _Run.request_hibernation,
-    steps.StampGeneration: _Run.stamp_generation,
+    steps.RequestHibernation: _Run.stamp_pods,
+    steps.StampGeneration: _Run.stamp_pods,
     steps.SetPhase: _Run.set_phase,
     steps.Stash: _Run.stash,
     steps.FlagAndDelete: _Run.flag_and_delete,
