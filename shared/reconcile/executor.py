@@ -44,12 +44,6 @@ MAX_STEPS = 24
 MAX_CONFLICTS = 5
 
 
-class _Gone:
-    """A flag's answer: the pod is gone (404)."""
-
-
-GONE = _Gone()
-
 StepHook = Callable[[Step], None]
 
 
@@ -448,24 +442,16 @@ class _Run:
         for target, answer in zip(targets, answers, strict=True):
             self._flagged(target, answer)
 
-    def _flag(self, target: steps.PodTarget) -> Pod | _Gone | None:
+    def _flag(self, target: steps.PodTarget) -> Pod | NotFound | None:
         """The keep-snapshot flag, CAS on the pod the gate verified (Conflict: re-read), else
         best-effort (None): a lost flag costs a registry pull on wake, a blocked delete the
         seat. May run beside another write, so it reads only `target`."""
+        flag = {k.ANN_KEEP_SNAPSHOT: k.TRUE}
+        meta = {"uid": target.uid, "resourceVersion": target.resource_version, "annotations": flag}
         try:
-            return self.kube.patch_pod(
-                self.ref.namespace,
-                target.name,
-                {
-                    "metadata": {
-                        "uid": target.uid,
-                        "resourceVersion": target.resource_version,
-                        "annotations": {k.ANN_KEEP_SNAPSHOT: k.TRUE},
-                    }
-                },
-            )
-        except NotFound:
-            return GONE
+            return self.kube.patch_pod(self.ref.namespace, target.name, {"metadata": meta})
+        except NotFound as gone:
+            return gone
         except Conflict:
             raise  # not a failed flag: the pod is not the one we read
         except CocoonError as e:
@@ -477,11 +463,11 @@ class _Run:
             )
             return None
 
-    def _flagged(self, target: steps.PodTarget, answer: Pod | _Gone | None) -> str | None:
+    def _flagged(self, target: steps.PodTarget, answer: Pod | NotFound | None) -> str | None:
         """Fold a flag's answer into the view: the resourceVersion to delete the pod at,
         None when it is gone."""
         self.flag_tried.add(target.uid)
-        if isinstance(answer, _Gone):
+        if isinstance(answer, NotFound):
             self._drop_pod(target.name)
             return None
         if answer is None:
