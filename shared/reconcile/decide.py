@@ -14,37 +14,10 @@ from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
 from shared.names import recorded_vm_names, vm_name_for_pod, vm_names
+from shared.reconcile import steps
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.owed import release_owed, round_to_stamp, wake_owed
-from shared.reconcile.steps import (
-    CheckSharedNames,
-    ClearStaleHint,
-    CompleteWake,
-    CreateMain,
-    DiscardSnapshot,
-    Done,
-    DropSnapshot,
-    FlagAndDelete,
-    JoinLine,
-    LostSnapshot,
-    NotOurs,
-    PersistWaking,
-    PodTarget,
-    Probe,
-    ProbeRegistry,
-    Refuse,
-    ReportNoCapacity,
-    RequestHibernation,
-    RereadMain,
-    Retry,
-    SetPhase,
-    SharedVMName,
-    StampGeneration,
-    Stash,
-    Step,
-    Wait,
-    WaitInLine,
-)
+from shared.reconcile.steps import Probe, Step
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 
@@ -78,7 +51,7 @@ def decide(o: Observed) -> Step:
     cs = o.cs
     o = replace(o, pods=owned_pods(cs, o.pods))
     if cs.metadata.deletion_timestamp is not None:
-        return NotOurs("the set is being deleted")
+        return steps.NotOurs("the set is being deleted")
     # A completed wake whose report a crash left owed goes out first.
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
@@ -88,21 +61,25 @@ def decide(o: Observed) -> Step:
         # Nothing is done for a generation the operator's cache has not seen (it could undo
         # the act from a stale view); a report owed (above) is no act on the set and goes out.
         behind = f"waiting for cocoon-operator to observe generation {cs.generation}"
-        return _discard_for_operator(o) or Wait(f"{behind} (status.observedGeneration={seen})")
+        return _discard_for_operator(o) or steps.Wait(
+            f"{behind} (status.observedGeneration={seen})"
+        )
     # `spec.suspend` before the failed main, in today's operator's order: a suspend
     # skips only kubelet-terminal pods and settles, whatever the main's lifecycle.
     if cs.suspended:
         if cs.is_release:
             return decide_release(o)
-        return NotOurs(f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken")
+        return steps.NotOurs(
+            f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken"
+        )
     main = main_pod(o.pods)
     if main is not None and main.failed and released_seat_evidence(cs):
         # The operator's `Failed` phase: written once, never flipped back (that would flap
         # with the operator); the failure is the operator's to triage.
         if cs.phase is not Phase.FAILED:
             why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
-            return SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
-        return NotOurs(f"main pod {main.name} failed: the operator's to triage")
+            return steps.SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
+        return steps.NotOurs(f"main pod {main.name} failed: the operator's to triage")
     return decide_wake(o)
 
 
@@ -114,7 +91,7 @@ def _discard_for_operator(o: Observed) -> Step | None:
     if cs.suspended or not cs.hibernated_image or cs.hibernated_image == cs.spec.agent.image:
         return None
     step = decide_wake(o) if main_pod(o.pods) is None else None
-    return step if isinstance(step, ProbeRegistry | DiscardSnapshot) else None
+    return step if isinstance(step, steps.ProbeRegistry | steps.DiscardSnapshot) else None
 
 
 # --- release ---------------------------------------------------------------------------
@@ -153,20 +130,20 @@ def unbound_restore(pod: Pod) -> bool:
 def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
     if cs.phase is Phase.FAILED:
         # The operator's suspend timeout: its verdict to revisit, never ours to flip back.
-        return Wait(f"{reason} (phase Failed: the suspend timed out)")
+        return steps.Wait(f"{reason} (phase Failed: the suspend timed out)")
     if cs.phase is not Phase.SUSPENDING:
-        return SetPhase(Phase.SUSPENDING, reason)
-    return Wait(reason)
+        return steps.SetPhase(Phase.SUSPENDING, reason)
+    return steps.Wait(reason)
 
 
 def _probed(o: Observed, vms: Sequence[str]) -> Step | None:
     """Probe the VMs not asked yet; on a registry error, fail closed (never guess absent)."""
     unknown = tuple(vm for vm in vms if vm not in o.probes)
     if unknown:
-        return ProbeRegistry(unknown)
+        return steps.ProbeRegistry(unknown)
     failed = tuple(vm for vm in vms if o.probes[vm] is Probe.ERROR)
     if failed:
-        return Retry(f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", failed)
+        return steps.Retry(f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", failed)
     return None
 
 
@@ -174,10 +151,10 @@ def _shared_name(o: Observed, names: tuple[str, ...]) -> Step | None:
     """Ask who else records these legacy-form names, or stop on one that is shared."""
     unknown = tuple(vm for vm in names if vm not in o.shared)
     if unknown:
-        return CheckSharedNames(unknown)
+        return steps.CheckSharedNames(unknown)
     for vm in names:
         if o.shared[vm]:
-            return SharedVMName(vm, o.shared[vm])
+            return steps.SharedVMName(vm, o.shared[vm])
     return None
 
 
@@ -194,7 +171,7 @@ def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
 def decide_release(o: Observed) -> Step:
     cs = o.cs
     if not o.registry_configured:
-        return Refuse(NO_REGISTRY)
+        return steps.Refuse(NO_REGISTRY)
     active = [p for p in o.pods if not p.terminating]
 
     # 1. Request hibernation, the generation stamp in the same patch (vk-cocoon echoes it).
@@ -207,23 +184,25 @@ def decide_release(o: Observed) -> Step:
         )
     )
     if unflagged:
-        return RequestHibernation(unflagged, cs.generation)
+        return steps.RequestHibernation(unflagged, cs.generation)
 
     # Terminal pods are kept for triage, terminating ones are leaving: nothing else = released.
     deletable = [p for p in active if not p.terminal]
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
             # The seat is free: a round's report owed goes out beside the phase.
-            return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs))
+            return steps.SetPhase(
+                Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs)
+            )
         stamp = round_to_stamp(cs, ())
         if cs.hint and stamp is not None:
             # Released by cocoon-operator's slot release (ours stamps the round before any
             # delete): the round is booked now so its SeatReleased goes out once, like ours.
-            return Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
+            return steps.Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
             return owed
-        return Done("released")
+        return steps.Done("released")
 
     # 2. The gate, from this fresh read: annotations first (free), then the registry.
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
@@ -251,7 +230,7 @@ def decide_release(o: Observed) -> Step:
 
     # 3. Stash before the first delete (one write), the keep-snapshot flags beside it.
     targets = tuple(
-        PodTarget(
+        steps.PodTarget(
             name=p.name,
             uid=p.metadata.uid or "",
             resource_version=p.metadata.resource_version or "",
@@ -277,10 +256,10 @@ def decide_release(o: Observed) -> Step:
     ):
         rnd, rnd_pods = stamp if stamp is not None else (None, None)
         flags = tuple(t for t in targets if t.needs_flag)
-        return Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags, image=image)
+        return steps.Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags, image=image)
 
     # 4-6. Flag (if the stash did not), delete (uid precondition); the phase settles next.
-    return FlagAndDelete(targets)
+    return steps.FlagAndDelete(targets)
 
 
 # --- wake ------------------------------------------------------------------------------
@@ -342,23 +321,23 @@ def decide_wake(o: Observed) -> Step:
     waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake or unbooked
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
-        normal = NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
+        normal = steps.NotOurs(f"phase {phase.value if phase else 'unset'}: the normal flow's")
         if hint and main is not None and _stale_hint_suspect(main):
             # The normal flow already moved the phase on (an in-place unsuspend)
             # but the hint of a release that never completed is still there.
             step = _check_main_beside_hint(o, main)
-            return normal if isinstance(step, Retry | NotOurs) else step
+            return normal if isinstance(step, steps.Retry | steps.NotOurs) else step
         return normal
     if not released_seat_evidence(cs):
-        return NotOurs("hibernatePolicy=retain and no released seat to restore")
+        return steps.NotOurs("hibernatePolicy=retain and no released seat to restore")
     if not o.registry_configured:
-        return Refuse(NO_REGISTRY)
+        return steps.Refuse(NO_REGISTRY)
     lagging = tuple(
         sorted(p.name for p in o.pods if not p.terminating and p.generation_stamp < cs.generation)
     )
     if lagging:
         # As the operator on every pass, or a later hibernate report would be stale.
-        return StampGeneration(lagging, cs.generation)
+        return steps.StampGeneration(lagging, cs.generation)
 
     if main is None:
         names = main_vm_names(cs)
@@ -372,23 +351,23 @@ def decide_wake(o: Observed) -> Step:
             return shared
         if cs.hibernated_image and cs.hibernated_image != cs.spec.agent.image:
             # Checked before "lost", so a discard a crash cut short is finished, not reported.
-            return DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
+            return steps.DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
         if not present:
             if hint or cs.hibernated_image:
                 # Released (a hint or image is recorded): the VM's state was in that tag.
-                return LostSnapshot(vm0)
-            return NotOurs(
+                return steps.LostSnapshot(vm0)
+            return steps.NotOurs(
                 "no snapshot: suspended before first boot (a fresh boot is the normal flow's)",
                 forget_requester=k.ANN_WAKE_REQUESTED_BY in cs.metadata.annotations,
             )
         if phase is not Phase.WAKING:
-            return PersistWaking(stamp_started=True)
+            return steps.PersistWaking(stamp_started=True)
         leaving = next((p for p in o.pods if p.is_main and p.terminating), None)
         if leaving is not None:
             # Its name is the one the restore pod needs: a create now only answers
             # AlreadyExists. `Waking` is durable, so the retry (or the sweep) restores.
-            return Retry(f"old main {leaving.name} still terminating: retry shortly")
-        return CreateMain(build_main_pod(cs, hint=hint, vm=vm0))
+            return steps.Retry(f"old main {leaving.name} still terminating: retry shortly")
+        return steps.CreateMain(build_main_pod(cs, hint=hint, vm=vm0))
 
     if waking:
         # The wake restores a released seat: a SeatReleased a crash left owed
@@ -399,7 +378,7 @@ def decide_wake(o: Observed) -> Step:
         if not main.live:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
-                return PersistWaking(stamp_started=stamp)
+                return steps.PersistWaking(stamp_started=stamp)
             if (
                 o.seat_order
                 and not main.spec.node_name
@@ -408,17 +387,17 @@ def decide_wake(o: Observed) -> Step:
             ):
                 # The operator's own restore pod (it often wins the create): outside
                 # the line it would race the gated waiters ungated, and go unseen.
-                return JoinLine(
+                return steps.JoinLine(
                     main.name, main.metadata.uid or "", main.metadata.creation_timestamp or ""
                 )
             if k.GATE_SEAT_ORDER in main.scheduling_gates:
-                return WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
+                return steps.WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
             message = main.unschedulable_message()
             if message is not None:
-                return ReportNoCapacity(
+                return steps.ReportNoCapacity(
                     pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
                 )
-            return Wait(f"restoring {main.name}: VM not live yet")
+            return steps.Wait(f"restoring {main.name}: VM not live yet")
         # The pod's VM if one of the set's own names: whoever can annotate the pod must not
         # steer the delete to another set's snapshot.
         own = vm_names(cs.namespace, cs.name, 0)
@@ -427,22 +406,22 @@ def decide_wake(o: Observed) -> Step:
         if shared is not None:
             return shared
         if vm0 not in o.dropped:
-            return DropSnapshot(vm0)
+            return steps.DropSnapshot(vm0)
         if hint or unbooked:
             # Completed by the operator first: the hint is gone, the pod's preferred
             # affinity still names the node it was for.
             want = hint or main.preferred_node
             placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == want else k.PLACEMENT_POOL
-            return CompleteWake(placement)
+            return steps.CompleteWake(placement)
         implied = Phase.RUNNING if main.ready else Phase.PENDING
         if phase is not implied:
-            return SetPhase(implied, "the restored VM is live")
-        return Done("woken")
+            return steps.SetPhase(implied, "the restored VM is live")
+        return steps.Done("woken")
 
     if phase in (Phase.SUSPENDED, Phase.SUSPENDING) and hint and not main.terminal:
         return _check_main_beside_hint(o, main)
 
-    return NotOurs("nothing released to restore (retain placeholder or kept terminal pod)")
+    return steps.NotOurs("nothing released to restore (retain placeholder or kept terminal pod)")
 
 
 def _stale_hint_suspect(main: Pod) -> bool:
@@ -455,11 +434,11 @@ def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
     uid = main.metadata.uid or ""
     alive = o.reread.get(uid)
     if alive is None:
-        return RereadMain(main.name, uid)
+        return steps.RereadMain(main.name, uid)
     if not alive:
-        return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
+        return steps.Retry(f"{main.name} is a ghost of the released pod: retry shortly")
     if _stale_hint_suspect(main):
         # The stash wrote the hint but the delete lost and the user unsuspended: nothing
         # was released, so the hint marks a wake that will never come.
-        return ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
-    return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")
+        return steps.ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
+    return steps.NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")
