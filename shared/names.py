@@ -163,12 +163,8 @@ def recorded_vm_names(
     return tuple(n for n in names if n in recorded) or names[:1]
 
 
-def toolbox_pod_name(set_name: str, toolbox: str) -> str:
-    return f"{set_name}-{toolbox}"
-
-
 def toolbox_vm_name(namespace: str, set_name: str, toolbox: str) -> str:
-    return vm_name_for_pod(namespace, toolbox_pod_name(set_name, toolbox))
+    return vm_name_for_pod(namespace, f"{set_name}-{toolbox}")
 
 
 def main_pod_name(set_name: str) -> str:
