@@ -379,6 +379,7 @@ def decide_wake(o: Observed) -> Step:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
                 return steps.PersistWaking(stamp_started=stamp)
+            uid = main.metadata.uid or ""
             if (
                 o.seat_order
                 and not main.spec.node_name
@@ -387,16 +388,12 @@ def decide_wake(o: Observed) -> Step:
             ):
                 # The operator's own restore pod (it often wins the create): outside
                 # the line it would race the gated waiters ungated, and go unseen.
-                return steps.JoinLine(
-                    main.name, main.metadata.uid or "", main.metadata.creation_timestamp or ""
-                )
+                return steps.JoinLine(main.name, uid, main.metadata.creation_timestamp or "")
             if k.GATE_SEAT_ORDER in main.scheduling_gates:
-                return steps.WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
+                return steps.WaitInLine(pod_uid=uid, pod_name=main.name)
             message = main.unschedulable_message()
             if message is not None:
-                return steps.ReportNoCapacity(
-                    pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
-                )
+                return steps.ReportNoCapacity(pod_uid=uid, message=message, pod_name=main.name)
             return steps.Wait(f"restoring {main.name}: VM not live yet")
         # The pod's VM if one of the set's own names: whoever can annotate the pod must not
         # steer the delete to another set's snapshot.

@@ -91,8 +91,7 @@ class _Run:
     done: list[Step] = field(default_factory=list)
     deleted: int = 0
     created: bool = False
-    # The wake's start stamp in flight beside the main pod's create, and the
-    # set's resourceVersion it was written over.
+    # The wake's start stamp in flight, and the set's resourceVersion it was written over.
     stamp: tuple[Future[CocoonSet | None], str | None] | None = None
 
     @classmethod
@@ -118,8 +117,7 @@ class _Run:
         self.cs = cs if cs is not None else self.kube.get_set(self.ref)
         if self.cs is None:
             return False
-        # Pods not older than the set as read (docs/reads.md). `pods_at`: the set's
-        # version before this invocation's own write to it.
+        # Pods not older than the set as read, or than `pods_at` (before this run's own write).
         bound = pods_at or self.cs.metadata.resource_version
         self.pods = owned_pods(self.cs, tuple(self.kube.list_pods(self.ref, not_older_than=bound)))
         self.reread.clear()
@@ -215,8 +213,7 @@ class _Run:
             self._settle_stamp()
             step = decide(self.observed())
         if isinstance(step, steps.CreateMain) and self.lost_create:
-            # The name is taken by a pod decide cannot count as the main: another POST
-            # only repeats the 409.
+            # The name is taken by a pod decide cannot count as the main: a POST repeats the 409.
             return steps.Retry("the main pod's name is taken by another pod: retry shortly")
         return step
 
@@ -560,8 +557,8 @@ class _Run:
     def drop_snapshot(self, step: steps.DropSnapshot) -> None:
         assert self.registry is not None
         if self.registry.drop_snapshot(step.vm) is False:
-            # The manifest is shared with another tag: deleting it would take that tag
-            # too. The stale `:hibernate` is harmless (the next gate checks the generation).
+            # Shared with another tag, which a delete would take too; a stale `:hibernate` is
+            # harmless (the next gate checks the generation).
             log.warning("kept a shared :hibernate manifest", set=str(self.ref), vm=step.vm)
         self.dropped.add(step.vm)
 
@@ -679,8 +676,7 @@ class _Run:
                 occurrence=step.pod_uid,
             ),
         )
-        # CAS: only this occurrence's marker goes (and its requester: the next wake is
-        # someone else's to sign).
+        # CAS: only this occurrence's marker goes, and its requester (the next wake's is new).
         self._annotate({k.ANN_WAKE_REPORT_OWED: None, k.ANN_WAKE_REQUESTED_BY: None})
 
     def required_event(
