@@ -13,13 +13,6 @@ from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.models import CocoonSet, Condition, Pod
 
-READY = "Ready"
-PROGRESSING = "Progressing"
-REASON_ALL_READY = "AllAgentsReady"
-REASON_NOT_READY = "AgentsNotReady"
-REASON_STABLE = "Stable"
-REASON_RECONCILING = "Reconciling"
-
 
 def _entry(pod: Pod, fixed: dict[str, Any], forked_from: str = "") -> dict[str, Any]:
     optional = {
@@ -88,16 +81,16 @@ def build_status(
     progressing = phase in (Phase.PENDING, Phase.SCALING)
     conditions = [
         {
-            "type": READY,
+            "type": "Ready",
             "status": "True" if all_ready else "False",
-            "reason": REASON_ALL_READY if all_ready else REASON_NOT_READY,
+            "reason": "AllAgentsReady" if all_ready else "AgentsNotReady",
             "message": f"{ready}/{desired} agents ready, {tb_ready}/{tb_desired} toolboxes ready",
             "observedGeneration": cs.generation,
         },
         {
-            "type": PROGRESSING,
+            "type": "Progressing",
             "status": "True" if progressing else "False",
-            "reason": REASON_RECONCILING if progressing else REASON_STABLE,
+            "reason": "Reconciling" if progressing else "Stable",
             "message": phase.value,
             "observedGeneration": cs.generation,
         },
