@@ -1,8 +1,6 @@
 """Lifecycle CloudEvents to Pub/Sub: what a set went through, beside its Kubernetes Events.
-
-Pure builders (a set and a few facts in, an event out) and the two ways to send one:
-`publish` for owed reports (`released`, `woken`: a failure raises, the marker stays, the
-redelivery sends the same `id`), `emit` for the rest (best-effort, a failure is a warning).
+Pure builders, and two ways to send: `publish` for owed reports (`released`, `woken`: a failure
+raises, the marker stays, the redelivery sends the same `id`), `emit` for the rest (best-effort).
 """
 
 from __future__ import annotations
@@ -24,12 +22,9 @@ if TYPE_CHECKING:
     from shared.config import Settings
     from shared.models import CocoonSet
 
-SPECVERSION: Final = "1.0"
-DATA_CONTENT_TYPE: Final = "application/json"
-# Structured content mode: the data is the whole event, so it survives any hop keeping only data.
-STRUCTURED_CONTENT_TYPE: Final = "application/cloudevents+json; charset=utf-8"
-CONTENT_TYPE_ATTRIBUTE: Final = "Content-Type"
 SOURCE_PREFIX: Final = "//cocoon-hibernation"
+# The context attributes copied to message attributes, for subscription filters.
+_MIRRORED = ("specversion", "type", "source", "subject", "id", "time")
 
 
 class LifecycleKind(StrEnum):
@@ -81,13 +76,13 @@ class LifecycleEvent:
     def cloudevent(self) -> dict[str, Any]:
         """The structured-mode CloudEvent (JSON event format, specversion 1.0)."""
         return {
-            "specversion": SPECVERSION,
+            "specversion": "1.0",
             "type": self.type,
             "source": self.source,
             "subject": self.subject,
             "id": self.id,
             "time": rfc3339_millis(self.time),
-            "datacontenttype": DATA_CONTENT_TYPE,
+            "datacontenttype": "application/json",
             "data": {
                 "namespace": self.namespace,
                 "name": self.name,
@@ -97,17 +92,15 @@ class LifecycleEvent:
         }
 
     def message(self) -> OutboundMessage:
+        # Structured content mode: the data is the whole event, so it survives any hop
+        # keeping only data.
         event = self.cloudevent()
         attributes = {
-            CONTENT_TYPE_ATTRIBUTE: STRUCTURED_CONTENT_TYPE,
-            # Duplicates of the body's context attributes, for subscription filters.
+            "Content-Type": "application/cloudevents+json; charset=utf-8",
             **{f"ce-{key}": str(event[key]) for key in _MIRRORED},
         }
         data = json.dumps(event, separators=(",", ":"), sort_keys=True).encode()
         return OutboundMessage(data=data, ordering_key=self.ordering_key, attributes=attributes)
-
-
-_MIRRORED = ("specversion", "type", "source", "subject", "id", "time")
 
 
 def rfc3339_millis(value: datetime) -> str:
@@ -125,22 +118,22 @@ IdFactory = Callable[[], str]
 def _event(
     kind: LifecycleKind,
     cs: CocoonSet,
-    parts: tuple[str | None, ...],
-    *,
-    fallback: IdFactory,
     now: datetime,
+    fallback: IdFactory,
     details: Mapping[str, Any],
+    *parts: str | None,
 ) -> LifecycleEvent:
-    """`id` is `<kind>:<set uid>:<parts>`, naming the occurrence so a consumer can dedupe;
-    random only when the set has no uid or a part is missing (never on a real API object)."""
+    """`id` is `<kind>:<set uid>:<parts>` (by default the causing write's resourceVersion),
+    naming the occurrence so a consumer can dedupe; random only when the set has no uid or a
+    part is missing (never on a real API object)."""
+    parts = parts or (cs.metadata.resource_version,)
     uid = cs.metadata.uid
     ok = uid and all(parts)
     id = ":".join((kind.value, uid or "", *(p or "" for p in parts))) if ok else fallback()
     return LifecycleEvent(kind, cs.namespace, cs.name, uid, id, now, dict(details))
 
 
-# The builders: `cs` is the set as the write that caused the event returned it, so its
-# resourceVersion names the occurrence unless a durable identity is given.
+# The builders: `cs` is the set as the write that caused the event returned it.
 
 
 def released(
@@ -153,27 +146,15 @@ def released(
     occurrence: str | None = None,
 ) -> LifecycleEvent:
     """`occurrence`: the release round's durable identity (else the write's resourceVersion)."""
-    return _event(
-        LifecycleKind.RELEASED,
-        cs,
-        (occurrence or cs.metadata.resource_version,),
-        fallback=fallback_id,
-        now=now,
-        details={"deletedPods": sorted(deleted_pods), "hintNode": hint or None},
-    )
+    details = {"deletedPods": sorted(deleted_pods), "hintNode": hint or None}
+    rnd = occurrence or cs.metadata.resource_version
+    return _event(LifecycleKind.RELEASED, cs, now, fallback_id, details, rnd)
 
 
 def waking(
     cs: CocoonSet, *, hint: str, now: datetime, fallback_id: IdFactory = _random_id
 ) -> LifecycleEvent:
-    return _event(
-        LifecycleKind.WAKING,
-        cs,
-        (cs.metadata.resource_version,),
-        fallback=fallback_id,
-        now=now,
-        details={"hintNode": hint or None},
-    )
+    return _event(LifecycleKind.WAKING, cs, now, fallback_id, {"hintNode": hint or None})
 
 
 def woken(
@@ -187,14 +168,9 @@ def woken(
     occurrence: str | None = None,
 ) -> LifecycleEvent:
     """`occurrence`: the wake's durable identity, the restored pod's uid."""
-    return _event(
-        LifecycleKind.WOKEN,
-        cs,
-        (occurrence or cs.metadata.resource_version,),
-        fallback=fallback_id,
-        now=now,
-        details={"placement": placement, "node": node or None, "hintNode": hint or None},
-    )
+    details = {"placement": placement, "node": node or None, "hintNode": hint or None}
+    wake = occurrence or cs.metadata.resource_version
+    return _event(LifecycleKind.WOKEN, cs, now, fallback_id, details, wake)
 
 
 def wake_no_capacity(
@@ -208,14 +184,8 @@ def wake_no_capacity(
 ) -> LifecycleEvent:
     # The situation, not a write: the same (pod, message) its Kubernetes Event is named after.
     digest = hashlib.sha256(message.encode()).hexdigest()[:16]
-    return _event(
-        LifecycleKind.WAKE_NO_CAPACITY,
-        cs,
-        (pod_uid, digest),
-        fallback=fallback_id,
-        now=now,
-        details={"pod": pod, "podUid": pod_uid or None, "message": message},
-    )
+    details = {"pod": pod, "podUid": pod_uid or None, "message": message}
+    return _event(LifecycleKind.WAKE_NO_CAPACITY, cs, now, fallback_id, details, pod_uid, digest)
 
 
 def idle_suspended(
@@ -227,18 +197,12 @@ def idle_suspended(
     now: datetime,
     fallback_id: IdFactory = _random_id,
 ) -> LifecycleEvent:
-    return _event(
-        LifecycleKind.IDLE_SUSPENDED,
-        cs,
-        (cs.metadata.resource_version,),
-        fallback=fallback_id,
-        now=now,
-        details={
-            "idleSeconds": int(idle_for.total_seconds()),
-            "idleTimeoutSeconds": int(timeout.total_seconds()),
-            "lastActivity": rfc3339_millis(last_activity),
-        },
-    )
+    details = {
+        "idleSeconds": int(idle_for.total_seconds()),
+        "idleTimeoutSeconds": int(timeout.total_seconds()),
+        "lastActivity": rfc3339_millis(last_activity),
+    }
+    return _event(LifecycleKind.IDLE_SUSPENDED, cs, now, fallback_id, details)
 
 
 def seat_reclaimed(
@@ -252,19 +216,13 @@ def seat_reclaimed(
     fallback_id: IdFactory = _random_id,
 ) -> LifecycleEvent:
     """About the victim (its seat is what moves); `waker` is `<ns>/<name>` of the wake."""
-    return _event(
-        LifecycleKind.SEAT_RECLAIMED,
-        victim,
-        (victim.metadata.resource_version,),
-        fallback=fallback_id,
-        now=now,
-        details={
-            "reclaimedFor": waker,
-            "wakePodUid": pod_uid or None,
-            "idleSeconds": int(idle_for.total_seconds()),
-            "pool": pool,
-        },
-    )
+    details = {
+        "reclaimedFor": waker,
+        "wakePodUid": pod_uid or None,
+        "idleSeconds": int(idle_for.total_seconds()),
+        "pool": pool,
+    }
+    return _event(LifecycleKind.SEAT_RECLAIMED, victim, now, fallback_id, details)
 
 
 class LifecyclePublisher(Protocol):
@@ -326,8 +284,7 @@ class _FromSettings(Enum):
     FROM_SETTINGS = "from-settings"
 
 
-# The default of every `publisher=` parameter: the process's publisher for
-# `settings.events_topic`, or None (off) when the topic is unset.
+# The default of every `publisher=`: the process's publisher for the topic, or None (unset).
 FROM_SETTINGS: Final = _FromSettings.FROM_SETTINGS
 PublisherArg = LifecyclePublisher | None | _FromSettings
 

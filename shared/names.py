@@ -1,13 +1,13 @@
-"""Names: DNS-1123 and OCI validation, and cocoonstack's VM names in both generations.
-
-Every name that comes from an event is checked here before it reaches a URL, a label
-selector or a log key; invalid input raises :class:`InvalidName` (permanent).
+"""Names: DNS-1123 and OCI validation, and cocoonstack's VM names in both generations. Every
+name from an event is checked here before it reaches a URL, a label selector or a log key;
+invalid input raises :class:`InvalidName` (permanent).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -47,39 +47,34 @@ def is_label_value(value: str) -> bool:
     return len(value) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(value) is not None
 
 
-def check_namespace(value: object) -> str:
-    if not isinstance(value, str) or not is_dns1123_label(value):
-        raise InvalidName(f"invalid namespace {value!r}: must be a DNS-1123 label")
+def _check(value: object, valid: Callable[[str], object], what: str, why: str = "") -> str:
+    if not isinstance(value, str) or not valid(value):
+        raise InvalidName(f"invalid {what} {value!r}{why}")
     return value
+
+
+def check_namespace(value: object) -> str:
+    return _check(value, is_dns1123_label, "namespace", ": must be a DNS-1123 label")
 
 
 def check_name(value: object, *, what: str = "name") -> str:
     """A CocoonSet or pod name: a DNS-1123 subdomain."""
-    if not isinstance(value, str) or not is_dns1123_subdomain(value):
-        raise InvalidName(f"invalid {what} {value!r}: must be a DNS-1123 subdomain")
-    return value
+    return _check(value, is_dns1123_subdomain, what, ": must be a DNS-1123 subdomain")
 
 
 def check_repository(value: object) -> str:
-    if (
-        not isinstance(value, str)
-        or len(value) > OCI_REPOSITORY_MAX
-        or not _OCI_REPOSITORY.match(value)
-    ):
-        raise InvalidName(f"invalid repository {value!r}: not an OCI repository name")
-    return value
+    def valid(v: str) -> bool:
+        return len(v) <= OCI_REPOSITORY_MAX and bool(_OCI_REPOSITORY.match(v))
+
+    return _check(value, valid, "repository", ": not an OCI repository name")
 
 
 def check_tag(value: object) -> str:
-    if not isinstance(value, str) or not _OCI_TAG.match(value):
-        raise InvalidName(f"invalid tag {value!r}")
-    return value
+    return _check(value, _OCI_TAG.match, "tag")
 
 
 def check_digest(value: object) -> str:
-    if not isinstance(value, str) or len(value) > 256 or not _DIGEST.match(value):
-        raise InvalidName(f"invalid digest {value!r}")
-    return value
+    return _check(value, lambda v: len(v) <= 256 and _DIGEST.match(v), "digest")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +163,8 @@ def recorded_vm_names(
     return tuple(n for n in names if n in recorded) or names[:1]
 
 
-def toolbox_pod_name(set_name: str, toolbox: str) -> str:
-    return f"{set_name}-{toolbox}"
-
-
 def toolbox_vm_name(namespace: str, set_name: str, toolbox: str) -> str:
-    return vm_name_for_pod(namespace, toolbox_pod_name(set_name, toolbox))
+    return vm_name_for_pod(namespace, f"{set_name}-{toolbox}")
 
 
 def main_pod_name(set_name: str) -> str:

@@ -1,6 +1,6 @@
-"""What the engines need from the outside world, as shapes: importing it loads no engine
-and no client. `KubeApi` is every Kubernetes call any engine makes; the narrow protocols
-it is made of name what a single piece of code reads.
+"""What the engines need from the outside world, as shapes (importing it loads no engine and
+no client). `KubeApi` is every Kubernetes call any engine makes; the narrow protocols it is
+made of name what a single piece of code reads.
 """
 
 from __future__ import annotations
@@ -52,19 +52,15 @@ class LineReader(Protocol):
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod: ...
 
 
-class PodMetricsLister(Protocol):
-    """metrics.k8s.io PodMetrics (CPU activity; raises CocoonError when unavailable)."""
+class KubeApi(SetLister, LineReader, Protocol):
+    def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """metrics.k8s.io PodMetrics (CPU activity); raises CocoonError when unavailable."""
+        ...
 
-    def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
+    def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
+        """The pod now, then after each change (the push's wait for vk-cocoon's report)."""
+        ...
 
-
-class PodWatcher(Protocol):
-    """The pod now, then after each change (the push's wait for vk-cocoon's report)."""
-
-    def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]: ...
-
-
-class KubeApi(SetLister, LineReader, PodMetricsLister, PodWatcher, Protocol):
     def get_set(self, ref: SetRef) -> CocoonSet | None: ...
 
     def patch_set(

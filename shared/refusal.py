@@ -1,8 +1,6 @@
 """A write refused by admission, told once: one Warning Event on the set and one count.
-
-Permanent for the invocation (acknowledged; the sweep tries again at its pace). The Event is
-keyed by (write, generation, server message): a redelivery adds nothing, a later refused wake
-(the generation moves with each suspend flip) is told again.
+Acknowledged (the sweep tries again at its pace). The Event is keyed by (write, generation,
+server message): a redelivery adds nothing, a later refused wake is told again.
 """
 
 from __future__ import annotations
@@ -27,11 +25,12 @@ def refusal_message(write: str, err: AdmissionDenied) -> str:
 
 def report_refusal(kube: KubeApi, cs: CocoonSet, write: str, err: AdmissionDenied) -> bool:
     """The Warning (required: a failed POST fails the caller); True when this call made it."""
+    webhook = getattr(err, "webhook", "")
     log.warning(
         "write refused by admission",
         set=f"{cs.namespace}/{cs.name}",
         step=write,
-        webhook=getattr(err, "webhook", ""),
+        webhook=webhook,
         error=str(err),
     )
     created = kube.emit_event(
@@ -42,11 +41,6 @@ def report_refusal(kube: KubeApi, cs: CocoonSet, write: str, err: AdmissionDenie
         key=f"{write}/{cs.metadata.generation}/{err.server_message}",
     )
     if created:
-        log.count(
-            METRIC_ADMISSION_REFUSED,
-            namespace=cs.namespace,
-            cocoonset=cs.name,
-            write=write,
-            webhook=getattr(err, "webhook", ""),
-        )
+        labels = {"namespace": cs.namespace, "cocoonset": cs.name, "write": write}
+        log.count(METRIC_ADMISSION_REFUSED, 1, **labels, webhook=webhook)
     return created

@@ -1,49 +1,23 @@
 """The release and wake state machines as pure decisions: `decide(observed)` returns the
 one next step from the set, its owned pods and what this invocation learned; no clock,
-network or environment. The invariants they keep are listed in docs/design.md#invariants.
+network or environment. The invariants they keep: docs/design.md#invariants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeGuard
 
 from shared import constants as k
 from shared.enums import CocoonSetPhase as Phase
 from shared.enums import LifecycleState
 from shared.models import CocoonSet, Pod
 from shared.names import recorded_vm_names, vm_name_for_pod, vm_names
+from shared.reconcile import steps
 from shared.reconcile.mainpod import build_main_pod
 from shared.reconcile.owed import release_owed, round_to_stamp, wake_owed
-from shared.reconcile.steps import (
-    CheckSharedNames,
-    ClearStaleHint,
-    CompleteWake,
-    CreateMain,
-    DiscardSnapshot,
-    Done,
-    DropSnapshot,
-    FlagAndDelete,
-    JoinLine,
-    LostSnapshot,
-    NotOurs,
-    PersistWaking,
-    PodTarget,
-    Probe,
-    ProbeRegistry,
-    Refuse,
-    ReportNoCapacity,
-    RequestHibernation,
-    RereadMain,
-    Retry,
-    SetPhase,
-    SharedVMName,
-    StampGeneration,
-    Stash,
-    Step,
-    Wait,
-    WaitInLine,
-)
+from shared.reconcile.steps import Probe, Step
 
 NO_REGISTRY = "COCOON_REGISTRY_BASE is not set: refusing to release or wake without a registry"
 
@@ -54,39 +28,17 @@ class Observed:
 
     cs: CocoonSet
     pods: tuple[Pod, ...]
-    # `<vm>:hibernate` HEAD answers gathered in this invocation (absent key = not asked yet).
+    # `<vm>:hibernate` HEAD answers of this invocation (absent key = not asked yet).
     probes: Mapping[str, Probe] = field(default_factory=dict)
-    # VMs whose `:hibernate` manifest this invocation already deleted.
-    dropped: frozenset[str] = frozenset()
-    # Main pods re-read from the API (uid -> alive): the ghost check (docs/design.md#wake-ghost).
-    reread: Mapping[str, bool] = field(default_factory=dict)
+    dropped: frozenset[str] = frozenset()  # VMs whose `:hibernate` this invocation deleted
+    reread: Mapping[str, bool] = field(default_factory=dict)  # main pod uid -> alive (ghosts)
     registry_configured: bool = True
-    # This invocation cleared the hint: the wake is finishing even though the
-    # hint (the in-flight marker) is gone, so the phase still gets written.
+    # This invocation cleared the hint (the in-flight marker): the phase still gets written.
     completed_wake: bool = False
-    # Restore pods wait in their pool's seat line (COCOON_SEAT_ORDER=gate).
-    seat_order: bool = False
-    # A cocoon-operator manages the same sets (COCOON_OPERATOR=present): nothing
-    # is done for a generation it has not observed yet (see `operator_behind`).
-    operator_present: bool = False
-    # Legacy-form VM names -> the other existing sets that record them ("ns/name");
-    # absent key = not asked yet (`CheckSharedNames`).
+    seat_order: bool = False  # COCOON_SEAT_ORDER=gate: restore pods wait in their pool's line
+    operator_present: bool = False  # COCOON_OPERATOR=present: a cocoon-operator runs too
+    # Legacy-form VM names -> the other sets that record them (absent key = not asked yet).
     shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-def operator_behind(o: Observed) -> str | None:
-    """Why the functions must hold off for the operator (None = they may act): nothing is
-    done for a generation its cache has not seen (`status.observedGeneration`, which only
-    the operator writes then), or it could undo the act from a stale view (docs/operator.md)."""
-    if not o.operator_present:
-        return None
-    seen = o.cs.status.observed_generation or 0
-    if seen >= o.cs.generation:
-        return None
-    return (
-        f"waiting for cocoon-operator to observe generation {o.cs.generation} "
-        f"(status.observedGeneration={seen})"
-    )
 
 
 def owned_pods(cs: CocoonSet, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
@@ -99,52 +51,47 @@ def decide(o: Observed) -> Step:
     cs = o.cs
     o = replace(o, pods=owned_pods(cs, o.pods))
     if cs.metadata.deletion_timestamp is not None:
-        return NotOurs("the set is being deleted")
+        return steps.NotOurs("the set is being deleted")
     # A completed wake whose report a crash left owed goes out first.
     owed_wake = wake_owed(cs)
     if owed_wake is not None:
         return owed_wake
-    behind = operator_behind(o)
-    if behind is not None:
-        # Every effect below acts on this generation; a report owed from an
-        # earlier occurrence (above) is not an act on the set and goes out.
-        return _discard_for_operator(o) or Wait(behind)
+    seen = cs.status.observed_generation or 0
+    if o.operator_present and seen < cs.generation:
+        # Nothing is done for a generation the operator's cache has not seen (it could undo
+        # the act from a stale view); a report owed (above) is no act on the set and goes out.
+        behind = f"waiting for cocoon-operator to observe generation {cs.generation}"
+        return _discard_for_operator(o) or steps.Wait(
+            f"{behind} (status.observedGeneration={seen})"
+        )
     # `spec.suspend` before the failed main, in today's operator's order: a suspend
     # skips only kubelet-terminal pods and settles, whatever the main's lifecycle.
     if cs.suspended:
         if cs.is_release:
             return decide_release(o)
-        return NotOurs(f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken")
-    failed = _failed_main(o)
-    if failed is not None:
-        return failed
+        return steps.NotOurs(
+            f"hibernatePolicy={cs.spec.hibernate_policy.value}: the seat stays taken"
+        )
+    main = main_pod(o.pods)
+    if main is not None and main.failed and released_seat_evidence(cs):
+        # The operator's `Failed` phase: written once, never flipped back (that would flap
+        # with the operator); the failure is the operator's to triage.
+        if cs.phase is not Phase.FAILED:
+            why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
+            return steps.SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
+        return steps.NotOurs(f"main pod {main.name} failed: the operator's to triage")
     return decide_wake(o)
 
 
 def _discard_for_operator(o: Observed) -> Step | None:
     """The image-change discard even for a generation the operator has not seen: today's
-    operator tries it before any status write, so a registry refusing its DELETE by tag
-    keeps it behind for ever. A probe and a tag drop touch no pod and no phase."""
+    operator tries it before any status write (a probe and a tag drop touch no pod, no phase),
+    so a registry refusing its DELETE by tag keeps it behind for ever."""
     cs = o.cs
     if cs.suspended or not cs.hibernated_image or cs.hibernated_image == cs.spec.agent.image:
         return None
-    if main_pod(o.pods) is not None:
-        return None
-    step = decide_wake(o)
-    return step if isinstance(step, ProbeRegistry | DiscardSnapshot) else None
-
-
-def _failed_main(o: Observed) -> Step | None:
-    """A failed main is the operator's `Failed` phase: written once, never flipped back (that
-    would flap with the operator); the failure is the operator's to triage."""
-    cs = o.cs
-    main = main_pod(o.pods)
-    if main is None or not main.failed or not released_seat_evidence(cs):
-        return None
-    if cs.phase is not Phase.FAILED:
-        why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
-        return SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
-    return NotOurs(f"main pod {main.name} failed: the operator's to triage")
+    step = decide_wake(o) if main_pod(o.pods) is None else None
+    return step if isinstance(step, steps.ProbeRegistry | steps.DiscardSnapshot) else None
 
 
 # --- release ---------------------------------------------------------------------------
@@ -155,16 +102,14 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
     if not pod.vm_name:
         return f"pod {pod.name} has no VM name yet"
     if pod.lifecycle_state is LifecycleState.FAILED:
-        # Sticky until the pod is recreated; the release waits, as the operator does,
-        # and its suspend timeout (not ours) turns the set `Failed`.
+        # Sticky until the pod is recreated: the release waits, as the operator does.
         why = pod.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or "no message"
         return f"vk-cocoon reports pod {pod.name} failed: {why}"
     if pod.lifecycle_state is not LifecycleState.HIBERNATED:
         state = pod.annotations.get(k.ANN_LIFECYCLE_STATE, "") or "unknown"
         return f"pod {pod.name} is {state}, not hibernated"
     if pod.lifecycle_generation < cs.generation:
-        # A snapshot from an earlier suspend round: unsuspend never deletes tags,
-        # so the tag in the registry proves nothing about this round.
+        # An earlier round's snapshot: its tag proves nothing about this round.
         return (
             f"pod {pod.name} hibernated for generation {pod.lifecycle_generation}, "
             f"the set is at {cs.generation}"
@@ -185,20 +130,31 @@ def unbound_restore(pod: Pod) -> bool:
 def _stay_suspending(cs: CocoonSet, reason: str) -> Step:
     if cs.phase is Phase.FAILED:
         # The operator's suspend timeout: its verdict to revisit, never ours to flip back.
-        return Wait(f"{reason} (phase Failed: the suspend timed out)")
+        return steps.Wait(f"{reason} (phase Failed: the suspend timed out)")
     if cs.phase is not Phase.SUSPENDING:
-        return SetPhase(Phase.SUSPENDING, reason)
-    return Wait(reason)
+        return steps.SetPhase(Phase.SUSPENDING, reason)
+    return steps.Wait(reason)
+
+
+def _probed(o: Observed, vms: Sequence[str]) -> Step | None:
+    """Probe the VMs not asked yet; on a registry error, fail closed (never guess absent)."""
+    unknown = tuple(vm for vm in vms if vm not in o.probes)
+    if unknown:
+        return steps.ProbeRegistry(unknown)
+    failed = tuple(vm for vm in vms if o.probes[vm] is Probe.ERROR)
+    if failed:
+        return steps.Retry(f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", failed)
+    return None
 
 
 def _shared_name(o: Observed, names: tuple[str, ...]) -> Step | None:
     """Ask who else records these legacy-form names, or stop on one that is shared."""
     unknown = tuple(vm for vm in names if vm not in o.shared)
     if unknown:
-        return CheckSharedNames(unknown)
+        return steps.CheckSharedNames(unknown)
     for vm in names:
         if o.shared[vm]:
-            return SharedVMName(vm, o.shared[vm])
+            return steps.SharedVMName(vm, o.shared[vm])
     return None
 
 
@@ -215,11 +171,10 @@ def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
 def decide_release(o: Observed) -> Step:
     cs = o.cs
     if not o.registry_configured:
-        return Refuse(NO_REGISTRY)
+        return steps.Refuse(NO_REGISTRY)
     active = [p for p in o.pods if not p.terminating]
 
-    # 1. Request hibernation on every owned, non-terminating pod, with the set's
-    # current generation stamp in the same patch (vk-cocoon echoes the stamp).
+    # 1. Request hibernation, the generation stamp in the same patch (vk-cocoon echoes it).
     unflagged = tuple(
         sorted(
             p.name
@@ -229,51 +184,43 @@ def decide_release(o: Observed) -> Step:
         )
     )
     if unflagged:
-        return RequestHibernation(unflagged, cs.generation)
+        return steps.RequestHibernation(unflagged, cs.generation)
 
-    # Terminal pods are kept for triage and pods already being deleted are
-    # leaving: when nothing else holds a seat, the release is complete.
+    # Terminal pods are kept for triage, terminating ones are leaving: nothing else = released.
     deletable = [p for p in active if not p.terminal]
     if not deletable:
         if cs.phase is not Phase.SUSPENDED:
             # The seat is free: a round's report owed goes out beside the phase.
-            return SetPhase(Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs))
+            return steps.SetPhase(
+                Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs)
+            )
         stamp = round_to_stamp(cs, ())
         if cs.hint and stamp is not None:
             # Released by cocoon-operator's slot release (ours stamps the round before any
             # delete): the round is booked now so its SeatReleased goes out once, like ours.
-            return Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
+            return steps.Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
             return owed
-        return Done("released")
+        return steps.Done("released")
 
     # 2. The gate, from this fresh read: annotations first (free), then the registry.
-    # Pods already being deleted are leaving: the gate skips them.
     gated = [p for p in o.pods if p.managed and not p.terminal and not p.terminating]
     for pod in gated:
         if unbound_restore(pod):
-            # Its state is the `:hibernate` it was to restore from (probed below): no
-            # report will come, and none is needed.
-            continue
+            continue  # its state is the `:hibernate` it was to restore from (probed below)
         why = _hibernation_pending(cs, pod)
         if why is not None:
             return _stay_suspending(cs, why)
     vms = sorted({p.vm_name for p in gated})
-    unknown = tuple(vm for vm in vms if vm not in o.probes)
-    if unknown:
-        return ProbeRegistry(unknown)
-    failed = [vm for vm in vms if o.probes[vm] is Probe.ERROR]
-    if failed:
-        return Retry(
-            f"registry error checking {', '.join(failed)}:{k.TAG_HIBERNATE}", tuple(failed)
-        )
+    probed = _probed(o, vms)
+    if probed is not None:
+        return probed
     absent = [vm for vm in vms if o.probes[vm] is Probe.ABSENT]
     if absent:
         return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
-    # A name derived from the pod (today's naming) is the pod's alone; any other
-    # (v0.3.0's `vk-<ns>-<set>-<slot>`) may be another tenant's too, and then the tag
-    # under it proves nothing about this set's VM.
+    # A name derived from the pod (today's naming) is the pod's alone; a v0.3.0 name may be
+    # another tenant's too, and then the tag under it proves nothing about this set's VM.
     unproven = tuple(
         sorted({p.vm_name for p in gated if p.vm_name != vm_name_for_pod(cs.namespace, p.name)})
     )
@@ -283,7 +230,7 @@ def decide_release(o: Observed) -> Step:
 
     # 3. Stash before the first delete (one write), the keep-snapshot flags beside it.
     targets = tuple(
-        PodTarget(
+        steps.PodTarget(
             name=p.name,
             uid=p.metadata.uid or "",
             resource_version=p.metadata.resource_version or "",
@@ -299,8 +246,7 @@ def decide_release(o: Observed) -> Step:
     if image == cs.hibernated_image:
         image = None
     have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
-    # The round's identity and pods go in the same write (the durable evidence
-    # that a SeatReleased will be owed once the deletes land).
+    # The round goes in the same write: the durable evidence a SeatReleased will be owed.
     stamp = round_to_stamp(cs, (p.name for p in deletable))
     if (
         (names and names != have_names)
@@ -310,11 +256,10 @@ def decide_release(o: Observed) -> Step:
     ):
         rnd, rnd_pods = stamp if stamp is not None else (None, None)
         flags = tuple(t for t in targets if t.needs_flag)
-        return Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags, image=image)
+        return steps.Stash(names, hint, round=rnd, round_pods=rnd_pods, flags=flags, image=image)
 
-    # 4-6. Flag (if the stash did not), delete (UID precondition), then the phase
-    # settles `Suspended`.
-    return FlagAndDelete(targets)
+    # 4-6. Flag (if the stash did not), delete (uid precondition); the phase settles next.
+    return steps.FlagAndDelete(targets)
 
 
 # --- wake ------------------------------------------------------------------------------
@@ -325,24 +270,26 @@ def main_pod(pods: tuple[Pod, ...]) -> Pod | None:
     return next((p for p in pods if p.is_main and not p.terminating), None)
 
 
-def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
-    """A restore whose `Waking` phase a stale status write overwrote."""
+def _restore(main: Pod | None) -> TypeGuard[Pod]:
+    """A restore pod no hibernate request has reached."""
     return (
         main is not None
         and main.annotations.get(k.ANN_RESTORE) == k.TRUE
         and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
-        and bool(cs.hint)
     )
+
+
+def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
+    """A restore whose `Waking` phase a stale status write overwrote."""
+    return _restore(main) and bool(cs.hint)
 
 
 def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
     """A restore cocoon-operator completed first (hint gone) that the functions have not
-    booked (`last-wake-pod`): its bookkeeping is still to do, or the idle sweep and reclaim
-    would take the just-woken set as idle since its suspend."""
+    booked (`last-wake-pod`): else the idle sweep and reclaim would take the just-woken
+    set as idle since its suspend."""
     return (
-        main is not None
-        and main.annotations.get(k.ANN_RESTORE) == k.TRUE
-        and main.annotations.get(k.ANN_HIBERNATE) != k.TRUE
+        _restore(main)
         and not cs.hint
         and main.live
         and bool(main.metadata.uid)
@@ -351,16 +298,8 @@ def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
 
 
 def main_vm_names(cs: CocoonSet) -> tuple[str, ...]:
-    """The names the main VM's snapshot may be under, first to try first: of today's and
-    v0.3.0's, those the release recorded (today's with no record). A pod's annotation
-    never steers a probe or a delete to another set's snapshot."""
+    """The names the main VM's snapshot may be under, first to try first (never a pod's)."""
     return recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)
-
-
-def restored_vm(cs: CocoonSet, main: Pod) -> str:
-    """The VM a restore pod runs: its annotation when it is one of the set's own names."""
-    names = vm_names(cs.namespace, cs.name, 0)
-    return main.vm_name if main.vm_name in names else main_vm_names(cs)[0]
 
 
 def _legacy(cs: CocoonSet, vm: str) -> tuple[str, ...]:
@@ -384,7 +323,7 @@ def decide_wake(o: Observed) -> Step:
     if not engaged:
         # A wake the normal flow took over (the operator dropped the snapshot and boots
         # fresh): no WakeCompleted will name its requester, so the name goes with it.
-        normal = NotOurs(
+        normal = steps.NotOurs(
             f"phase {phase.value if phase else 'unset'}: the normal flow's",
             forget_requester=not (hint or cs.hibernated_image)
             and k.ANN_WAKE_REQUESTED_BY in cs.metadata.annotations,
@@ -393,29 +332,24 @@ def decide_wake(o: Observed) -> Step:
             # The normal flow already moved the phase on (an in-place unsuspend)
             # but the hint of a release that never completed is still there.
             step = _check_main_beside_hint(o, main)
-            return normal if isinstance(step, Retry | NotOurs) else step
+            return normal if isinstance(step, steps.Retry | steps.NotOurs) else step
         return normal
     if not released_seat_evidence(cs):
-        return NotOurs("hibernatePolicy=retain and no released seat to restore")
+        return steps.NotOurs("hibernatePolicy=retain and no released seat to restore")
     if not o.registry_configured:
-        return Refuse(NO_REGISTRY)
+        return steps.Refuse(NO_REGISTRY)
     lagging = tuple(
         sorted(p.name for p in o.pods if not p.terminating and p.generation_stamp < cs.generation)
     )
     if lagging:
-        # The operator stamps every owned pod on every pass; so does whoever
-        # reconciles the set here, or a later hibernate report would be stale.
-        return StampGeneration(lagging, cs.generation)
+        # As the operator on every pass, or a later hibernate report would be stale.
+        return steps.StampGeneration(lagging, cs.generation)
 
     if main is None:
         names = main_vm_names(cs)
-        unknown = tuple(vm for vm in names if vm not in o.probes)
-        if unknown:
-            return ProbeRegistry(unknown)
-        failed = tuple(vm for vm in names if o.probes[vm] is Probe.ERROR)
-        if failed:
-            # Fail closed: never fall through to a fresh boot over a snapshot.
-            return Retry(f"registry error checking {failed[0]}:{k.TAG_HIBERNATE}", failed)
+        probed = _probed(o, names)  # never a fresh boot over a snapshot
+        if probed is not None:
+            return probed
         present = [vm for vm in names if o.probes[vm] is Probe.PRESENT]
         vm0 = present[0] if present else names[0]
         shared = _shared_name(o, _legacy(cs, vm0)) if present else None
@@ -423,23 +357,23 @@ def decide_wake(o: Observed) -> Step:
             return shared
         if cs.hibernated_image and cs.hibernated_image != cs.spec.agent.image:
             # Checked before "lost", so a discard a crash cut short is finished, not reported.
-            return DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
+            return steps.DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
         if not present:
             if hint or cs.hibernated_image:
                 # Released (a hint or image is recorded): the VM's state was in that tag.
-                return LostSnapshot(vm0)
-            return NotOurs(
+                return steps.LostSnapshot(vm0)
+            return steps.NotOurs(
                 "no snapshot: suspended before first boot (a fresh boot is the normal flow's)",
                 forget_requester=k.ANN_WAKE_REQUESTED_BY in cs.metadata.annotations,
             )
         if phase is not Phase.WAKING:
-            return PersistWaking(stamp_started=True)
+            return steps.PersistWaking(stamp_started=True)
         leaving = next((p for p in o.pods if p.is_main and p.terminating), None)
         if leaving is not None:
             # Its name is the one the restore pod needs: a create now only answers
             # AlreadyExists. `Waking` is durable, so the retry (or the sweep) restores.
-            return Retry(f"old main {leaving.name} still terminating: retry shortly")
-        return CreateMain(build_main_pod(cs, hint=hint, vm=vm0))
+            return steps.Retry(f"old main {leaving.name} still terminating: retry shortly")
+        return steps.CreateMain(build_main_pod(cs, hint=hint, vm=vm0))
 
     if waking:
         # The wake restores a released seat: a SeatReleased a crash left owed
@@ -450,7 +384,8 @@ def decide_wake(o: Observed) -> Step:
         if not main.live:
             if phase is not Phase.WAKING:
                 stamp = k.ANN_WAKE_STARTED not in cs.metadata.annotations
-                return PersistWaking(stamp_started=stamp)
+                return steps.PersistWaking(stamp_started=stamp)
+            uid = main.metadata.uid or ""
             if (
                 o.seat_order
                 and not main.spec.node_name
@@ -459,40 +394,37 @@ def decide_wake(o: Observed) -> Step:
             ):
                 # The operator's own restore pod (it often wins the create): outside
                 # the line it would race the gated waiters ungated, and go unseen.
-                return JoinLine(
-                    main.name, main.metadata.uid or "", main.metadata.creation_timestamp or ""
-                )
+                return steps.JoinLine(main.name, uid, main.metadata.creation_timestamp or "")
             if k.GATE_SEAT_ORDER in main.scheduling_gates:
-                return WaitInLine(pod_uid=main.metadata.uid or "", pod_name=main.name)
+                return steps.WaitInLine(pod_uid=uid, pod_name=main.name)
             message = main.unschedulable_message()
             if message is not None:
-                return ReportNoCapacity(
-                    pod_uid=main.metadata.uid or "", message=message, pod_name=main.name
-                )
-            return Wait(f"restoring {main.name}: VM not live yet")
-        # One of the set's own two names: whoever can annotate the pod must not steer the
-        # delete to another set's snapshot.
-        vm0 = restored_vm(cs, main)
+                return steps.ReportNoCapacity(pod_uid=uid, message=message, pod_name=main.name)
+            return steps.Wait(f"restoring {main.name}: VM not live yet")
+        # The pod's VM if one of the set's own names: whoever can annotate the pod must not
+        # steer the delete to another set's snapshot.
+        own = vm_names(cs.namespace, cs.name, 0)
+        vm0 = main.vm_name if main.vm_name in own else main_vm_names(cs)[0]
         shared = _shared_name(o, _legacy(cs, vm0))
         if shared is not None:
             return shared
         if vm0 not in o.dropped:
-            return DropSnapshot(vm0)
+            return steps.DropSnapshot(vm0)
         if hint or unbooked:
             # Completed by the operator first: the hint is gone, the pod's preferred
             # affinity still names the node it was for.
             want = hint or main.preferred_node
             placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == want else k.PLACEMENT_POOL
-            return CompleteWake(placement)
+            return steps.CompleteWake(placement)
         implied = Phase.RUNNING if main.ready else Phase.PENDING
         if phase is not implied:
-            return SetPhase(implied, "the restored VM is live")
-        return Done("woken")
+            return steps.SetPhase(implied, "the restored VM is live")
+        return steps.Done("woken")
 
     if phase in (Phase.SUSPENDED, Phase.SUSPENDING) and hint and not main.terminal:
         return _check_main_beside_hint(o, main)
 
-    return NotOurs("nothing released to restore (retain placeholder or kept terminal pod)")
+    return steps.NotOurs("nothing released to restore (retain placeholder or kept terminal pod)")
 
 
 def _stale_hint_suspect(main: Pod) -> bool:
@@ -505,11 +437,11 @@ def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
     uid = main.metadata.uid or ""
     alive = o.reread.get(uid)
     if alive is None:
-        return RereadMain(main.name, uid)
+        return steps.RereadMain(main.name, uid)
     if not alive:
-        return Retry(f"{main.name} is a ghost of the released pod: retry shortly")
+        return steps.Retry(f"{main.name} is a ghost of the released pod: retry shortly")
     if _stale_hint_suspect(main):
         # The stash wrote the hint but the delete lost and the user unsuspended: nothing
         # was released, so the hint marks a wake that will never come.
-        return ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
-    return NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")
+        return steps.ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
+    return steps.NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")

@@ -6,7 +6,7 @@ deletes a uid; reports owed once come from durable evidence (`owed.py`), never m
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -15,7 +15,6 @@ from typing import Any
 from shared import constants as k
 from shared import lifecycle, log
 from shared.config import Settings
-from shared.constants import ANN_SEAT_WAIT, METRIC_SEAT_WAIT, METRIC_WAKE_DURATION
 from shared.durations import format_rfc3339, parse_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.errors import (
@@ -31,49 +30,11 @@ from shared.lifecycle import FROM_SETTINGS, LifecyclePublisher, PublisherArg, re
 from shared.models import CocoonSet, Pod
 from shared.names import LEGACY_OWNERS_MAX, SetRef, legacy_owners
 from shared.ports import KubeApi, Report, SnapshotRegistry
-from shared.reconcile import owed
-from shared.reconcile.decide import (
-    Observed,
-    decide,
-    main_pod,
-    owned_pods,
-    released_seat_evidence,
-)
+from shared.reconcile import owed, steps
+from shared.reconcile.decide import Observed, decide, main_pod, owned_pods, released_seat_evidence
 from shared.reconcile.report_wait import observe_seat_freed
 from shared.reconcile.status import build_status
-from shared.reconcile.steps import (
-    CheckSharedNames,
-    ClearStaleHint,
-    CompleteWake,
-    CreateMain,
-    DiscardSnapshot,
-    Done,
-    DropSnapshot,
-    FlagAndDelete,
-    JoinLine,
-    LostSnapshot,
-    NotOurs,
-    Outcome,
-    OutcomeResult,
-    PersistWaking,
-    PodTarget,
-    Probe,
-    ProbeRegistry,
-    Refuse,
-    ReportNoCapacity,
-    ReportReleased,
-    ReportWoken,
-    RequestHibernation,
-    RereadMain,
-    Retry,
-    SetPhase,
-    SharedVMName,
-    StampGeneration,
-    Stash,
-    Step,
-    Wait,
-    WaitInLine,
-)
+from shared.reconcile.steps import Outcome, OutcomeResult, Probe, Step
 from shared.reconcile.together import beside, together
 from shared.refusal import report_refusal
 from shared.seats.reclaim.decide import SeatWait
@@ -83,45 +44,27 @@ MAX_STEPS = 24
 MAX_CONFLICTS = 5
 
 
-class _Gone:
-    """A flag's answer: the pod is gone (404)."""
-
-
-GONE = _Gone()
-
 StepHook = Callable[[Step], None]
 
 
 def _step_name(step: Step) -> str:
-    if isinstance(step, SetPhase) and step.report is not None:
+    if isinstance(step, steps.SetPhase) and step.report is not None:
         return "SetPhase+ReportReleased"  # the report the log would otherwise not show
     return type(step).__name__
 
 
+# What a release leaves on the set for its wake: cleared together.
+_RELEASE_RECORD = {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
+
 # Steps that only look: never an effect of the run (nor is any terminal step).
-_LOOKS = (ProbeRegistry, RereadMain, CheckSharedNames)
-
-
-@dataclass
-class _Seen:
-    """What the run learned beyond its read; `decide` sees it through `Observed`."""
-
-    # Registry answers; an error is kept to be re-raised as itself (auth stays ConfigError).
-    probes: dict[str, Probe | CocoonError] = field(default_factory=dict)
-    dropped: set[str] = field(default_factory=set)
-    reread: dict[str, bool] = field(default_factory=dict)
-    # Legacy-form VM names -> the other sets recording them, and those sets as read.
-    shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    sharers: dict[str, CocoonSet] = field(default_factory=dict)
-    completed_wake: bool = False
-    # A create of the main pod answered AlreadyExists.
-    lost_create: bool = False
-    # Pods (uids) whose keep-snapshot flag was tried: one attempt each.
-    flag_tried: set[str] = field(default_factory=set)
+_LOOKS = (steps.ProbeRegistry, steps.RereadMain, steps.CheckSharedNames)
 
 
 @dataclass
 class _Run:
+    """One reconcile of one set: the read, what the run learned beyond it (`decide` sees
+    both through `Observed`) and what it did."""
+
     ref: SetRef
     kube: KubeApi
     registry: SnapshotRegistry | None
@@ -135,12 +78,20 @@ class _Run:
     report: Report | None = None  # vk-cocoon's `hibernated` report, when its time is known
     cs: CocoonSet | None = None
     pods: tuple[Pod, ...] = ()
-    seen: _Seen = field(default_factory=_Seen)
+    # Registry answers; an error is kept to be re-raised as itself (auth stays ConfigError).
+    probes: dict[str, Probe | CocoonError] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+    reread: dict[str, bool] = field(default_factory=dict)
+    # Legacy-form VM names -> the other sets recording them, and those sets as read.
+    shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sharers: dict[str, CocoonSet] = field(default_factory=dict)
+    completed_wake: bool = False
+    lost_create: bool = False  # a create of the main pod answered AlreadyExists
+    flag_tried: set[str] = field(default_factory=set)  # pod uids: one flag attempt each
     done: list[Step] = field(default_factory=list)
     deleted: int = 0
     created: bool = False
-    # The wake's start stamp in flight beside the main pod's create, and the
-    # set's resourceVersion it was written over.
+    # The wake's start stamp in flight, and the set's resourceVersion it was written over.
     stamp: tuple[Future[CocoonSet | None], str | None] | None = None
 
     @classmethod
@@ -157,17 +108,8 @@ class _Run:
     ) -> _Run:
         at = now if now is not None else datetime.now(UTC)
         events = resolve_publisher(publisher, settings)
-        return cls(
-            ref=ref,
-            kube=kube,
-            registry=registry,
-            now=at,
-            settings=settings,
-            seats=WakeSeats(kube, settings, at, events) if settings is not None else None,
-            publisher=events,
-            hook=hook,
-            report=report,
-        )
+        seats = WakeSeats(kube, settings, at, events) if settings is not None else None
+        return cls(ref, kube, registry, at, settings, seats, events, hook, report=report)
 
     # --- the view ---------------------------------------------------------------
 
@@ -175,12 +117,10 @@ class _Run:
         self.cs = cs if cs is not None else self.kube.get_set(self.ref)
         if self.cs is None:
             return False
-        # Pods not older than the set as read (docs/reads.md): every pod write made
-        # before the set's last write is in the answer. `pods_at`: the set's version
-        # before this invocation's own write to it.
+        # Pods not older than the set as read, or than `pods_at` (before this run's own write).
         bound = pods_at or self.cs.metadata.resource_version
         self.pods = owned_pods(self.cs, tuple(self.kube.list_pods(self.ref, not_older_than=bound)))
-        self.seen.reread.clear()
+        self.reread.clear()
         return True
 
     @property
@@ -202,32 +142,25 @@ class _Run:
         self.pods = tuple(p for p in self.pods if p.name != name)
 
     def observed(self) -> Observed:
-        seen = self.seen
         return Observed(
             cs=self.set,
             pods=self.pods,
             probes={
                 vm: Probe.ERROR if isinstance(p, CocoonError) else p
-                for vm, p in seen.probes.items()
+                for vm, p in self.probes.items()
             },
-            dropped=frozenset(seen.dropped),
-            reread=dict(seen.reread),
+            dropped=frozenset(self.dropped),
+            reread=dict(self.reread),
             registry_configured=self.registry is not None,
-            completed_wake=seen.completed_wake,
+            completed_wake=self.completed_wake,
             operator_present=self.operator_present,
-            shared=dict(seen.shared),
+            shared=dict(self.shared),
             seat_order=self.settings is not None and self.settings.seat_order,
         )
 
     def outcome(self, result: OutcomeResult, reason: str) -> Outcome:
-        return Outcome(
-            ref=self.ref,
-            result=result,
-            reason=reason,
-            steps=tuple(_step_name(s) for s in self.done),
-            deleted_pods=self.deleted,
-            created_main=self.created,
-        )
+        names = tuple(_step_name(s) for s in self.done)
+        return Outcome(self.ref, result, reason, names, self.deleted, self.created)
 
     # --- the loop ---------------------------------------------------------------
 
@@ -274,15 +207,14 @@ class _Run:
 
     def _next_step(self) -> Step:
         step = decide(self.observed())
-        if self.stamp is not None and not isinstance(step, CreateMain):
+        if self.stamp is not None and not isinstance(step, steps.CreateMain):
             # Only the create goes beside the start stamp: any other step may write the
             # set, so it waits for the stamp and is decided on the set as stamped.
             self._settle_stamp()
             step = decide(self.observed())
-        if isinstance(step, CreateMain) and self.seen.lost_create:
-            # The name is taken by a pod decide cannot count as the main: another POST
-            # only repeats the 409.
-            return Retry("the main pod's name is taken by another pod: retry shortly")
+        if isinstance(step, steps.CreateMain) and self.lost_create:
+            # The name is taken by a pod decide cannot count as the main: a POST repeats the 409.
+            return steps.Retry("the main pod's name is taken by another pod: retry shortly")
         return step
 
     def refused(self, step: Step, err: AdmissionDenied) -> Outcome:
@@ -294,65 +226,55 @@ class _Run:
 
     # --- terminal steps ---------------------------------------------------------
 
-    def end_done(self, step: Done) -> Outcome:
+    def end_done(self, step: steps.Done) -> Outcome:
         return self.outcome(OutcomeResult.DONE, step.reason)
 
-    def end_wait(self, step: Wait) -> Outcome:
+    def end_wait(self, step: steps.Wait) -> Outcome:
         main = main_pod(self.pods)
         if main is not None and main.spec.node_name and self.set.phase is Phase.WAKING:
             # Bound: it left the line, so the next in line may try now.
             self.tend_line("bound")
         return self.outcome(OutcomeResult.WAITING, step.reason)
 
-    def end_not_ours(self, step: NotOurs) -> Outcome:
+    def end_not_ours(self, step: steps.NotOurs) -> Outcome:
         if step.forget_requester:
-            forget = {k.ANN_WAKE_REQUESTED_BY: None}
-            self.cs = self.kube.patch_set(self.ref, {"metadata": {"annotations": forget}})
+            self._annotate({k.ANN_WAKE_REQUESTED_BY: None}, cas=False)
         effects = [_step_name(s) for s in self.done if not isinstance(s, (*_LOOKS, *_ENDS))]
         if effects:
             # This run moved the set (e.g. completed a wake) into the normal flow's hands.
             return self.outcome(OutcomeResult.DONE, f"{', '.join(effects)}; now {step.reason}")
         return self.outcome(OutcomeResult.NOT_OURS, step.reason)
 
-    def end_retry(self, step: Retry) -> Outcome:
+    def end_retry(self, step: steps.Retry) -> Outcome:
         for vm in step.failed_probes:
-            error = self.seen.probes.get(vm)
+            error = self.probes.get(vm)
             if isinstance(error, CocoonError):
                 raise error
         raise TransientError(f"{self.ref}: {step.reason}")
 
-    def end_refuse(self, step: Refuse) -> Outcome:
+    def end_refuse(self, step: steps.Refuse) -> Outcome:
         raise ConfigError(step.reason)
 
-    def end_no_capacity(self, step: ReportNoCapacity) -> Outcome:
+    def end_no_capacity(self, step: steps.ReportNoCapacity) -> Outcome:
         # Named by (pod, message): a repeat is AlreadyExists, so re-entries neither spam
         # nor recount; a failed POST fails the invocation and the redelivery makes it once.
-        created = self.required_event(
-            k.REASON_WAKE_NO_CAPACITY,
-            step.event_message,
-            type="Warning",
-            key=f"{step.pod_uid}/{step.message}",
-        )
-        if created:
-            log.count(
-                k.METRIC_WAKE_UNSCHEDULABLE, namespace=self.ref.namespace, cocoonset=self.ref.name
+        key = f"{step.pod_uid}/{step.message}"
+        if self.required_event(
+            k.REASON_WAKE_NO_CAPACITY, step.event_message, key=key, type="Warning"
+        ):
+            self._count(k.METRIC_WAKE_UNSCHEDULABLE)
+            event = lifecycle.wake_no_capacity(
+                self.set,
+                pod=step.pod_name,
+                pod_uid=step.pod_uid,
+                message=step.message,
+                now=self.now,
             )
-            pod = next((p for p in self.pods if p.metadata.uid == step.pod_uid), None)
-            lifecycle.emit(
-                self.publisher,
-                lifecycle.wake_no_capacity(
-                    self.set,
-                    pod=pod.name if pod is not None else "",
-                    pod_uid=step.pod_uid,
-                    message=step.message,
-                    now=self.now,
-                ),
-            )
-        return self.outcome(
-            OutcomeResult.WAITING, f"no capacity: {step.message}{self.reclaim_seat(step)}"
-        )
+            lifecycle.emit(self.publisher, event)
+        reclaimed = self.reclaim_seat(step)
+        return self.outcome(OutcomeResult.WAITING, f"no capacity: {step.message}{reclaimed}")
 
-    def end_wait_in_line(self, step: WaitInLine) -> Outcome:
+    def end_wait_in_line(self, step: steps.WaitInLine) -> Outcome:
         if self.seats is None:
             # No settings, so no line: the gate comes off, as with the fair order off.
             reason = leave_gate(self.kube, main_pod(self.pods), step.pod_name, now=self.now)
@@ -362,10 +284,9 @@ class _Run:
             )
         return self.outcome(OutcomeResult.WAITING, reason)
 
-    def end_shared(self, step: SharedVMName) -> Outcome:
-        """One Warning on each set that records the name, named by the name and the sets so
-        any of their reconciles makes it once; acknowledged: no redelivery can tell the
-        snapshots apart."""
+    def end_shared(self, step: steps.SharedVMName) -> Outcome:
+        """One Warning on each set that records the name, named so any of their reconciles
+        makes it once; acknowledged: no redelivery can tell the snapshots apart."""
         sets = sorted((str(self.ref), *step.others))
         message = (
             f"VM name {step.vm} (cocoon-common v0.3.0 naming) is recorded by {', '.join(sets)}: "
@@ -374,18 +295,14 @@ class _Run:
             "(docs/runbook.md#vm-name-shared)"
         )
         key = f"{step.vm}/{','.join(sets)}"
-        self.required_event(k.REASON_VM_NAME_SHARED, message, key=key, type="Warning")
-        for name in step.others:
-            other = self.seen.sharers.get(name)
-            if other is not None:
-                self.required_event(
-                    k.REASON_VM_NAME_SHARED, message, key=key, type="Warning", on=other
-                )
+        others = [self.sharers[name] for name in step.others if name in self.sharers]
+        for about in (self.set, *others):
+            self.required_event(k.REASON_VM_NAME_SHARED, message, key=key, type="Warning", on=about)
         return self.outcome(
             OutcomeResult.REFUSED, f"VM name {step.vm} is shared with {', '.join(step.others)}"
         )
 
-    def end_lost(self, step: LostSnapshot) -> Outcome:
+    def end_lost(self, step: steps.LostSnapshot) -> Outcome:
         cs = self.set
         # Once per release: the round (or, for a release not stamped, the hint's node).
         occurrence = cs.metadata.annotations.get(k.ANN_RELEASE_ROUND) or cs.hint
@@ -402,25 +319,25 @@ class _Run:
 
     # --- effects ----------------------------------------------------------------
 
-    def probe(self, step: ProbeRegistry) -> None:
+    def probe(self, step: steps.ProbeRegistry) -> None:
         assert self.registry is not None
         for vm in step.vms:
             try:
                 present = self.registry.snapshot_present(vm)
             except (TransientError, ConfigError) as e:
                 # An error is an answer of its own; the decision turns it into a retry.
-                self.seen.probes[vm] = e
+                self.probes[vm] = e
                 log.warning("registry probe failed", set=str(self.ref), vm=vm, error=str(e))
                 continue
-            self.seen.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
+            self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
 
-    def check_shared(self, step: CheckSharedNames) -> None:
+    def check_shared(self, step: steps.CheckSharedNames) -> None:
         """Which other existing sets record each legacy-form name. Namespaces outside
         COCOON_NAMESPACES are not read: the functions act on none of their sets."""
         for vm in step.vms:
             owners = [r for r in legacy_owners(vm) if r != self.ref]
             if len(owners) > LEGACY_OWNERS_MAX:
-                self.seen.shared[vm] = (f"{len(owners)} possible sets (too many to check)",)
+                self.shared[vm] = (f"{len(owners)} possible sets (too many to check)",)
                 continue
             others: list[str] = []
             for ref in owners:
@@ -434,10 +351,10 @@ class _Run:
                 ):
                     continue
                 others.append(str(ref))
-                self.seen.sharers[str(ref)] = other
-            self.seen.shared[vm] = tuple(others)
+                self.sharers[str(ref)] = other
+            self.shared[vm] = tuple(others)
 
-    def discard_snapshot(self, step: DiscardSnapshot) -> None:
+    def discard_snapshot(self, step: steps.DiscardSnapshot) -> None:
         """The Event, the tag, then the record: a crash in between leaves the record, so the
         next run finishes the discard (decide checks the image before calling a tag lost)."""
         assert self.registry is not None
@@ -449,30 +366,25 @@ class _Run:
             type="Warning",
         )
         self.registry.drop_snapshot(step.vm)
-        self.seen.dropped.add(step.vm)
-        self.seen.probes[step.vm] = Probe.ABSENT
+        self.dropped.add(step.vm)
+        self.probes[step.vm] = Probe.ABSENT
         # No WakeCompleted follows a fresh boot: the requester goes with the record.
-        self._clear_release_record({k.ANN_WAKE_REQUESTED_BY: None})
+        self._annotate({**_RELEASE_RECORD, k.ANN_WAKE_REQUESTED_BY: None})
 
-    def _clear_release_record(self, more: dict[str, None] | None = None) -> None:
-        # Compare-and-swap: a re-suspend since the read must keep its hint.
-        gone = {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
-        self.cs = self.kube.patch_set(
-            self.ref,
-            {"metadata": {"annotations": {**gone, **(more or {})}}},
-            resource_version=self.set.metadata.resource_version,
-        )
+    def _annotate(self, annotations: Mapping[str, str | None], *, cas: bool = True) -> None:
+        """Merge-patch the set's annotations; `cas`: only over the set as this run read it (a
+        re-suspend since the read must keep its hint)."""
+        rv = self.set.metadata.resource_version if cas else None
+        patch = {"metadata": {"annotations": dict(annotations)}}
+        self.cs = self.kube.patch_set(self.ref, patch, resource_version=rv)
 
-    def request_hibernation(self, step: RequestHibernation) -> None:
-        self._stamp(step.pods, {k.ANN_HIBERNATE: k.TRUE, k.ANN_GENERATION: str(step.generation)})
-
-    def stamp_generation(self, step: StampGeneration) -> None:
-        self._stamp(step.pods, {k.ANN_GENERATION: str(step.generation)})
-
-    def _stamp(self, names: tuple[str, ...], annotations: dict[str, str]) -> None:
+    def stamp_pods(self, step: steps.RequestHibernation | steps.StampGeneration) -> None:
         """Annotate pods as read: the resourceVersion precondition keeps a stamp from going
         backwards over a newer one written since."""
-        for name in names:
+        annotations = {k.ANN_GENERATION: str(step.generation)}
+        if isinstance(step, steps.RequestHibernation):
+            annotations[k.ANN_HIBERNATE] = k.TRUE
+        for name in step.pods:
             pod = next((p for p in self.pods if p.name == name), None)
             rv = pod.metadata.resource_version if pod is not None else None
             meta: dict[str, object] = {"annotations": annotations}
@@ -485,7 +397,7 @@ class _Run:
                 continue
             self._replace_pod(patched)
 
-    def set_phase(self, step: SetPhase) -> None:
+    def set_phase(self, step: steps.SetPhase) -> None:
         if step.report is None:
             self._write_phase(step.phase)
             return
@@ -498,21 +410,13 @@ class _Run:
 
     def _write_phase(self, phase: Phase) -> None:
         """The phase with the status the operator would write beside it (compare-and-swap)."""
-        self.cs = self.kube.patch_set_status(
-            self.ref,
-            {
-                "status": build_status(
-                    self.set,
-                    self.pods,
-                    phase,
-                    now=self.now,
-                    observed_generation=not self.operator_present,
-                )
-            },
-            resource_version=self.set.metadata.resource_version,
+        status = build_status(
+            self.set, self.pods, phase, now=self.now, observed_generation=not self.operator_present
         )
+        rv = self.set.metadata.resource_version
+        self.cs = self.kube.patch_set_status(self.ref, {"status": status}, resource_version=rv)
 
-    def stash(self, step: Stash) -> None:
+    def stash(self, step: steps.Stash) -> None:
         annotations: dict[str, str] = {}
         if step.delete_vm_names:
             annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
@@ -523,41 +427,28 @@ class _Run:
         if step.round is not None:
             annotations[k.ANN_RELEASE_ROUND] = step.round
             annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
-        rv = self.set.metadata.resource_version
-
-        def write() -> CocoonSet:
-            return self.kube.patch_set(
-                self.ref, {"metadata": {"annotations": annotations}}, resource_version=rv
-            )
-
         if not step.flags:
-            self.cs = write()
+            self._annotate(annotations)
             return
         # Each flag is guarded by its own precondition: one that lands while the stash is
         # refused (409) leaves a state the delete's flag-then-409 path leaves too.
         targets = step.flags
-        self.cs, answers = together(write, lambda: [self._flag(t) for t in targets])
+        _, answers = together(
+            lambda: self._annotate(annotations), lambda: [self._flag(t) for t in targets]
+        )
         for target, answer in zip(targets, answers, strict=True):
             self._flagged(target, answer)
 
-    def _flag(self, target: PodTarget) -> Pod | _Gone | None:
-        """The keep-snapshot flag, CAS on the pod the gate verified (Conflict: re-read).
-        Otherwise best-effort (None): a lost flag costs a registry pull on wake, a blocked
-        delete the seat. May run beside another write, so it reads only `target`."""
+    def _flag(self, target: steps.PodTarget) -> Pod | NotFound | None:
+        """The keep-snapshot flag, CAS on the pod the gate verified (Conflict: re-read), else
+        best-effort (None): a lost flag costs a registry pull on wake, a blocked delete the
+        seat. May run beside another write, so it reads only `target`."""
+        flag = {k.ANN_KEEP_SNAPSHOT: k.TRUE}
+        meta = {"uid": target.uid, "resourceVersion": target.resource_version, "annotations": flag}
         try:
-            return self.kube.patch_pod(
-                self.ref.namespace,
-                target.name,
-                {
-                    "metadata": {
-                        "uid": target.uid,
-                        "resourceVersion": target.resource_version,
-                        "annotations": {k.ANN_KEEP_SNAPSHOT: k.TRUE},
-                    }
-                },
-            )
-        except NotFound:
-            return GONE
+            return self.kube.patch_pod(self.ref.namespace, target.name, {"metadata": meta})
+        except NotFound as gone:
+            return gone
         except Conflict:
             raise  # not a failed flag: the pod is not the one we read
         except CocoonError as e:
@@ -569,11 +460,11 @@ class _Run:
             )
             return None
 
-    def _flagged(self, target: PodTarget, answer: Pod | _Gone | None) -> str | None:
+    def _flagged(self, target: steps.PodTarget, answer: Pod | NotFound | None) -> str | None:
         """Fold a flag's answer into the view: the resourceVersion to delete the pod at,
         None when it is gone."""
-        self.seen.flag_tried.add(target.uid)
-        if isinstance(answer, _Gone):
+        self.flag_tried.add(target.uid)
+        if isinstance(answer, NotFound):
             self._drop_pod(target.name)
             return None
         if answer is None:
@@ -581,11 +472,11 @@ class _Run:
         self._replace_pod(answer)
         return answer.metadata.resource_version or target.resource_version
 
-    def flag_and_delete(self, step: FlagAndDelete) -> None:
+    def flag_and_delete(self, step: steps.FlagAndDelete) -> None:
         ns = self.ref.namespace
         for target in step.pods:
             rv: str | None = target.resource_version
-            if target.needs_flag and target.uid not in self.seen.flag_tried:
+            if target.needs_flag and target.uid not in self.flag_tried:
                 rv = self._flagged(target, self._flag(target))
                 if rv is None:
                     continue
@@ -598,7 +489,7 @@ class _Run:
                 self.deleted += 1
                 observe_seat_freed(self.ref, target.name, self.report, now=datetime.now(UTC))
 
-    def persist_waking(self, step: PersistWaking) -> None:
+    def persist_waking(self, step: steps.PersistWaking) -> None:
         self._write_phase(Phase.WAKING)
         log.info("wake engaged: phase Waking", set=str(self.ref))
         # Only the CAS winner gets here; the version it wrote names the occurrence.
@@ -642,14 +533,14 @@ class _Run:
         ):
             self.cs = stamped
 
-    def create_main(self, step: CreateMain) -> None:
+    def create_main(self, step: steps.CreateMain) -> None:
         ns = self.ref.namespace
         body = self.seats.restore_pod(self.set, step.body) if self.seats is not None else step.body
         try:
             pod = self.kube.create_pod(ns, body)
         except AlreadyExists:
             # Another invocation created it: re-read so the next decision sees it.
-            self.seen.lost_create = True
+            self.lost_create = True
             pod_now = self.kube.get_pod(ns, str(step.body["metadata"]["name"]))
             if pod_now is not None:
                 self._replace_pod(pod_now)
@@ -663,58 +554,49 @@ class _Run:
             gated=k.GATE_SEAT_ORDER in pod.scheduling_gates,
         )
 
-    def drop_snapshot(self, step: DropSnapshot) -> None:
+    def drop_snapshot(self, step: steps.DropSnapshot) -> None:
         assert self.registry is not None
         if self.registry.drop_snapshot(step.vm) is False:
-            # The manifest is shared with another tag: deleting it would take that tag
-            # too. The stale `:hibernate` is harmless (the next gate checks the generation).
+            # Shared with another tag, which a delete would take too; a stale `:hibernate` is
+            # harmless (the next gate checks the generation).
             log.warning("kept a shared :hibernate manifest", set=str(self.ref), vm=step.vm)
-        self.seen.dropped.add(step.vm)
+        self.dropped.add(step.vm)
 
-    def clear_stale_hint(self, step: ClearStaleHint) -> None:
-        self._clear_release_record()
+    def clear_stale_hint(self, step: steps.ClearStaleHint) -> None:
+        self._annotate(_RELEASE_RECORD)
         log.info("cleared a stale hibernated-on-node hint", set=str(self.ref), reason=step.reason)
 
-    def reread_main(self, step: RereadMain) -> None:
+    def reread_main(self, step: steps.RereadMain) -> None:
         fresh = self.kube.get_pod(self.ref.namespace, step.name)
         alive = fresh is not None and not fresh.terminating
-        self.seen.reread[step.uid] = alive
+        self.reread[step.uid] = alive
         if fresh is not None and alive:
             self._replace_pod(fresh)
-            self.seen.reread[fresh.metadata.uid or ""] = True
+            self.reread[fresh.metadata.uid or ""] = True
 
-    def adopt_into_line(self, step: JoinLine) -> None:
+    def adopt_into_line(self, step: steps.JoinLine) -> None:
         assert self.seats is not None  # decided only with the fair order on
         self.cs, pod = self.seats.adopt(
             self.ref, self.set, pod_name=step.pod_name, pod_uid=step.pod_uid, since=step.since
         )
         self._replace_pod(pod)
 
-    def complete_wake(self, step: CompleteWake) -> None:
+    def complete_wake(self, step: steps.CompleteWake) -> None:
         cs = self.set
         main = main_pod(self.pods)
         pod_uid = (main.metadata.uid if main is not None else None) or ""
         # One CAS: the hint goes and the report becomes owed in the same write.
-        self.cs = self.kube.patch_set(
-            self.ref,
+        self._annotate(
             {
-                "metadata": {
-                    "annotations": {
-                        k.ANN_HIBERNATED_ON_NODE: None,
-                        k.ANN_HIBERNATED_IMAGE: None,
-                        k.ANN_WAKE_STARTED: None,
-                        k.ANN_LAST_WAKE: format_rfc3339(self.now),
-                        k.ANN_LAST_WAKE_POD: pod_uid or None,
-                        k.ANN_WAKE_REPORT_OWED: owed.wake_owed_value(
-                            step.placement, pod_uid, cs.hint
-                        ),
-                        ANN_SEAT_WAIT: None,
-                    }
-                }
-            },
-            resource_version=cs.metadata.resource_version,
+                **_RELEASE_RECORD,
+                k.ANN_WAKE_STARTED: None,
+                k.ANN_LAST_WAKE: format_rfc3339(self.now),
+                k.ANN_LAST_WAKE_POD: pod_uid or None,
+                k.ANN_WAKE_REPORT_OWED: owed.wake_owed_value(step.placement, pod_uid, cs.hint),
+                k.ANN_SEAT_WAIT: None,
+            }
         )
-        self.seen.completed_wake = True
+        self.completed_wake = True
         self._observe_wake(cs, step.placement)
         # The seat is settled: the next in line may try (the hand-off at bind may be missed).
         self.tend_line("completed")
@@ -728,17 +610,20 @@ class _Run:
             with contextlib.suppress(ValueError):
                 waited = self.now - parse_rfc3339(started)
                 log.observe(
-                    METRIC_WAKE_DURATION, waited.total_seconds(), namespace=ns, placement=placement
+                    k.METRIC_WAKE_DURATION,
+                    waited.total_seconds(),
+                    namespace=ns,
+                    placement=placement,
                 )
-        wait = SeatWait.decode(before.metadata.annotations.get(ANN_SEAT_WAIT))
+        wait = SeatWait.decode(before.metadata.annotations.get(k.ANN_SEAT_WAIT))
         if wait is not None:
-            log.observe(METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
+            log.observe(k.METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
 
-    def report_released(self, step: ReportReleased) -> None:
+    def report_released(self, step: steps.ReportReleased) -> None:
         self._release_event(self.set, step)
         self._finish_released(step)
 
-    def _release_event(self, cs: CocoonSet, step: ReportReleased) -> None:
+    def _release_event(self, cs: CocoonSet, step: steps.ReportReleased) -> None:
         """The round's SeatReleased, whose create decides the count. May run beside the phase
         write, so it reads `cs` as passed."""
         identity = owed.release_identity(cs, step.round)
@@ -753,11 +638,9 @@ class _Run:
             on=cs,
         )
         if created and n:
-            log.count(
-                k.METRIC_PODS_DELETED, n, namespace=self.ref.namespace, cocoonset=self.ref.name
-            )
+            self._count(k.METRIC_PODS_DELETED, n)
 
-    def _finish_released(self, step: ReportReleased) -> None:
+    def _finish_released(self, step: steps.ReportReleased) -> None:
         cs = self.set
         lifecycle.publish(
             self.publisher,
@@ -767,11 +650,9 @@ class _Run:
         )
         # No precondition: every reporter writes the same value, and a newer round's
         # stamp differs from it, so it stays owed.
-        self.cs = self.kube.patch_set(
-            self.ref, {"metadata": {"annotations": {k.ANN_RELEASE_REPORTED: step.round}}}
-        )
+        self._annotate({k.ANN_RELEASE_REPORTED: step.round}, cas=False)
 
-    def report_woken(self, step: ReportWoken) -> None:
+    def report_woken(self, step: steps.ReportWoken) -> None:
         cs = self.set
         requester = cs.metadata.annotations.get(k.ANN_WAKE_REQUESTED_BY)
         asked = f", requested by {requester}" if requester else ""
@@ -782,12 +663,7 @@ class _Run:
             key=owed.wake_identity(cs, step.pod_uid),
         )
         if created:
-            log.count(
-                k.METRIC_WAKE,
-                namespace=self.ref.namespace,
-                cocoonset=self.ref.name,
-                placement=step.placement,
-            )
+            self._count(k.METRIC_WAKE, placement=step.placement)
         main = next((p for p in self.pods if p.metadata.uid == step.pod_uid), None)
         lifecycle.publish(
             self.publisher,
@@ -800,17 +676,8 @@ class _Run:
                 occurrence=step.pod_uid,
             ),
         )
-        # CAS: only this occurrence's marker goes (and its requester: the next wake is
-        # someone else's to sign).
-        self.cs = self.kube.patch_set(
-            self.ref,
-            {
-                "metadata": {
-                    "annotations": {k.ANN_WAKE_REPORT_OWED: None, k.ANN_WAKE_REQUESTED_BY: None}
-                }
-            },
-            resource_version=cs.metadata.resource_version,
-        )
+        # CAS: only this occurrence's marker goes, and its requester (the next wake's is new).
+        self._annotate({k.ANN_WAKE_REPORT_OWED: None, k.ANN_WAKE_REQUESTED_BY: None})
 
     def required_event(
         self,
@@ -826,63 +693,57 @@ class _Run:
         about = on if on is not None else self.set
         return self.kube.emit_event(about, reason=reason, message=message, type=type, key=key)
 
+    def _count(self, metric: str, n: int = 1, **labels: str) -> None:
+        log.count(metric, n, namespace=self.ref.namespace, cocoonset=self.ref.name, **labels)
+
     # --- the seat economy's part of a wake ----------------------------------------
 
     def tend_line(self, why: str) -> None:
         if self.seats is not None:
             self.seats.tend(self.ref, main_pod(self.pods), why)
 
-    def reclaim_seat(self, step: ReportNoCapacity | WaitInLine) -> str:
+    def reclaim_seat(self, step: steps.ReportNoCapacity | steps.WaitInLine) -> str:
         """Try to take an idle seat for this waiting wake; a note for the log."""
         if not self.reclaim or self.seats is None:
             return ""
 
         def start_release(ref: SetRef) -> Outcome:
             # The victim's release, now rather than on its next event.
-            victim = _Run(
-                ref=ref,
-                kube=self.kube,
-                registry=self.registry,
-                now=self.now,
-                settings=self.settings,
-                seats=self.seats,
-                publisher=self.publisher,
-                reclaim=False,
-            )
-            return victim.run()
+            kin = (self.kube, self.registry, self.now, self.settings, self.seats, self.publisher)
+            return _Run(ref, *kin, reclaim=False).run()
 
         return self.seats.reclaim(self.ref, self.set, step.pod_uid, start_release)
 
 
 _ACTS: dict[type[Any], Callable[[_Run, Any], None]] = {
-    ProbeRegistry: _Run.probe,
-    CheckSharedNames: _Run.check_shared,
-    DiscardSnapshot: _Run.discard_snapshot,
-    RequestHibernation: _Run.request_hibernation,
-    StampGeneration: _Run.stamp_generation,
-    SetPhase: _Run.set_phase,
-    Stash: _Run.stash,
-    FlagAndDelete: _Run.flag_and_delete,
-    PersistWaking: _Run.persist_waking,
-    CreateMain: _Run.create_main,
-    DropSnapshot: _Run.drop_snapshot,
-    CompleteWake: _Run.complete_wake,
-    JoinLine: _Run.adopt_into_line,
-    ReportReleased: _Run.report_released,
-    ReportWoken: _Run.report_woken,
-    ClearStaleHint: _Run.clear_stale_hint,
-    RereadMain: _Run.reread_main,
+    steps.ProbeRegistry: _Run.probe,
+    steps.CheckSharedNames: _Run.check_shared,
+    steps.DiscardSnapshot: _Run.discard_snapshot,
+    steps.RequestHibernation: _Run.stamp_pods,
+    steps.StampGeneration: _Run.stamp_pods,
+    steps.SetPhase: _Run.set_phase,
+    steps.Stash: _Run.stash,
+    steps.FlagAndDelete: _Run.flag_and_delete,
+    steps.PersistWaking: _Run.persist_waking,
+    steps.CreateMain: _Run.create_main,
+    steps.DropSnapshot: _Run.drop_snapshot,
+    steps.CompleteWake: _Run.complete_wake,
+    steps.JoinLine: _Run.adopt_into_line,
+    steps.ReportReleased: _Run.report_released,
+    steps.ReportWoken: _Run.report_woken,
+    steps.ClearStaleHint: _Run.clear_stale_hint,
+    steps.RereadMain: _Run.reread_main,
 }
 _ENDS: dict[type[Any], Callable[[_Run, Any], Outcome]] = {
-    Done: _Run.end_done,
-    Wait: _Run.end_wait,
-    NotOurs: _Run.end_not_ours,
-    Retry: _Run.end_retry,
-    Refuse: _Run.end_refuse,
-    ReportNoCapacity: _Run.end_no_capacity,
-    WaitInLine: _Run.end_wait_in_line,
-    SharedVMName: _Run.end_shared,
-    LostSnapshot: _Run.end_lost,
+    steps.Done: _Run.end_done,
+    steps.Wait: _Run.end_wait,
+    steps.NotOurs: _Run.end_not_ours,
+    steps.Retry: _Run.end_retry,
+    steps.Refuse: _Run.end_refuse,
+    steps.ReportNoCapacity: _Run.end_no_capacity,
+    steps.WaitInLine: _Run.end_wait_in_line,
+    steps.SharedVMName: _Run.end_shared,
+    steps.LostSnapshot: _Run.end_lost,
 }
 
 
@@ -918,16 +779,13 @@ def request_wake(
     `requester` (as authenticated where the request entered) is named in its Events."""
     cs = kube.get_set(ref)
     if cs is None:
-        return Outcome(ref=ref, result=OutcomeResult.NOT_FOUND, reason="the set does not exist")
+        return Outcome(ref, OutcomeResult.NOT_FOUND, "the set does not exist")
     if not released_seat_evidence(cs):
         # Gated like the wake itself: a set edited to retain while released is still restored.
-        return Outcome(
-            ref=ref,
-            result=OutcomeResult.NOT_OURS,
-            reason=f"hibernatePolicy={cs.spec.hibernate_policy.value}: wake requests are for "
-            "release-policy sets",
-        )
-    steps: tuple[str, ...] = ()
+        policy = cs.spec.hibernate_policy.value
+        why = f"hibernatePolicy={policy}: wake requests are for release-policy sets"
+        return Outcome(ref, OutcomeResult.NOT_OURS, why)
+    did: tuple[str, ...] = ()
     # Pods not older than the set as read here: the write below changes no pod, and a
     # bound at its own revision would wait for the pods' watch cache to hear of it.
     read_at = cs.metadata.resource_version
@@ -943,10 +801,8 @@ def request_wake(
         except AdmissionDenied as e:
             # cocoon-webhook validates every spec change: told once, acknowledged.
             report_refusal(kube, cs, "Unsuspend", e)
-            return Outcome(
-                ref=ref, result=OutcomeResult.REFUSED, reason=f"Unsuspend: {e.server_message}"
-            )
-        steps = ("Unsuspend",)
+            return Outcome(ref, OutcomeResult.REFUSED, f"Unsuspend: {e.server_message}")
+        did = ("Unsuspend",)
         # One Event per request that woke the set. Best-effort: who asked is also on the
         # set, and a failed POST must not fail a wake whose unsuspend already landed.
         try:
@@ -958,6 +814,5 @@ def request_wake(
             )
         except CocoonError as e:
             log.warning("could not record who requested the wake", set=str(ref), error=str(e))
-    run = _Run.start(ref, kube, registry, settings, now, hook, publisher)
-    out = run.run(cs, pods_at=read_at)
-    return replace(out, steps=steps + out.steps)
+    out = _Run.start(ref, kube, registry, settings, now, hook, publisher).run(cs, pods_at=read_at)
+    return replace(out, steps=did + out.steps)

@@ -55,23 +55,12 @@ def _hostname_term(node: str) -> dict[str, Any]:
 
 
 def _affinity(cs: CocoonSet, hint: str) -> dict[str, Any] | None:
-    if cs.spec.node_name:
-        # The pin wins over the hint: the user asked for that node.
-        return {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [_hostname_term(cs.spec.node_name)]
-                }
-            }
-        }
+    if cs.spec.node_name:  # the pin wins over the hint: the user asked for that node
+        pinned = {"nodeSelectorTerms": [_hostname_term(cs.spec.node_name)]}
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": pinned}}
     if hint:
-        return {
-            "nodeAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": k.HINT_AFFINITY_WEIGHT, "preference": _hostname_term(hint)}
-                ]
-            }
-        }
+        hinted = [{"weight": k.HINT_AFFINITY_WEIGHT, "preference": _hostname_term(hint)}]
+        return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": hinted}}
     return None
 
 

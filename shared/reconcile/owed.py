@@ -17,11 +17,6 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(sorted({p.strip() for p in value.split(",") if p.strip()}))
 
 
-def round_of(cs: CocoonSet) -> str:
-    """The round a release stash would stamp now: the set's generation (one per suspend)."""
-    return str(cs.generation)
-
-
 def stamped_round(cs: CocoonSet) -> tuple[str, tuple[str, ...]]:
     ann = cs.metadata.annotations
     return ann.get(k.ANN_RELEASE_ROUND, ""), _split(ann.get(k.ANN_RELEASE_ROUND_PODS, ""))
@@ -30,7 +25,7 @@ def stamped_round(cs: CocoonSet) -> tuple[str, tuple[str, ...]]:
 def round_to_stamp(cs: CocoonSet, deleting: Iterable[str]) -> tuple[str, str] | None:
     """(round, pods) the stash must write before deleting `deleting`, or None when stamped.
     Within a round the record is a union, so a pod that appears mid-round is counted too."""
-    want = round_of(cs)
+    want = str(cs.generation)  # one round per suspend
     have_round, have_pods = stamped_round(cs)
     base = set(have_pods) if have_round == want else set()
     pods = tuple(sorted(base | {n for n in deleting if n}))

@@ -1,7 +1,6 @@
 """A push that beat vk-cocoon's `hibernated` report (it pushes first): watch that one pod until
 the report lands, then reconcile again. Retrying would cost the platform's backoff and block a
-registry's queue; past the bound (COCOON_REPORT_WAIT) the push is acknowledged.
-"""
+registry's queue; past the bound (COCOON_REPORT_WAIT) the push is acknowledged."""
 
 from __future__ import annotations
 
@@ -88,24 +87,19 @@ def settle(
                 break
         if reported and immediate and round_no > 0:
             return out  # the reconcile just saw this report and still waits: not ours to fix
-        waited = round(time.monotonic() - started, 3)
+        about = {"cocoonset": str(ref), "vm": vm, "waited_s": round(time.monotonic() - started, 3)}
         if not reported:
+            why = "the report's own event or the sweep releases the seat"
             log.info(
                 "push acknowledged without vk-cocoon's report",
-                cocoonset=str(ref),
-                vm=vm,
+                **about,
                 decision="acknowledge",
-                waited_s=waited,
                 bound_s=bound,
-                reason="the report's own event or the sweep releases the seat",
+                reason=why,
             )
             return out
         log.info(
-            "vk-cocoon reported after the push; reconciling again",
-            cocoonset=str(ref),
-            vm=vm,
-            decision="reconcile",
-            waited_s=waited,
+            "vk-cocoon reported after the push; reconciling again", **about, decision="reconcile"
         )
         out = reconcile(report=report)
         if out.result != OutcomeResult.WAITING:

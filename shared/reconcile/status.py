@@ -1,7 +1,6 @@
-"""The whole `status` the operator would write for a phase, built from the owned pods.
-
-A phase written alone would sit beside a stale `Ready=True` or `observedGeneration`; built
-from the same inputs with the operator's rules, whichever writer writes last, the status agrees.
+"""The whole `status` the operator would write for a phase, built from the owned pods: a
+phase written alone would sit beside a stale `Ready=True` or `observedGeneration`; built with
+the operator's rules, whichever writer writes last, the status agrees.
 """
 
 from __future__ import annotations
@@ -14,55 +13,22 @@ from shared.durations import format_rfc3339
 from shared.enums import CocoonSetPhase as Phase
 from shared.models import CocoonSet, Condition, Pod
 
-READY = "Ready"
-PROGRESSING = "Progressing"
-REASON_ALL_READY = "AllAgentsReady"
-REASON_NOT_READY = "AgentsNotReady"
-REASON_STABLE = "Stable"
-REASON_RECONCILING = "Reconciling"
 
-
-def _agent_entry(pod: Pod, slot: int, role: str, forked_from: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {"slot": slot, "role": role}
-    for key, value in (
-        ("podName", pod.name),
-        ("vmName", pod.vm_name),
-        ("vmID", pod.annotations.get(k.ANN_VM_ID, "")),
-        ("ip", pod.annotations.get(k.ANN_VM_IP, "")),
-        ("phase", pod.status.phase or ""),
-        ("forkedFrom", forked_from),
-    ):
-        if value:  # the Go fields are `omitempty`
-            entry[key] = value
-    return entry
+def _entry(pod: Pod, fixed: dict[str, Any], forked_from: str = "") -> dict[str, Any]:
+    optional = {
+        "podName": pod.name,
+        "vmName": pod.vm_name,
+        "vmID": pod.annotations.get(k.ANN_VM_ID, ""),
+        "ip": pod.annotations.get(k.ANN_VM_IP, ""),
+        "phase": pod.status.phase or "",
+        "forkedFrom": forked_from,
+    }
+    return {**fixed, **{key: value for key, value in optional.items() if value}}  # `omitempty`
 
 
 def _slot(pod: Pod) -> int | None:
     raw = pod.labels.get(k.LABEL_SLOT, "")
     return int(raw) if raw.isascii() and raw.isdigit() else None
-
-
-def _conditions(
-    cs: CocoonSet, *, ready: int, desired: int, tb_ready: int, tb_desired: int, phase: Phase
-) -> list[dict[str, Any]]:
-    all_ready = ready == desired and desired > 0 and tb_ready == tb_desired
-    progressing = phase in (Phase.PENDING, Phase.SCALING)
-    return [
-        {
-            "type": READY,
-            "status": "True" if all_ready else "False",
-            "reason": REASON_ALL_READY if all_ready else REASON_NOT_READY,
-            "message": f"{ready}/{desired} agents ready, {tb_ready}/{tb_desired} toolboxes ready",
-            "observedGeneration": cs.generation,
-        },
-        {
-            "type": PROGRESSING,
-            "status": "True" if progressing else "False",
-            "reason": REASON_RECONCILING if progressing else REASON_STABLE,
-            "message": phase.value,
-            "observedGeneration": cs.generation,
-        },
-    ]
 
 
 def _merge(
@@ -96,40 +62,39 @@ def build_status(
     operator's proof of what its cache has seen, so only it may write it."""
     live = [p for p in pods if not p.terminating]
     main = next((p for p in live if p.role == k.ROLE_MAIN), None)
-    replicas = cs.spec.agent.replicas or 0
-    desired = 1 + replicas
-    ready = 0
-    agents: list[dict[str, Any]] = []
-    main_vm = ""
-    if main is not None:
-        ready += main.ready
-        main_vm = main.vm_name
-        agents.append(_agent_entry(main, 0, k.ROLE_MAIN, ""))
     subs = sorted(
         ((s, p) for p in live if p.role == k.ROLE_SUB_AGENT and (s := _slot(p)) is not None),
         key=lambda sp: sp[0],
     )
-    for slot, pod in subs:
-        ready += pod.ready
-        agents.append(_agent_entry(pod, slot, k.ROLE_SUB_AGENT, main_vm))
-    tb_desired = len(cs.spec.toolboxes or ())
-    tb_ready = 0
-    toolboxes: list[dict[str, Any]] = []
-    for pod in sorted(
+    agents = [_entry(main, {"slot": 0, "role": k.ROLE_MAIN})] if main is not None else []
+    main_vm = main.vm_name if main is not None else ""
+    agents += [_entry(p, {"slot": s, "role": k.ROLE_SUB_AGENT}, main_vm) for s, p in subs]
+    ready = (main is not None and main.ready) + sum(p.ready for _, p in subs)
+    desired = 1 + (cs.spec.agent.replicas or 0)
+    boxes = sorted(
         (p for p in live if p.role == k.ROLE_TOOLBOX), key=lambda p: p.labels.get(k.LABEL_SLOT, "")
-    ):
-        tb_ready += pod.ready
-        entry = {"name": pod.labels.get(k.LABEL_SLOT, "")}
-        for key, value in (
-            ("podName", pod.name),
-            ("vmName", pod.vm_name),
-            ("vmID", pod.annotations.get(k.ANN_VM_ID, "")),
-            ("ip", pod.annotations.get(k.ANN_VM_IP, "")),
-            ("phase", pod.status.phase or ""),
-        ):
-            if value:
-                entry[key] = value
-        toolboxes.append(entry)
+    )
+    toolboxes = [_entry(p, {"name": p.labels.get(k.LABEL_SLOT, "")}) for p in boxes]
+    tb_ready = sum(p.ready for p in boxes)
+    tb_desired = len(cs.spec.toolboxes or ())
+    all_ready = ready == desired and desired > 0 and tb_ready == tb_desired
+    progressing = phase in (Phase.PENDING, Phase.SCALING)
+    conditions = [
+        {
+            "type": "Ready",
+            "status": "True" if all_ready else "False",
+            "reason": "AllAgentsReady" if all_ready else "AgentsNotReady",
+            "message": f"{ready}/{desired} agents ready, {tb_ready}/{tb_desired} toolboxes ready",
+            "observedGeneration": cs.generation,
+        },
+        {
+            "type": "Progressing",
+            "status": "True" if progressing else "False",
+            "reason": "Reconciling" if progressing else "Stable",
+            "message": phase.value,
+            "observedGeneration": cs.generation,
+        },
+    ]
     out: dict[str, Any] = {
         "observedGeneration": cs.generation,
         "phase": phase.value,
@@ -140,18 +105,7 @@ def build_status(
         # `omitempty` in the operator's type: an empty list is no list (null deletes it).
         "agents": agents or None,
         "toolboxes": toolboxes or None,
-        "conditions": _merge(
-            cs.status.conditions,
-            _conditions(
-                cs,
-                ready=ready,
-                desired=desired,
-                tb_ready=tb_ready,
-                tb_desired=tb_desired,
-                phase=phase,
-            ),
-            now,
-        ),
+        "conditions": _merge(cs.status.conditions, conditions, now),
     }
     if not observed_generation:
         del out["observedGeneration"]

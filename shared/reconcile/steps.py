@@ -1,6 +1,5 @@
 """The next step of a reconcile, as a value: `decide` returns one, the executor performs it
-and asks again. Terminal steps end the invocation; the others are effects (or looks).
-"""
+and asks again. Terminal steps end the invocation; the others are effects (or looks)."""
 
 from __future__ import annotations
 
@@ -17,32 +16,31 @@ class Probe(StrEnum):
 
     PRESENT = "present"
     ABSENT = "absent"
-    # An error is its own answer: never "absent", never "present".
-    ERROR = "error"
+    ERROR = "error"  # its own answer: never "absent", never "present"
+
+
+@dataclass(frozen=True, slots=True)
+class _Because:
+    """A step that carries only why (each subclass is its own step type)."""
+
+    reason: str
 
 
 # --- terminal steps ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Done:
+class Done(_Because):
     """Nothing left to do: the set is where this flow wants it."""
 
-    reason: str
 
-
-@dataclass(frozen=True, slots=True)
-class Wait:
+class Wait(_Because):
     """Not yet (a VM still hibernating, a restore still booting); a later event moves on."""
 
-    reason: str
-
 
 @dataclass(frozen=True, slots=True)
-class NotOurs:
+class NotOurs(_Because):
     """Another flow owns this set's current situation (normal flow, in-place wake, retain)."""
 
-    reason: str
     # The normal flow boots fresh and no WakeCompleted will name the requester: forget it.
     forget_requester: bool = False
 
@@ -56,11 +54,8 @@ class Retry:
     failed_probes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Refuse:
+class Refuse(_Because):
     """Misconfigured deployment (no registry): act on nothing, fail loudly."""
-
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +83,18 @@ class ProbeRegistry:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestHibernation:
+class _PodStamp:
+    pods: tuple[str, ...]
+    generation: int
+
+
+class RequestHibernation(_PodStamp):
     """Stamp `hibernate: "true"` and the generation in one patch: vk-cocoon echoes the pod's
     stamp (never the set's) in its report, so a stale stamp would never pass the gate."""
 
-    pods: tuple[str, ...]
-    generation: int
 
-
-@dataclass(frozen=True, slots=True)
-class StampGeneration:
+class StampGeneration(_PodStamp):
     """Stamp the set's current generation on owned pods whose stamp lags (as the operator does)."""
-
-    pods: tuple[str, ...]
-    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +113,9 @@ class Stash:
 
     delete_vm_names: str
     hint: str | None  # None = leave the hint as it is (main has no node)
-    # The release round's durable identity (`owed.py`); None = already stamped.
-    round: str | None = None
+    round: str | None = None  # the release round (`owed.py`); None = already stamped
     round_pods: str | None = None
-    # Pods the delete will take whose keep-snapshot flag is missing: flagged beside this write.
-    flags: tuple[PodTarget, ...] = ()
+    flags: tuple[PodTarget, ...] = ()  # pods to flag keep-snapshot beside this write
     image: str | None = None  # the main VM's image; None = leave it as it is
 
 
@@ -181,12 +172,9 @@ class RereadMain:
     uid: str
 
 
-@dataclass(frozen=True, slots=True)
-class ClearStaleHint:
+class ClearStaleHint(_Because):
     """The main is alive and no restore made it: the release never completed. Clear the hint
     (it blocks idle suspend); the `delete-vm-names` stash stays for teardown."""
-
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
