@@ -107,8 +107,8 @@ def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
 
 def set_verbosity(verbose: int, quiet: bool) -> None:
     """The library's log lines on stderr: warnings by default, -v info, -vv debug, -q errors."""
-    from cocoon_hibernation._kube import observe_requests  # noqa: PLC0415
     from shared import log  # noqa: PLC0415 - the log module is light, but only when asked
+    from shared.clients.kube import observe_requests  # noqa: PLC0415
     from shared.config import LogFormat  # noqa: PLC0415
 
     level = "ERROR" if quiet else ("WARNING", "INFO", "DEBUG")[min(verbose, 2)]

@@ -85,11 +85,6 @@ class KubeClient(kube.KubeClient, ClusterReads):
         return out
 
 
-def observe_requests(observer: Callable[[str, str, int | None, float], None] | None) -> None:
-    """Tell `observer` of every API request of every client, both transports (None: stop)."""
-    kube._request_observer = observer
-
-
 def cli_settings(
     kubeconfig: Path | None, context: str | None = None, namespace: str | None = None
 ) -> Settings:

@@ -293,6 +293,12 @@ def _without_retries(conf: Any) -> Any:
 _request_observer: Callable[[str, str, int | None, float], None] | None = None
 
 
+def observe_requests(observer: Callable[[str, str, int | None, float], None] | None) -> None:
+    """Tell `observer` of every API request of every client, both transports (None: stop)."""
+    global _request_observer  # noqa: PLW0603 - one switch for the process (the CLI's -v)
+    _request_observer = observer
+
+
 # The official client's generated methods this module calls, under their names (the RBAC
 # test reads them here), with keywords: path {placeholders}, body, options, query (snake case).
 _PODS = "/api/v1/namespaces/{namespace}/pods"

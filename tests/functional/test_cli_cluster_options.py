@@ -208,7 +208,7 @@ def test_a_kubeconfig_that_is_no_kubeconfig_is_one_line(
 
 def test_v_shows_each_api_call_on_stderr(one_set: None, kubeconfig: Path, tmp_path: Path) -> None:
     # `-v` printed nothing more; kubectl -v=6 shows each request: method, URL, status, time.
-    from cocoon_hibernation._kube import observe_requests
+    from shared.clients.kube import observe_requests
 
     env = _env(tmp_path, KUBECONFIG=str(kubeconfig))
     try:
