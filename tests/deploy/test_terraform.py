@@ -717,7 +717,7 @@ def test_snapshot_role_holds_exactly_what_the_code_does(module: TfDir) -> None:
 def test_the_code_makes_only_the_registry_calls_the_role_allows() -> None:
     """The role above is derived from these calls; a new kind of call needs a new permission."""
     text = (REPO_ROOT / "shared" / "clients" / "registry.py").read_text(encoding="utf-8")
-    methods = set(re.findall(r'self\._http\(\s*"([A-Z]+)"', text))
+    methods = set(re.findall(r'self\._(?:http|manifest)\(\s*"([A-Z]+)"', text))
     assert methods == {"HEAD", "GET", "DELETE"}, methods
 
 
