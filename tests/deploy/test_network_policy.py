@@ -83,9 +83,26 @@ def admits(policy: dict[str, Any], src: Peer, port: int = PORT) -> bool:
     return False
 
 
+APISERVER_ADAPTER = {"eventing.knative.dev/source": "apiserver-source-controller"}
+PING_ADAPTER = {
+    "eventing.knative.dev/source": "ping-source-controller",
+    "sources.knative.dev/role": "adapter",
+}
+
+
+def _name(source: str) -> dict[str, str]:
+    return {"eventing.knative.dev/sourceName": source}
+
+
 CALLERS: dict[str, Peer] = {
-    "ApiServerSource adapter": (SERVE_NS, {"eventing.knative.dev/source": "apiserver"}, None),
-    "PingSource adapter": ("knative-eventing", {"sources.knative.dev/role": "adapter"}, None),
+    # Knative Eventing's labels on its adapters' pods (docs/security.md cites the version).
+    "the release source's adapter": (
+        SERVE_NS,
+        {**APISERVER_ADAPTER, **_name("cocoon-release")},
+        None,
+    ),
+    "the wake source's adapter": (SERVE_NS, {**APISERVER_ADAPTER, **_name("cocoon-wake")}, None),
+    "PingSource adapter": ("knative-eventing", PING_ADAPTER, None),
     "the registry": (
         FILLED["registryNamespace"],
         {"app.kubernetes.io/name": "docker-registry"},
@@ -108,6 +125,26 @@ STRANGERS: dict[str, Peer] = {
         None,
     ),
     "an address outside the control plane": ("", {}, "10.0.0.99"),
+    "another pod in serve's namespace": (
+        SERVE_NS,
+        {"app.kubernetes.io/name": "cocoon-operator"},
+        None,
+    ),
+    "another ApiServerSource's adapter there": (
+        SERVE_NS,
+        {**APISERVER_ADAPTER, **_name("other")},
+        None,
+    ),
+    "a tenant's pod labelled like an adapter": (
+        "team-a",
+        {**APISERVER_ADAPTER, **_name("cocoon-wake")},
+        None,
+    ),
+    "another pod in Knative Eventing's namespace": (
+        "knative-eventing",
+        {"app.kubernetes.io/name": "eventing-controller"},
+        None,
+    ),
 }
 
 
