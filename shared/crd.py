@@ -79,7 +79,8 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object"}
     if description := _doc(model):
         schema["description"] = description
-    fields = {field.alias or name: field for name, field in model.model_fields.items()}
+    # Keys sorted, as controller-gen writes them (a base model's fields come first in Python).
+    fields = dict(sorted((f.alias or name, f) for name, f in model.model_fields.items()))
     schema["properties"] = {key: _field_schema(field) for key, field in fields.items()}
     if required := sorted(
         key
