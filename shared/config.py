@@ -103,10 +103,11 @@ def _listed(
 # refused: a push subscription signs as a service account, never as a user.
 _SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
 _REALM = re.compile(r"[a-z0-9.-]+(:[0-9]+)?")
+_BAD_NAMESPACES = "has invalid namespace(s)"
 
 
 def _namespaces(var: str, raw: str) -> frozenset[str] | None:
-    parts = _listed(is_dns1123_label, "has invalid namespace(s)", var, raw, fold=False)
+    parts = _listed(is_dns1123_label, _BAD_NAMESPACES, var, raw, fold=False)
     return parts if raw.strip() else None
 
 
@@ -136,10 +137,9 @@ MIN_TOKEN_LENGTH = 32
 
 def _token(var: str, raw: str) -> str | None:
     value = raw.strip()
-    if not value:
-        return None
-    _check_token(var, value)
-    return value
+    if value:
+        _check_token(var, value)
+    return value or None
 
 
 def _check_token(var: str, value: str) -> None:
@@ -172,12 +172,11 @@ def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredentia
         where = f"{var} entry {index}"
         if not eq or not spaces or not token:
             raise ConfigError(f"{where} is not `namespace[,namespace...]=TOKEN`")
-        namespaces = [n for n in spaces.split(",") if n]
-        bad = [n for n in namespaces if not is_dns1123_label(n)]
-        if bad or not namespaces:
-            raise ConfigError(f"{where} has invalid namespace(s): {', '.join(bad) or '(none)'}")
+        namespaces = _listed(is_dns1123_label, _BAD_NAMESPACES, where, spaces, fold=False)
+        if not namespaces:
+            raise ConfigError(f"{where} {_BAD_NAMESPACES}: (none)")
         _check_token(where, token)
-        out.append(WakeCredential(token, frozenset(namespaces), f"{var}[{index}]"))
+        out.append(WakeCredential(token, namespaces, f"{var}[{index}]"))
     return tuple(out)
 
 
@@ -336,11 +335,9 @@ class Settings:
         v["wake_credentials"] = ((WakeCredential(wake_all),) if wake_all else ()) + (
             _scoped_wake_tokens(e, "COCOON_WAKE_TOKENS")
         )
-        doors = [(var, v[f]) for f, (var, _) in _FROM_ENV.items() if f.endswith("_token")]
+        doors = [(var, v[f]) for f, (var, _) in _FROM_ENV.items() if f.endswith("_token") and v[f]]
         seen: dict[str, str] = {}
         for var, value in [*doors, *((w.name, w.token) for w in v["wake_credentials"])]:
-            if value is None:
-                continue
             if value in seen:
                 # One secret for two doors is the hole these separate doors close.
                 raise ConfigError(f"{var} equals {seen[value]}: every door needs its own token")

@@ -173,11 +173,9 @@ def _doc(tp: type) -> str | None:
 
 
 def _extras(raw: object) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
+    if not isinstance(raw, dict | None):
         raise TypeError("json_schema_extra must be a dict on CRD models (no callables)")
-    return raw
+    return raw or {}
 
 
 def _public(extra: dict[str, Any]) -> dict[str, Any]:

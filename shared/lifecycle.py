@@ -1,7 +1,6 @@
 """Lifecycle CloudEvents to Pub/Sub: what a set went through, beside its Kubernetes Events.
 Pure builders, and two ways to send: `publish` for owed reports (`released`, `woken`: a failure
-raises, the marker stays, the redelivery sends the same `id`), `emit` for the rest (best-effort).
-"""
+raises, the marker stays, the redelivery sends the same `id`), `emit` for the rest (best-effort)."""
 
 from __future__ import annotations
 
@@ -72,6 +71,9 @@ class LifecycleEvent:
         return f"{self.namespace}/{self.name}"
 
     ordering_key = subject  # one set's events stay in order; sets are independent
+
+    def log_fields(self) -> dict[str, str]:
+        return {"cocoonset": self.subject, "event_type": self.type, "event_id": self.id}
 
     def cloudevent(self) -> dict[str, Any]:
         """The structured-mode CloudEvent (JSON event format, specversion 1.0)."""
@@ -215,13 +217,7 @@ def _send(publisher: LifecyclePublisher, event: LifecycleEvent) -> None:
     message_id = publisher.publish(
         msg.data, ordering_key=msg.ordering_key, attributes=msg.attributes
     )
-    log.debug(
-        "lifecycle event published",
-        cocoonset=event.subject,
-        event_type=event.type,
-        event_id=event.id,
-        message_id=message_id,
-    )
+    log.debug("lifecycle event published", **event.log_fields(), message_id=message_id)
 
 
 def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
@@ -234,9 +230,7 @@ def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
     except CocoonError as err:
         log.warning(
             "lifecycle event not published",
-            cocoonset=event.subject,
-            event_type=event.type,
-            event_id=event.id,
+            **event.log_fields(),
             error=str(err),
             error_type=type(err).__name__,
         )
