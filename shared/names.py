@@ -1,7 +1,6 @@
 """Names: DNS-1123 and OCI validation, and cocoonstack's VM names in both generations. Every
 name from an event is checked here before it reaches a URL, a label selector or a log key;
-invalid input raises :class:`InvalidName` (permanent).
-"""
+invalid input raises :class:`InvalidName` (permanent)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What the engines need from the outside world, as shapes (importing it loads no engine and
 no client). `KubeApi` is every Kubernetes call any engine makes; the narrow protocols it is
-made of name what a single piece of code reads.
-"""
+made of name what a single piece of code reads."""
 
 from __future__ import annotations
 
