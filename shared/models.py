@@ -106,7 +106,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="allow",
         populate_by_name=True,
-        use_enum_values=False,
         validate_assignment=True,
         alias_generator=to_camel,
     )
@@ -544,18 +543,16 @@ class CocoonSet(_Model):
         return frozenset(n.strip() for n in names if n.strip())
 
 
-_GO_INT: Final = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
+_GO_INT: Final = re.compile(r"[+-]?[0-9]+")
 
 
 def parse_go_int(raw: str) -> int:
     """An integer annotation as the operator reads it: a signed ASCII int64, anything
     else (`1_0`, ` 7`, `٣`, out of range) 0, where int() would disagree about a generation."""
-    if not _GO_INT.match(raw):
+    if not _GO_INT.fullmatch(raw):
         return 0
     value = int(raw)
-    return value if _INT64_MIN <= value <= _INT64_MAX else 0
+    return value if -(1 << 63) <= value < 1 << 63 else 0
 
 
 class ContainerState(_Model):
@@ -661,9 +658,7 @@ class Pod(_Model):
     @property
     def live(self) -> bool:
         """VM id annotation non-empty and a container Running."""
-        if not self.annotations.get(k.ANN_VM_ID):
-            return False
-        return any(
+        return bool(self.annotations.get(k.ANN_VM_ID)) and any(
             cs.state is not None and cs.state.running is not None
             for cs in self.status.container_statuses
         )
