@@ -216,13 +216,9 @@ class RegistryBase:
 
     def vm_of(self, repository: str) -> str | None:
         """The VM name of a repository under this base, else None."""
-        if not self.prefix:
-            return repository if "/" not in repository else None
-        head = self.prefix + "/"
-        if repository.startswith(head):
-            rest = repository[len(head) :]
-            return rest if rest and "/" not in rest else None
-        return None
+        head = f"{self.prefix}/" if self.prefix else ""
+        rest = repository[len(head) :] if repository.startswith(head) else ""
+        return rest if rest and "/" not in rest else None
 
     def __str__(self) -> str:
         return f"{self.host}/{self.prefix}" if self.prefix else self.host

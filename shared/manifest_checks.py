@@ -30,15 +30,15 @@ ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
 }
 PROJECT_PREFIX = f"{k.GROUP}/"
 # Every `cocoonset.cocoonstack.io/*` key anyone reads or writes: shared/constants.py's (the
-# set's, the pods', the seat economy's) and the three cocoon-operator writes. A key under the
-# prefix that is none of these is a typo the functions would silently ignore.
+# set's, the pods', the seat economy's) and cocoon-operator's `hibernate-reclaim`. A key under
+# the prefix that is none of these is a typo the functions would silently ignore.
 KNOWN_ANNOTATION_KEYS: frozenset[str] = frozenset(
     value
     for name, value in vars(k).items()
     if name.startswith(("ANN_", "LABEL_", "GATE"))
     and isinstance(value, str)
     and value.startswith(PROJECT_PREFIX)
-) | {PROJECT_PREFIX + key for key in ("hibernated-image", "suspending-since", "hibernate-reclaim")}
+) | {PROJECT_PREFIX + "hibernate-reclaim"}
 _TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 # ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
 # every annotation, idle-timeout included, without a word from the server.

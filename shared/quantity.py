@@ -95,7 +95,6 @@ def parse_quantity(text: str) -> Quantity:
     positive, value, num, denom, suffix = _split(text)
     base, exponent, fmt = _interpret(suffix)
 
-    precision = 0
     scale = 0
     mantissa = 1
     if fmt is Format.BINARY_SI:
