@@ -217,9 +217,8 @@ def cocoonset_refusal(obj: Mapping[str, Any], old: Mapping[str, Any] | None = No
 
 
 def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
-    errs: list[str] = []
     os_ = _s(opts.get("os"))
-    errs += _one_of(f"{path}.os", os_, OSType)
+    errs = _one_of(f"{path}.os", os_, OSType)
     errs += _one_of(f"{path}.connType", _s(opts.get("connType")), ConnType)
     backend = _s(opts.get("backend"))
     errs += _one_of(f"{path}.backend", backend, Backend)

@@ -167,8 +167,7 @@ def _check_list_map(schema: Mapping[str, Any], items: list[Any], path: str) -> I
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
-        identity = {key: item.get(key) for key in keys}
-        token = json.dumps(identity, sort_keys=True, default=str)
+        token = json.dumps({key: item.get(key) for key in keys}, sort_keys=True, default=str)
         if token in seen:
             yield Violation(f"{path}[{i}]", f"Duplicate value: {token}")
         seen.add(token)
