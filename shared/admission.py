@@ -40,14 +40,13 @@ MSG_SPEC_PREFIX = "cocoon-webhook: invalid CocoonSet spec: "
 _DENIED = re.compile(
     r'admission webhook "(?P<webhook>[^"]+)" denied the request(?::\s*(?P<msg>.*))?', re.S
 )
-_CREATOR = re.compile(
-    r'cocoon pods must be created by the CocoonSet controller, got user "(?P<user>[^"]*)"'
-)
+_CREATOR_PREFIX = "cocoon pods must be created by the CocoonSet controller, got user "
+_CREATOR = re.compile(re.escape(_CREATOR_PREFIX) + r'"(?P<user>[^"]*)"')
 
 
 def creator_message(user: str) -> str:
     """The pod webhook's refusal of `user`."""
-    return f"cocoon pods must be created by the CocoonSet controller, got user {go_quote(user)}"
+    return _CREATOR_PREFIX + go_quote(user)
 
 
 @dataclass(frozen=True, slots=True)
