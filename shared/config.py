@@ -188,9 +188,8 @@ def _cluster_auth(env: Mapping[str, str]) -> tuple[str | None, tuple[tuple[str, 
     TokenReview for COCOON_CLUSTER_AUDIENCE, accepted for a COCOON_CLUSTER_CALLERS username."""
     audience = env.get("COCOON_CLUSTER_AUDIENCE", "").strip() or None
     callers: list[tuple[str, str]] = []
-    for entry in filter(
-        None, (p.strip() for p in env.get("COCOON_CLUSTER_CALLERS", "").split(","))
-    ):
+    raw = env.get("COCOON_CLUSTER_CALLERS", "")
+    for entry in filter(None, (p.strip() for p in raw.split(","))):
         user, _, door = entry.rpartition("=")
         if not user or door not in CLUSTER_CALLER_DOORS:
             doors = ", ".join(CLUSTER_CALLER_DOORS)

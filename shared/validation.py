@@ -26,7 +26,6 @@ _SUBDOMAIN_MSG = (
     "[a-z0-9])?)*')"
 )
 
-
 # `format: date-time` (metav1.Time): RFC 3339 with a zone, optional fractional seconds.
 _RFC3339 = re.compile(r"\A\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
 
@@ -82,8 +81,7 @@ def _check_spec_rules(
 
 
 def _check_metadata(meta: object) -> Iterator[Violation]:
-    if meta is None:
-        meta = {}
+    meta = {} if meta is None else meta
     if not isinstance(meta, Mapping):
         yield _type_error("metadata", meta, "object")
         return
