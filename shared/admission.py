@@ -40,14 +40,13 @@ MSG_SPEC_PREFIX = "cocoon-webhook: invalid CocoonSet spec: "
 _DENIED = re.compile(
     r'admission webhook "(?P<webhook>[^"]+)" denied the request(?::\s*(?P<msg>.*))?', re.S
 )
-_CREATOR = re.compile(
-    r'cocoon pods must be created by the CocoonSet controller, got user "(?P<user>[^"]*)"'
-)
+_CREATOR_PREFIX = "cocoon pods must be created by the CocoonSet controller, got user "
+_CREATOR = re.compile(re.escape(_CREATOR_PREFIX) + r'"(?P<user>[^"]*)"')
 
 
 def creator_message(user: str) -> str:
     """The pod webhook's refusal of `user`."""
-    return f"cocoon pods must be created by the CocoonSet controller, got user {_q(user)}"
+    return _CREATOR_PREFIX + go_quote(user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +92,10 @@ def parse_denial(message: str) -> Denial | None:
 
 def pod_refusal(pod: Mapping[str, Any], username: str, creators: list[str]) -> str | None:
     """The pod webhook's verdict on a pod CREATE by `username`: None admits it."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    tolerations = spec.get("tolerations") or [] if isinstance(spec, Mapping) else []
+    tolerations = _obj(pod.get("spec")).get("tolerations") or []
     if not any(isinstance(t, Mapping) and t.get("key") == TOLERATION_KEY for t in tolerations):
         return None  # not a cocoon pod
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    owners = meta.get("ownerReferences") or [] if isinstance(meta, Mapping) else []
+    owners = _obj(pod.get("metadata")).get("ownerReferences") or []
     if not any(isinstance(o, Mapping) and o.get("kind") == "CocoonSet" for o in owners):
         return MSG_BARE_POD
     if username not in creators:
@@ -131,21 +128,16 @@ LABEL_MSG = (
 def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:
     """cocoon-webhook's CocoonSet verdict: its messages, empty when admitted. With `old` (an
     UPDATE) an unchanged `spec` skips the rules: a set older than them stays deletable."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    if old is not None:
-        old_spec = old.get("spec")
-        if _normal(old_spec if isinstance(old_spec, Mapping) else {}) == _normal(spec):
-            return []
+    spec = _obj(obj.get("spec"))
+    if old is not None and _normal(_obj(old.get("spec"))) == _normal(spec):
+        return []
     errs: list[str] = []
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
+    meta = _obj(obj.get("metadata"))
     # The API server fills the namespace in before admission; a manifest without one
     # lands in `default` (as kubectl applies it).
     namespace = _s(meta.get("namespace")) or "default"
     set_name = _s(meta.get("name"))
-    agent = spec.get("agent")
-    agent = agent if isinstance(agent, Mapping) else {}
+    agent = _obj(spec.get("agent"))
     image = _s(agent.get("image"))
     replicas = agent.get("replicas")
     slots = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0
@@ -155,20 +147,18 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
     )
     if not image:
         errs.append("spec.agent.image is required")
-    if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+    if slots < 0:
         errs.append(f"spec.agent.replicas must be >= 0, got {replicas}")
     mode = _s(agent.get("mode"))
     errs += _one_of("spec.agent.mode", mode, AgentMode)
     errs += _vm_options("spec.agent", agent, image)
-    agent_mode = mode or "clone"
     agent_backend = _s(agent.get("backend")) or "cloud-hypervisor"
-    errs += _firecracker_mode("spec.agent", agent_backend, agent_mode)
-    errs += _clone_image("spec.agent", agent_mode, image)
+    errs += _mode_rules("spec.agent", agent_backend, mode or "clone", image)
 
     seen: set[str] = set()
     toolboxes = spec.get("toolboxes")
     for i, item in enumerate(toolboxes if isinstance(toolboxes, list) else []):
-        tb: Mapping[str, Any] = item if isinstance(item, Mapping) else {}
+        tb = _obj(item)
         path = f"spec.toolboxes[{i}]"
         name = _s(tb.get("name"))
         if not name:
@@ -179,16 +169,16 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
         label_errs += [] if _LABEL.fullmatch(name) else [LABEL_MSG]
         if label_errs:
             errs.append(
-                f"{path}.name {_q(name)} must match RFC 1123 label: {'; '.join(label_errs)}"
+                f"{path}.name {go_quote(name)} must match RFC 1123 label: {'; '.join(label_errs)}"
             )
         # Go's strconv.Atoi: an optional sign and decimal digits, within int64.
         if _INT.fullmatch(name) and -(2**63) <= int(name) < 2**63:
             errs.append(
-                f"{path}.name {_q(name)} must not be purely numeric "
+                f"{path}.name {go_quote(name)} must not be purely numeric "
                 "(conflicts with agent slot naming)"
             )
         if name in seen:
-            errs.append(f"{path}.name {_q(name)} duplicates an earlier toolbox")
+            errs.append(f"{path}.name {go_quote(name)} duplicates an earlier toolbox")
         seen.add(name)
         tb_mode = _s(tb.get("mode"))
         errs += _one_of(f"{path}.mode", tb_mode, ToolboxMode)
@@ -209,10 +199,10 @@ def cocoonset_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None = Non
         tb_backend = _s(tb.get("backend")) or "cloud-hypervisor"
         if tb_backend != agent_backend:
             errs.append(
-                f"{path}.backend {_q(tb_backend)} must match spec.agent.backend {_q(agent_backend)}"
+                f"{path}.backend {go_quote(tb_backend)} must match "
+                f"spec.agent.backend {go_quote(agent_backend)}"
             )
-        errs += _firecracker_mode(path, tb_backend, tb_mode or "run")
-        errs += _clone_image(path, tb_mode or "run", tb_image)
+        errs += _mode_rules(path, tb_backend, tb_mode or "run", tb_image)
 
     errs += _one_of("spec.snapshotPolicy", _s(spec.get("snapshotPolicy")), SnapshotPolicy)
     errs += _one_of("spec.hibernatePolicy", _s(spec.get("hibernatePolicy")), HibernatePolicy)
@@ -226,9 +216,8 @@ def cocoonset_refusal(obj: Mapping[str, Any], old: Mapping[str, Any] | None = No
 
 
 def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
-    errs: list[str] = []
     os_ = _s(opts.get("os"))
-    errs += _one_of(f"{path}.os", os_, OSType)
+    errs = _one_of(f"{path}.os", os_, OSType)
     errs += _one_of(f"{path}.connType", _s(opts.get("connType")), ConnType)
     backend = _s(opts.get("backend"))
     errs += _one_of(f"{path}.backend", backend, Backend)
@@ -238,7 +227,7 @@ def _vm_options(path: str, opts: Mapping[str, Any], image: str) -> list[str]:
         if image.startswith(("http://", "https://")):
             errs.append(
                 f"{path}: firecracker requires an OCI image, cloudimg URLs are not supported "
-                f"(got {_q(image)})"
+                f"(got {go_quote(image)})"
             )
     return errs
 
@@ -249,7 +238,7 @@ def _one_of(path: str, value: str, allowed: type[StrEnum]) -> list[str]:
     if not value or value in words:
         return []
     listed = " or ".join(words) if len(words) == 2 else f"{', '.join(words[:-1])}, or {words[-1]}"
-    return [f"{path} must be {listed}, got {_q(value)}"]
+    return [f"{path} must be {listed}, got {go_quote(value)}"]
 
 
 def _vm_name_length(path: str, vm: str, os_: str) -> list[str]:
@@ -258,22 +247,21 @@ def _vm_name_length(path: str, vm: str, os_: str) -> list[str]:
     if len(vm) <= limit:
         return []
     why = "" if os_ == "macos" else " to reserve the hibernate import suffix"
-    return [f"{path} derives VM name {_q(vm)} ({len(vm)} characters); maximum is {limit}{why}"]
-
-
-def _firecracker_mode(path: str, backend: str, mode: str) -> list[str]:
-    if backend != "firecracker" or mode == "run":
-        return []
-    return [f"{path}: firecracker does not support {mode} mode, use mode=run instead"]
-
-
-def _clone_image(path: str, mode: str, image: str) -> list[str]:
-    if mode != "clone" or not image or _is_relative_ref(image):
-        return []
     return [
-        f"{path}.image {_q(image)} must be repo[:tag] when mode is clone "
-        "(no registry port or digest)"
+        f"{path} derives VM name {go_quote(vm)} ({len(vm)} characters); maximum is {limit}{why}"
     ]
+
+
+def _mode_rules(path: str, backend: str, mode: str, image: str) -> list[str]:
+    errs = []
+    if backend == "firecracker" and mode != "run":
+        errs.append(f"{path}: firecracker does not support {mode} mode, use mode=run instead")
+    if mode == "clone" and image and not _is_relative_ref(image):
+        errs.append(
+            f"{path}.image {go_quote(image)} must be repo[:tag] when mode is clone "
+            "(no registry port or digest)"
+        )
+    return errs
 
 
 def _is_relative_ref(ref: str) -> bool:
@@ -301,6 +289,16 @@ def _s(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _q(value: str) -> str:
-    """Go's %q for the strings these messages quote."""
-    return json.dumps(value, ensure_ascii=False)
+def _obj(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def go_quote(value: object) -> str:
+    """Go's `%q` for strings, `%v` for the rest (as the webhook and field.Error print values)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    return json.dumps(value, default=str, sort_keys=True)

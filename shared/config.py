@@ -1,10 +1,6 @@
 """Configuration from the environment, parsed once per process; an error names the variable.
-
-The doors' credentials are one bearer secret per door (docs/security.md), each at least
-`MIN_TOKEN_LENGTH` characters, no two equal. `COCOON_PUSH_AUDIENCE` needs
-`COCOON_PUSH_SERVICE_ACCOUNTS`: the audience alone is a predictable URL any Google account
-can mint a token for.
-"""
+The doors' credentials are one bearer secret per door, each at least `MIN_TOKEN_LENGTH`
+characters, no two equal."""
 
 from __future__ import annotations
 
@@ -90,9 +86,11 @@ def _duration(
         raise ConfigError(f"{var}: {err}{' (or `off`)' if off is not None else ''}") from None
 
 
-def _listed(ok: Callable[[str], object], problem: str, var: str, raw: str) -> frozenset[str]:
-    """A comma-separated list (lower-cased) whose every entry must be `ok`."""
-    parts = [p.strip().lower() for p in raw.split(",") if p.strip()]
+def _listed(
+    ok: Callable[[str], object], problem: str, var: str, raw: str, fold: bool = True
+) -> frozenset[str]:
+    """A comma-separated list (lower-cased when `fold`) whose every entry must be `ok`."""
+    parts = [p.strip().lower() if fold else p.strip() for p in raw.split(",") if p.strip()]
     bad = [p for p in parts if not ok(p)]
     if bad:
         raise ConfigError(f"{var} {problem}: {', '.join(bad)}")
@@ -105,14 +103,12 @@ def _listed(ok: Callable[[str], object], problem: str, var: str, raw: str) -> fr
 # refused: a push subscription signs as a service account, never as a user.
 _SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9._+-]*@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
 _REALM = re.compile(r"[a-z0-9.-]+(:[0-9]+)?")
+_BAD_NAMESPACES = "has invalid namespace(s)"
 
 
 def _namespaces(var: str, raw: str) -> frozenset[str] | None:
-    parts = [p.strip() for p in raw.split(",") if p.strip()]
-    bad = [p for p in parts if not is_dns1123_label(p)]
-    if bad:
-        raise ConfigError(f"{var} has invalid namespace(s): {', '.join(bad)}")
-    return frozenset(parts) if raw.strip() else None
+    parts = _listed(is_dns1123_label, _BAD_NAMESPACES, var, raw, fold=False)
+    return parts if raw.strip() else None
 
 
 def _whole_number(var: str, raw: str) -> int:
@@ -122,11 +118,12 @@ def _whole_number(var: str, raw: str) -> int:
     return int(value)
 
 
-def _seat_order(var: str, raw: str) -> bool:
-    value = (raw or "gate").strip()
-    if value not in ("gate", "off"):
-        raise ConfigError(f"{var}={value!r} must be `gate` or `off`")
-    return value == "gate"
+def _either(words: tuple[str, str], yes: str, var: str, raw: str) -> bool:
+    """One of two words (the first when unset): whether it is `yes`."""
+    value = raw.strip() or words[0]
+    if value not in words:
+        raise ConfigError(f"{var}={value!r} must be `{words[0]}` or `{words[1]}`")
+    return value == yes
 
 
 def _registry_base(var: str, raw: str) -> RegistryBase | None:
@@ -140,10 +137,9 @@ MIN_TOKEN_LENGTH = 32
 
 def _token(var: str, raw: str) -> str | None:
     value = raw.strip()
-    if not value:
-        return None
-    _check_token(var, value)
-    return value
+    if value:
+        _check_token(var, value)
+    return value or None
 
 
 def _check_token(var: str, value: str) -> None:
@@ -176,28 +172,24 @@ def _scoped_wake_tokens(env: Mapping[str, str], var: str) -> tuple[WakeCredentia
         where = f"{var} entry {index}"
         if not eq or not spaces or not token:
             raise ConfigError(f"{where} is not `namespace[,namespace...]=TOKEN`")
-        namespaces = [n for n in spaces.split(",") if n]
-        bad = [n for n in namespaces if not is_dns1123_label(n)]
-        if bad or not namespaces:
-            raise ConfigError(f"{where} has invalid namespace(s): {', '.join(bad) or '(none)'}")
+        namespaces = _listed(is_dns1123_label, _BAD_NAMESPACES, where, spaces, fold=False)
+        if not namespaces:
+            raise ConfigError(f"{where} {_BAD_NAMESPACES}: (none)")
         _check_token(where, token)
-        out.append(WakeCredential(token, frozenset(namespaces), f"{var}[{index}]"))
+        out.append(WakeCredential(token, namespaces, f"{var}[{index}]"))
     return tuple(out)
 
 
-# In-cluster callers (functions.doors): a bearer token the API server authenticates by
-# TokenReview for COCOON_CLUSTER_AUDIENCE, accepted only for a username listed in
-# COCOON_CLUSTER_CALLERS (`username=door,...`); COCOON_TARGET_AUTH=doors makes the
-# per-target processes check credentials themselves (default `platform`: Cloud Run's IAM).
 CLUSTER_CALLER_DOORS = ("registry", "audit", "wake", "sweep")
 
 
-def _cluster_auth(env: Mapping[str, str]) -> tuple[str | None, tuple[tuple[str, str], ...], bool]:
+def _cluster_auth(env: Mapping[str, str]) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """In-cluster callers (functions.doors): a bearer token the API server authenticates by
+    TokenReview for COCOON_CLUSTER_AUDIENCE, accepted for a COCOON_CLUSTER_CALLERS username."""
     audience = env.get("COCOON_CLUSTER_AUDIENCE", "").strip() or None
     callers: list[tuple[str, str]] = []
-    for entry in filter(
-        None, (p.strip() for p in env.get("COCOON_CLUSTER_CALLERS", "").split(","))
-    ):
+    raw = env.get("COCOON_CLUSTER_CALLERS", "")
+    for entry in filter(None, (p.strip() for p in raw.split(","))):
         user, _, door = entry.rpartition("=")
         if not user or door not in CLUSTER_CALLER_DOORS:
             doors = ", ".join(CLUSTER_CALLER_DOORS)
@@ -208,10 +200,7 @@ def _cluster_auth(env: Mapping[str, str]) -> tuple[str | None, tuple[tuple[str, 
             "COCOON_CLUSTER_AUDIENCE and COCOON_CLUSTER_CALLERS go together: any pod can "
             "mint a token for the audience alone"
         )
-    mode = env.get("COCOON_TARGET_AUTH", "").strip() or "platform"
-    if mode not in ("platform", "doors"):
-        raise ConfigError(f"COCOON_TARGET_AUTH={mode!r} must be `platform` or `doors`")
-    return audience, tuple(callers), mode == "doors"
+    return audience, tuple(callers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,13 +215,9 @@ class RegistryBase:
 
     def vm_of(self, repository: str) -> str | None:
         """The VM name of a repository under this base, else None."""
-        if not self.prefix:
-            return repository if "/" not in repository else None
-        head = self.prefix + "/"
-        if repository.startswith(head):
-            rest = repository[len(head) :]
-            return rest if rest and "/" not in rest else None
-        return None
+        head = f"{self.prefix}/" if self.prefix else ""
+        rest = repository[len(head) :] if repository.startswith(head) else ""
+        return rest if rest and "/" not in rest else None
 
     def __str__(self) -> str:
         return f"{self.host}/{self.prefix}" if self.prefix else self.host
@@ -292,10 +277,9 @@ class Settings:
     # Beside a cocoon-operator (the default: cocoonstack always runs one, and acting
     # ahead of it can cost a VM its snapshot; docs/operator.md); ABSENT = alone.
     operator: OperatorMode = OperatorMode.PRESENT
-    # In-cluster callers by TokenReview (the audience; (username, door) pairs), and
-    # whether the per-target processes check the doors' credentials themselves.
     cluster_audience: str | None = None
-    cluster_callers: tuple[tuple[str, str], ...] = ()
+    cluster_callers: tuple[tuple[str, str], ...] = ()  # (username, door)
+    # The per-target processes check the doors' credentials themselves (else the platform's IAM).
     target_auth: bool = False
 
     @property
@@ -346,11 +330,9 @@ class Settings:
         v["wake_credentials"] = ((WakeCredential(wake_all),) if wake_all else ()) + (
             _scoped_wake_tokens(e, "COCOON_WAKE_TOKENS")
         )
-        doors = [(var, v[f]) for f, (var, _) in _FROM_ENV.items() if f.endswith("_token")]
+        doors = [(var, v[f]) for f, (var, _) in _FROM_ENV.items() if f.endswith("_token") and v[f]]
         seen: dict[str, str] = {}
         for var, value in [*doors, *((w.name, w.token) for w in v["wake_credentials"])]:
-            if value is None:
-                continue
             if value in seen:
                 # One secret for two doors is the hole these separate doors close.
                 raise ConfigError(f"{var} equals {seen[value]}: every door needs its own token")
@@ -360,7 +342,7 @@ class Settings:
                 f"COCOON_REPORT_WAIT={(e.get('COCOON_REPORT_WAIT') or '4s').strip()!r} is over "
                 "5m: an invocation must answer well inside its platform timeout"
             )
-        v["cluster_audience"], v["cluster_callers"], v["target_auth"] = _cluster_auth(e)
+        v["cluster_audience"], v["cluster_callers"] = _cluster_auth(e)
         return cls(**v)
 
 
@@ -378,7 +360,7 @@ _FROM_ENV: dict[str, tuple[str, Parser]] = {
     "wake_deadline": ("COCOON_WAKE_DEADLINE", partial(_duration, "10m", None)),
     "sweep_max_suspends": ("COCOON_SWEEP_MAX_SUSPENDS", _whole_number),
     "seat_reclaim_grace": ("COCOON_SEAT_RECLAIM_GRACE", partial(_duration, "30s", {"off": None})),
-    "seat_order": ("COCOON_SEAT_ORDER", _seat_order),
+    "seat_order": ("COCOON_SEAT_ORDER", partial(_either, ("gate", "off"), "gate")),
     "events_topic": ("COCOON_EVENTS_TOPIC", _text),
     "push_audience": ("COCOON_PUSH_AUDIENCE", _text),
     "push_service_accounts": (
@@ -401,4 +383,5 @@ _FROM_ENV: dict[str, tuple[str, Parser]] = {
     ),
     "log_format": ("COCOON_LOG_FORMAT", partial(_enum, LogFormat, LogFormat.JSON)),
     "operator": ("COCOON_OPERATOR", partial(_enum, OperatorMode, OperatorMode.PRESENT)),
+    "target_auth": ("COCOON_TARGET_AUTH", partial(_either, ("platform", "doors"), "doors")),
 }

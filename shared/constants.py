@@ -1,8 +1,5 @@
-"""Every key, Event reason and metric name this project reads or writes, in one place.
-
-The values are a wire contract with cocoon-operator, vk-cocoon and the dashboards:
-changing one breaks them, so nothing else in the code spells them out.
-"""
+"""Every key, Event reason and metric name this project reads or writes, in one place: a wire
+contract with cocoon-operator, vk-cocoon and the dashboards, so nothing else spells them out."""
 
 from __future__ import annotations
 

@@ -79,7 +79,8 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object"}
     if description := _doc(model):
         schema["description"] = description
-    fields = {field.alias or name: field for name, field in model.model_fields.items()}
+    # Keys sorted, as controller-gen writes them (a base model's fields come first in Python).
+    fields = dict(sorted((f.alias or name, f) for name, f in model.model_fields.items()))
     schema["properties"] = {key: _field_schema(field) for key, field in fields.items()}
     if required := sorted(
         key
@@ -172,11 +173,9 @@ def _doc(tp: type) -> str | None:
 
 
 def _extras(raw: object) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
+    if not isinstance(raw, dict | None):
         raise TypeError("json_schema_extra must be a dict on CRD models (no callables)")
-    return raw
+    return raw or {}
 
 
 def _public(extra: dict[str, Any]) -> dict[str, Any]:

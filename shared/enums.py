@@ -1,7 +1,6 @@
 """Policy types of the CocoonSet API, values exactly as the CRD's enums. A type's docstring
 is its description in the generated CRD (keep upstream's text); none where the field describes
-itself (HibernatePolicy).
-"""
+itself (HibernatePolicy)."""
 
 from __future__ import annotations
 

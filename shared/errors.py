@@ -1,6 +1,5 @@
 """Typed errors: whether to acknowledge or retry is a type, decided once. Client wrappers
-translate library errors into these (`raise ... from`); nothing above them sees a library's.
-"""
+translate library errors into these (`raise ... from`); nothing above them sees a library's."""
 
 from __future__ import annotations
 

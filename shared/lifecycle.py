@@ -1,14 +1,13 @@
 """Lifecycle CloudEvents to Pub/Sub: what a set went through, beside its Kubernetes Events.
 Pure builders, and two ways to send: `publish` for owed reports (`released`, `woken`: a failure
-raises, the marker stays, the redelivery sends the same `id`), `emit` for the rest (best-effort).
-"""
+raises, the marker stays, the redelivery sends the same `id`), `emit` for the rest (best-effort)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum, StrEnum
@@ -73,6 +72,9 @@ class LifecycleEvent:
 
     ordering_key = subject  # one set's events stay in order; sets are independent
 
+    def log_fields(self) -> dict[str, str]:
+        return {"cocoonset": self.subject, "event_type": self.type, "event_id": self.id}
+
     def cloudevent(self) -> dict[str, Any]:
         """The structured-mode CloudEvent (JSON event format, specversion 1.0)."""
         return {
@@ -112,14 +114,10 @@ def _random_id() -> str:
     return uuid.uuid4().hex
 
 
-IdFactory = Callable[[], str]
-
-
 def _event(
     kind: LifecycleKind,
     cs: CocoonSet,
     now: datetime,
-    fallback: IdFactory,
     details: Mapping[str, Any],
     *parts: str | None,
 ) -> LifecycleEvent:
@@ -129,7 +127,7 @@ def _event(
     parts = parts or (cs.metadata.resource_version,)
     uid = cs.metadata.uid
     ok = uid and all(parts)
-    id = ":".join((kind.value, uid or "", *(p or "" for p in parts))) if ok else fallback()
+    id = ":".join((kind.value, uid or "", *(p or "" for p in parts))) if ok else _random_id()
     return LifecycleEvent(kind, cs.namespace, cs.name, uid, id, now, dict(details))
 
 
@@ -142,19 +140,16 @@ def released(
     deleted_pods: Sequence[str],
     hint: str,
     now: datetime,
-    fallback_id: IdFactory = _random_id,
     occurrence: str | None = None,
 ) -> LifecycleEvent:
     """`occurrence`: the release round's durable identity (else the write's resourceVersion)."""
     details = {"deletedPods": sorted(deleted_pods), "hintNode": hint or None}
     rnd = occurrence or cs.metadata.resource_version
-    return _event(LifecycleKind.RELEASED, cs, now, fallback_id, details, rnd)
+    return _event(LifecycleKind.RELEASED, cs, now, details, rnd)
 
 
-def waking(
-    cs: CocoonSet, *, hint: str, now: datetime, fallback_id: IdFactory = _random_id
-) -> LifecycleEvent:
-    return _event(LifecycleKind.WAKING, cs, now, fallback_id, {"hintNode": hint or None})
+def waking(cs: CocoonSet, *, hint: str, now: datetime) -> LifecycleEvent:
+    return _event(LifecycleKind.WAKING, cs, now, {"hintNode": hint or None})
 
 
 def woken(
@@ -164,28 +159,21 @@ def woken(
     node: str | None,
     hint: str,
     now: datetime,
-    fallback_id: IdFactory = _random_id,
     occurrence: str | None = None,
 ) -> LifecycleEvent:
     """`occurrence`: the wake's durable identity, the restored pod's uid."""
     details = {"placement": placement, "node": node or None, "hintNode": hint or None}
     wake = occurrence or cs.metadata.resource_version
-    return _event(LifecycleKind.WOKEN, cs, now, fallback_id, details, wake)
+    return _event(LifecycleKind.WOKEN, cs, now, details, wake)
 
 
 def wake_no_capacity(
-    cs: CocoonSet,
-    *,
-    pod: str,
-    pod_uid: str,
-    message: str,
-    now: datetime,
-    fallback_id: IdFactory = _random_id,
+    cs: CocoonSet, *, pod: str, pod_uid: str, message: str, now: datetime
 ) -> LifecycleEvent:
     # The situation, not a write: the same (pod, message) its Kubernetes Event is named after.
     digest = hashlib.sha256(message.encode()).hexdigest()[:16]
     details = {"pod": pod, "podUid": pod_uid or None, "message": message}
-    return _event(LifecycleKind.WAKE_NO_CAPACITY, cs, now, fallback_id, details, pod_uid, digest)
+    return _event(LifecycleKind.WAKE_NO_CAPACITY, cs, now, details, pod_uid, digest)
 
 
 def idle_suspended(
@@ -195,25 +183,17 @@ def idle_suspended(
     timeout: timedelta,
     last_activity: datetime,
     now: datetime,
-    fallback_id: IdFactory = _random_id,
 ) -> LifecycleEvent:
     details = {
         "idleSeconds": int(idle_for.total_seconds()),
         "idleTimeoutSeconds": int(timeout.total_seconds()),
         "lastActivity": rfc3339_millis(last_activity),
     }
-    return _event(LifecycleKind.IDLE_SUSPENDED, cs, now, fallback_id, details)
+    return _event(LifecycleKind.IDLE_SUSPENDED, cs, now, details)
 
 
 def seat_reclaimed(
-    victim: CocoonSet,
-    *,
-    waker: str,
-    pod_uid: str,
-    idle_for: timedelta,
-    pool: str,
-    now: datetime,
-    fallback_id: IdFactory = _random_id,
+    victim: CocoonSet, *, waker: str, pod_uid: str, idle_for: timedelta, pool: str, now: datetime
 ) -> LifecycleEvent:
     """About the victim (its seat is what moves); `waker` is `<ns>/<name>` of the wake."""
     details = {
@@ -222,7 +202,7 @@ def seat_reclaimed(
         "idleSeconds": int(idle_for.total_seconds()),
         "pool": pool,
     }
-    return _event(LifecycleKind.SEAT_RECLAIMED, victim, now, fallback_id, details)
+    return _event(LifecycleKind.SEAT_RECLAIMED, victim, now, details)
 
 
 class LifecyclePublisher(Protocol):
@@ -230,7 +210,6 @@ class LifecyclePublisher(Protocol):
 
     def publish(self, data: bytes, *, ordering_key: str, attributes: Mapping[str, str]) -> str:
         """Publish one message and wait for the server's id; raises only CocoonError types."""
-        ...
 
 
 def _send(publisher: LifecyclePublisher, event: LifecycleEvent) -> None:
@@ -238,13 +217,7 @@ def _send(publisher: LifecyclePublisher, event: LifecycleEvent) -> None:
     message_id = publisher.publish(
         msg.data, ordering_key=msg.ordering_key, attributes=msg.attributes
     )
-    log.debug(
-        "lifecycle event published",
-        cocoonset=event.subject,
-        event_type=event.type,
-        event_id=event.id,
-        message_id=message_id,
-    )
+    log.debug("lifecycle event published", **event.log_fields(), message_id=message_id)
 
 
 def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
@@ -257,9 +230,7 @@ def emit(publisher: LifecyclePublisher | None, event: LifecycleEvent) -> bool:
     except CocoonError as err:
         log.warning(
             "lifecycle event not published",
-            cocoonset=event.subject,
-            event_type=event.type,
-            event_id=event.id,
+            **event.log_fields(),
             error=str(err),
             error_type=type(err).__name__,
         )

@@ -1,8 +1,6 @@
-"""Structured logs: one JSON line per record, with Cloud Logging's field names.
-
-Counters and histograms are log lines too (a field `metric`), so Terraform's log-based metrics
-count them without a metrics client on the cold-start path; `serve` adds Prometheus sinks.
-"""
+"""Structured logs: one JSON line per record, with Cloud Logging's field names. Counters and
+histograms are log lines too (a field `metric`), so Terraform's log-based metrics count them
+without a metrics client on the cold-start path; `serve` adds Prometheus sinks."""
 
 from __future__ import annotations
 
@@ -59,14 +57,10 @@ def set_format(fmt: LogFormat) -> None:
     _State.fmt = fmt
 
 
-def _clean(fields: dict[str, Any]) -> dict[str, Any]:
-    return {k: ("[redacted]" if k.lower() in _REDACT else v) for k, v in fields.items()}
-
-
 def emit(severity: str, message: str, **fields: Any) -> None:
     if LEVELS.get(severity, 40) < _State.min_level:
         return
-    record = _clean(fields)
+    record = {k: ("[redacted]" if k.lower() in _REDACT else v) for k, v in fields.items()}
     out = _State.stream or sys.stdout
     if _State.fmt is LogFormat.TEXT:
         extras = " ".join(f"{k}={v}" for k, v in record.items())

@@ -30,16 +30,15 @@ ANNOTATION_PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
 }
 PROJECT_PREFIX = f"{k.GROUP}/"
 # Every `cocoonset.cocoonstack.io/*` key anyone reads or writes: shared/constants.py's (the
-# set's, the pods', the seat economy's) and the three cocoon-operator writes. A key under the
-# prefix that is none of these is a typo the functions would silently ignore.
+# set's, the pods', the seat economy's) and cocoon-operator's `hibernate-reclaim`. A key under
+# the prefix that is none of these is a typo the functions would silently ignore.
 KNOWN_ANNOTATION_KEYS: frozenset[str] = frozenset(
     value
     for name, value in vars(k).items()
     if name.startswith(("ANN_", "LABEL_", "GATE"))
     and isinstance(value, str)
     and value.startswith(PROJECT_PREFIX)
-) | {PROJECT_PREFIX + key for key in ("hibernated-image", "suspending-since", "hibernate-reclaim")}
-_TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
+) | {PROJECT_PREFIX + "hibernate-reclaim"}
 # ObjectMeta's fields (k8s.io/apimachinery meta/v1): an `annotation:` typo would drop
 # every annotation, idle-timeout included, without a word from the server.
 _OBJECT_META = frozenset(
@@ -49,25 +48,11 @@ _OBJECT_META = frozenset(
 
 
 def unknown_fields(obj: Mapping[str, Any]) -> list[Violation]:
-    """Every field the CRD's schema does not declare (the server would drop it)."""
-    out = [
-        Violation(key, f'unknown field "{key}"')
-        for key in obj
-        if key not in _TOP_LEVEL and isinstance(key, str)
-    ]
-    meta = obj.get("metadata")
-    if isinstance(meta, Mapping):
-        out.extend(
-            Violation(f"metadata.{key}", f'unknown field "metadata.{key}"')
-            for key in meta
-            if key not in _OBJECT_META
-        )
-    schema = cocoonset_schema()["properties"]
-    for key in ("spec", "status"):
-        value = obj.get(key)
-        if isinstance(value, Mapping) and key in schema:
-            out.extend(_walk(schema[key], value, key))
-    return out
+    """Every field the CRD's schema does not declare (the server would drop it), and in
+    `metadata` every field ObjectMeta lacks (the schema leaves it opaque)."""
+    schema = cocoonset_schema()
+    schema["properties"]["metadata"]["properties"] = {key: {} for key in _OBJECT_META}
+    return list(_walk(schema, obj, ""))
 
 
 def _walk(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Violation]:
@@ -78,7 +63,7 @@ def _walk(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Viola
         properties: Mapping[str, Any] = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():
-            child = f"{path}.{key}"
+            child = f"{path}.{key}" if path else str(key)
             if key in properties:
                 yield from _walk(properties[key], item, child)
             elif isinstance(extra, Mapping):

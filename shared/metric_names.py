@@ -1,9 +1,6 @@
-"""The one list of metrics this project emits: kinds, labels, help and buckets.
-
-Each is a structured log line first (`shared.log.count`/`observe`), rebuilt by the
-Terraform log-based metrics and fed to Prometheus by `serve`; tests/deploy holds the
-dashboards and alerts to this list. The names are in `shared.constants`.
-"""
+"""The one list of metrics this project emits: kinds, labels, help and buckets (the names are
+in `shared.constants`). Each is a structured log line first (`shared.log.count`/`observe`),
+rebuilt by Terraform's log-based metrics and fed to Prometheus by `serve`."""
 
 from __future__ import annotations
 
@@ -24,12 +21,7 @@ class Metric:
     kind: Literal["counter", "histogram"]
     help: str
     labels: tuple[str, ...]
-    # A histogram's own buckets (seconds); None: the catalogue's BUCKETS.
-    own_buckets: tuple[float, ...] | None = None
-
-    @property
-    def buckets(self) -> tuple[float, ...]:
-        return self.own_buckets if self.own_buckets is not None else BUCKETS
+    buckets: tuple[float, ...] = BUCKETS  # a histogram's, in seconds
 
 
 CATALOGUE: Final[tuple[Metric, ...]] = (
@@ -115,7 +107,7 @@ CATALOGUE: Final[tuple[Metric, ...]] = (
         "audit (the audit event of the report's write); a release by the sweep, or a push "
         "that found the report already there, is not observed.",
         ("namespace", "source"),
-        own_buckets=SEAT_FREED_BUCKETS,
+        buckets=SEAT_FREED_BUCKETS,
     ),
 )
 

@@ -5,6 +5,7 @@ Unknown fields are kept (`extra="allow"`) so a read-modify-write never drops ano
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -76,14 +77,25 @@ class IntOrString:
     pattern: str
 
 
+def go_regex_search(pattern: str, value: str) -> bool:
+    """Go's `regexp.MatchString`, as the API server applies a CRD pattern: a search where `$`
+    is the end of the text (Python's `$` would also match before a final newline)."""
+    return _go_regex(pattern).search(value) is not None
+
+
+@functools.cache
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    # The CRD's patterns end in an unescaped `$` and use it nowhere else.
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
 def _check_quantity(value: int | str) -> int | str:
-    if isinstance(value, str) and not _QUANTITY_RE.search(value):
+    if isinstance(value, str) and not go_regex_search(QUANTITY_PATTERN, value):
         raise ValueError(f"{value!r} is not a quantity (e.g. 10Gi, 500m, 2)")
     return value
 
-
-# The CRD's `$` is end of text; Python's would also match before a final newline.
-_QUANTITY_RE: Final = re.compile(QUANTITY_PATTERN.removesuffix("$") + r"\Z")
 
 Quantity = Annotated[int | str, IntOrString(QUANTITY_PATTERN), AfterValidator(_check_quantity)]
 
@@ -94,7 +106,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="allow",
         populate_by_name=True,
-        use_enum_values=False,
         validate_assignment=True,
         alias_generator=to_camel,
     )
@@ -251,36 +262,46 @@ class ResourceRequirements(_Model):
     )
 
 
-# Field descriptions the agent and the toolbox share.
-_FORCE_PULL: Final = "ForcePull bypasses the image cache and re-pulls from upstream."
-_NETWORK: Final = "Network selects the cluster network to attach the VM to."
-_NO_DIRECT_IO: Final = (
-    "NoDirectIO disables O_DIRECT on writable disks, using host page\n"
-    "cache instead. Useful for dev/test with few VMs and abundant host\n"
-    "memory. Cloud Hypervisor only; ignored by firecracker."
-)
-_PROBE_PORT: Final = "ProbePort overrides the default ICMP probe with a TCP port check."
-_STORAGE: Final = "Storage sizes the VM root volume."
 PORT_MAX: Final = 65535
-ProbePort = Annotated[
-    int | None,
-    Field(ge=0, le=PORT_MAX, description=_PROBE_PORT, json_schema_extra=INT32),
-]
 
 
-class AgentSpec(_Model):
-    """AgentSpec defines the configuration for agent VMs in a CocoonSet."""
-
+class _VMSpec(_Model):
+    # The fields the agent and the toolbox share.
     backend: Backend = Backend.CLOUD_HYPERVISOR
     conn_type: ConnType | None = None
+    force_pull: bool | None = Field(
+        default=None, description="ForcePull bypasses the image cache and re-pulls from upstream."
+    )
+    network: str | None = Field(
+        default=None, description="Network selects the cluster network to attach the VM to."
+    )
+    no_direct_io: bool | None = Field(
+        default=None,
+        alias="noDirectIO",
+        description=(
+            "NoDirectIO disables O_DIRECT on writable disks, using host page\n"
+            "cache instead. Useful for dev/test with few VMs and abundant host\n"
+            "memory. Cloud Hypervisor only; ignored by firecracker."
+        ),
+    )
+    os: OSType = OSType.LINUX
+    probe_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=PORT_MAX,
+        description="ProbePort overrides the default ICMP probe with a TCP port check.",
+        json_schema_extra=INT32,
+    )
+    resources: ResourceRequirements | None = None
+    storage: Quantity | None = Field(default=None, description="Storage sizes the VM root volume.")
+
+
+class AgentSpec(_VMSpec):
+    """AgentSpec defines the configuration for agent VMs in a CocoonSet."""
+
     env_from: list[EnvFromSource] | None = None
-    force_pull: bool | None = Field(default=None, description=_FORCE_PULL)
     image: str = Field(min_length=1)
     mode: AgentMode = AgentMode.CLONE
-    network: str | None = Field(default=None, description=_NETWORK)
-    no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
-    os: OSType = OSType.LINUX
-    probe_port: ProbePort = None
     replicas: int = Field(
         default=0,
         ge=0,
@@ -289,28 +310,17 @@ class AgentSpec(_Model):
         ),
         json_schema_extra=INT32,
     )
-    resources: ResourceRequirements | None = None
     service_account_name: str | None = None
-    storage: Quantity | None = Field(default=None, description=_STORAGE)
 
 
-class ToolboxSpec(_Model):
+class ToolboxSpec(_VMSpec):
     """ToolboxSpec defines the configuration for a toolbox VM in a CocoonSet."""
 
-    backend: Backend = Backend.CLOUD_HYPERVISOR
-    conn_type: ConnType | None = None
-    force_pull: bool | None = Field(default=None, description=_FORCE_PULL)
     image: str | None = None
     mode: ToolboxMode = ToolboxMode.RUN
     name: str = Field(min_length=1, pattern=DNS1123_LABEL_PATTERN)
-    network: str | None = Field(default=None, description=_NETWORK)
-    no_direct_io: bool | None = Field(default=None, alias="noDirectIO", description=_NO_DIRECT_IO)
-    os: OSType = OSType.LINUX
-    probe_port: ProbePort = None
-    resources: ResourceRequirements | None = None
     static_ip: str | None = Field(default=None, alias="staticIP")
     static_vm_id: str | None = Field(default=None, alias="staticVMID")
-    storage: Quantity | None = Field(default=None, description=_STORAGE)
     vnc_port: int | None = Field(default=None, ge=0, le=PORT_MAX, json_schema_extra=INT32)
 
 
@@ -533,31 +543,23 @@ class CocoonSet(_Model):
         return frozenset(n.strip() for n in names if n.strip())
 
 
-_GO_INT: Final = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
+_GO_INT: Final = re.compile(r"[+-]?[0-9]+")
 
 
 def parse_go_int(raw: str) -> int:
     """An integer annotation as the operator reads it: a signed ASCII int64, anything
     else (`1_0`, ` 7`, `٣`, out of range) 0, where int() would disagree about a generation."""
-    if not _GO_INT.match(raw):
+    if not _GO_INT.fullmatch(raw):
         return 0
     value = int(raw)
-    return value if _INT64_MIN <= value <= _INT64_MAX else 0
-
-
-class ContainerStateRunning(_Model):
-    started_at: str | None = None
+    return value if -(1 << 63) <= value < 1 << 63 else 0
 
 
 class ContainerState(_Model):
-    running: ContainerStateRunning | None = None
+    running: dict[str, Any] | None = None
 
 
 class ContainerStatus(_Model):
-    name: str = ""
-    ready: bool = False
     state: ContainerState | None = None
 
 
@@ -656,9 +658,7 @@ class Pod(_Model):
     @property
     def live(self) -> bool:
         """VM id annotation non-empty and a container Running."""
-        if not self.annotations.get(k.ANN_VM_ID):
-            return False
-        return any(
+        return bool(self.annotations.get(k.ANN_VM_ID)) and any(
             cs.state is not None and cs.state.running is not None
             for cs in self.status.container_statuses
         )

@@ -1,7 +1,6 @@
 """Names: DNS-1123 and OCI validation, and cocoonstack's VM names in both generations. Every
 name from an event is checked here before it reaches a URL, a label selector or a log key;
-invalid input raises :class:`InvalidName` (permanent).
-"""
+invalid input raises :class:`InvalidName` (permanent)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from shared.errors import InvalidName
 
@@ -100,23 +98,14 @@ class SetRef:
         return cls(ns, name)
 
 
-class Naming(StrEnum):
-    """Which generation of VM naming produced a name: mid-upgrade, VMs of an older
-    vk-cocoon keep their legacy name until their pod is recreated."""
-
-    HASHED = "hashed"  # cocoon-common after v0.3.0: vk-<ns>-<pod>-<6 hex>
-    LEGACY = "legacy"  # cocoon-common v0.3.0: vk-<ns>-<set>-<slot>
-
-
 @dataclass(frozen=True, slots=True)
 class VMCandidate:
-    """One (namespace, set, slot) a VM name may stand for. A HASHED one is proven by its
-    hash; a LEGACY one is only a split, accepted only when the set records the name."""
+    """One (namespace, set, slot) a VM name may stand for: today's names are proven by their
+    hash; a v0.3.0 one is only a split, accepted only when the set records the name."""
 
     namespace: str
     set_name: str
     slot: int
-    naming: Naming = Naming.LEGACY
 
     @property
     def ref(self) -> SetRef:
@@ -211,7 +200,7 @@ def _hashed_candidates(name: str) -> list[VMCandidate]:
     if not dash or slot is None:
         return []
     return [
-        VMCandidate(ns, set_name, slot, Naming.HASHED)
+        VMCandidate(ns, set_name, slot)
         for ns, flat_set in _ns_splits(flat_pod)
         for set_name in _dotted_spellings(flat_set)
         if is_dns1123_subdomain(set_name) and vm_name(ns, set_name, slot) == name
@@ -224,7 +213,7 @@ def _legacy_candidates(name: str) -> list[VMCandidate]:
     if not dash or slot is None:
         return []
     return [
-        VMCandidate(ns, set_name, slot, Naming.LEGACY)
+        VMCandidate(ns, set_name, slot)
         for ns, set_name in _ns_splits(body)
         if is_dns1123_subdomain(set_name)
     ]

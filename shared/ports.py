@@ -1,7 +1,6 @@
 """What the engines need from the outside world, as shapes (importing it loads no engine and
 no client). `KubeApi` is every Kubernetes call any engine makes; the narrow protocols it is
-made of name what a single piece of code reads.
-"""
+made of name what a single piece of code reads."""
 
 from __future__ import annotations
 
@@ -21,11 +20,9 @@ PAGE_SIZE = 500
 class SnapshotRegistry(Protocol):
     def snapshot_present(self, vm_name: str) -> bool:
         """HEAD `<base>/<vm>:hibernate`; raises RegistryError/RegistryAuthError, never guesses."""
-        ...
 
     def drop_snapshot(self, vm_name: str) -> object:
         """Delete the `:hibernate` manifest; NotFound is success."""
-        ...
 
 
 class SetLister(Protocol):
@@ -55,11 +52,9 @@ class LineReader(Protocol):
 class KubeApi(SetLister, LineReader, Protocol):
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """metrics.k8s.io PodMetrics (CPU activity); raises CocoonError when unavailable."""
-        ...
 
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
         """The pod now, then after each change (the push's wait for vk-cocoon's report)."""
-        ...
 
     def get_set(self, ref: SetRef) -> CocoonSet | None: ...
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal, localcontext
 from enum import StrEnum
 
-_DIGITS = frozenset("0123456789")
 # sign, leading zeros, numerator, point, denominator, suffix (letters, then a signed exponent).
 _SYNTAX = re.compile(r"([+-]?)0*([0-9]*)(\.?)([0-9]*)([eEinumkKMGTP]*[+-]?[0-9]*)")
 _MAX_INT64 = (1 << 63) - 1
@@ -54,7 +53,7 @@ class Quantity:
 
 def _parse_int64(digits: str) -> int:
     # Go's strconv.ParseInt(s, 10, 64) over ASCII digits only.
-    if not digits or not set(digits) <= _DIGITS:
+    if not (digits.isascii() and digits.isdigit()):
         raise QuantityError(f"{digits!r}: not a number")
     value = int(digits)
     if value > _MAX_INT64:
@@ -96,7 +95,6 @@ def parse_quantity(text: str) -> Quantity:
     positive, value, num, denom, suffix = _split(text)
     base, exponent, fmt = _interpret(suffix)
 
-    precision = 0
     scale = 0
     mantissa = 1
     if fmt is Format.BINARY_SI:

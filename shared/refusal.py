@@ -1,7 +1,6 @@
 """A write refused by admission, told once: one Warning Event on the set and one count.
 Acknowledged (the sweep tries again at its pace). The Event is keyed by (write, generation,
-server message): a redelivery adds nothing, a later refused wake is told again.
-"""
+server message): a redelivery adds nothing, a later refused wake is told again."""
 
 from __future__ import annotations
 

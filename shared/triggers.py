@@ -1,8 +1,6 @@
-"""The few trigger shapes every event source is reduced to (envelope -> trigger).
-
-Triggers are hints (the functions re-read live state), carrying only what finds the sets.
-`event_id`, the producer's id, is for logs only: out of equality, so redeliveries compare equal.
-"""
+"""The few trigger shapes every event source is reduced to (envelope -> trigger). Triggers are
+hints (the functions re-read live state), carrying only what finds the sets. `event_id`, the
+producer's id, is for logs only: out of equality, so redeliveries compare equal."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import constants as k
-from shared.admission import LABEL_MSG
+from shared.admission import LABEL_MSG, go_quote
 from shared.crd import cocoonset_schema
-from shared.models import MSG_CLASS_IMMUTABLE, MSG_RELEASE_MAIN_ONLY
+from shared.models import MSG_CLASS_IMMUTABLE, MSG_RELEASE_MAIN_ONLY, go_regex_search
 from shared.names import is_dns1123_label, is_dns1123_subdomain
 
 # k8s.io/apimachinery/pkg/util/validation's messages for object names.
@@ -25,7 +25,6 @@ _SUBDOMAIN_MSG = (
     "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
     "[a-z0-9])?)*')"
 )
-
 
 # `format: date-time` (metav1.Time): RFC 3339 with a zone, optional fractional seconds.
 _RFC3339 = re.compile(r"\A\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
@@ -82,8 +81,7 @@ def _check_spec_rules(
 
 
 def _check_metadata(meta: object) -> Iterator[Violation]:
-    if meta is None:
-        meta = {}
+    meta = {} if meta is None else meta
     if not isinstance(meta, Mapping):
         yield _type_error("metadata", meta, "object")
         return
@@ -92,12 +90,12 @@ def _check_metadata(meta: object) -> Iterator[Violation]:
         if not meta.get("generateName"):
             yield Violation("metadata.name", "Required value: name or generateName is required")
     elif not isinstance(name, str) or not is_dns1123_subdomain(name):
-        yield Violation("metadata.name", f"Invalid value: {_quote(name)}: {_SUBDOMAIN_MSG}")
+        yield Violation("metadata.name", f"Invalid value: {go_quote(name)}: {_SUBDOMAIN_MSG}")
     namespace = meta.get("namespace")
     if namespace is not None and (
         not isinstance(namespace, str) or not is_dns1123_label(namespace)
     ):
-        yield Violation("metadata.namespace", f"Invalid value: {_quote(namespace)}: {LABEL_MSG}")
+        yield Violation("metadata.namespace", f"Invalid value: {go_quote(namespace)}: {LABEL_MSG}")
 
 
 # --- the structural schema walk --------------------------------------------------------
@@ -167,8 +165,7 @@ def _check_list_map(schema: Mapping[str, Any], items: list[Any], path: str) -> I
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
-        identity = {key: item.get(key) for key in keys}
-        token = json.dumps(identity, sort_keys=True, default=str)
+        token = json.dumps({key: item.get(key) for key in keys}, sort_keys=True, default=str)
         if token in seen:
             yield Violation(f"{path}[{i}]", f"Duplicate value: {token}")
         seen.add(token)
@@ -176,8 +173,10 @@ def _check_list_map(schema: Mapping[str, Any], items: list[Any], path: str) -> I
 
 def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterator[Violation]:
     if "enum" in schema and value not in schema["enum"]:
-        supported = ", ".join(_quote(v) for v in schema["enum"])
-        yield Violation(path, f"Unsupported value: {_quote(value)}: supported values: {supported}")
+        supported = ", ".join(go_quote(v) for v in schema["enum"])
+        yield Violation(
+            path, f"Unsupported value: {go_quote(value)}: supported values: {supported}"
+        )
         return
     if isinstance(value, str):
         if "maxLength" in schema and len(value) > schema["maxLength"]:
@@ -185,7 +184,7 @@ def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterat
         if "minLength" in schema and len(value) < schema["minLength"]:
             yield _invalid(path, value, f"should be at least {schema['minLength']} chars long")
         if schema.get("format") == "date-time" and not _RFC3339.match(value):
-            yield _invalid(path, value, f"must be of type date-time: {_quote(value)}")
+            yield _invalid(path, value, f"must be of type date-time: {go_quote(value)}")
         if "pattern" in schema and not go_regex_search(schema["pattern"], value):
             yield _invalid(path, value, f"should match '{schema['pattern']}'")
     elif _is_int(value):
@@ -193,20 +192,6 @@ def _check_scalar(schema: Mapping[str, Any], value: object, path: str) -> Iterat
             yield _invalid(path, value, f"should be greater than or equal to {schema['minimum']}")
         if "maximum" in schema and value > schema["maximum"]:
             yield _invalid(path, value, f"should be less than or equal to {schema['maximum']}")
-
-
-def go_regex_search(pattern: str, value: str) -> bool:
-    """Go's `regexp.MatchString`: a search where `$` is the end of the text (Python's `$`
-    would also match before a final newline)."""
-    return _go_regex(pattern).search(value) is not None
-
-
-@functools.cache
-def _go_regex(pattern: str) -> re.Pattern[str]:
-    # The CRD's patterns end in an unescaped `$` and use it nowhere else.
-    if pattern.endswith("$") and not pattern.endswith("\\$"):
-        pattern = pattern[:-1] + r"\Z"
-    return re.compile(pattern)
 
 
 def _is_int(value: object) -> bool:
@@ -226,7 +211,7 @@ def _type_error(path: str, value: object, want: str) -> Violation:
 
 def _invalid(path: str, value: object, detail: str) -> Violation:
     # kube-openapi's wording: "<path> in body should ...", rendered as Invalid.
-    return Violation(path, f"Invalid value: {_quote(value)}: {path or '<root>'} in body {detail}")
+    return Violation(path, f"Invalid value: {go_quote(value)}: {path or '<root>'} in body {detail}")
 
 
 def _json_type(value: object) -> str:
@@ -238,17 +223,6 @@ def _json_type(value: object) -> str:
     if isinstance(value, Mapping):
         return "object"
     return "null" if value is None else type(value).__name__
-
-
-def _quote(value: object) -> str:
-    """Go's `%q` for strings, `%v` for the rest (how field.Error prints a value)."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-    return json.dumps(value, default=str, sort_keys=True)
 
 
 def _child(path: str, key: str) -> str:

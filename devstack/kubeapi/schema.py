@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from devstack.kubeapi.errors import Cause
-from shared.validation import go_regex_search  # Go regexp semantics (`$` = end of text)
+from shared.models import go_regex_search  # Go regexp semantics (`$` = end of text)
 
 _META_KEYS = frozenset(
     {

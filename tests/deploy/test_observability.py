@@ -38,7 +38,7 @@ def test_terraform_log_metrics_are_the_catalogue(module: TfDir) -> None:
     assert [float(b) for b in module.locals["histogram_buckets"]] == list(BUCKETS)
     # A histogram with its own buckets has them in Terraform too; the others use the common list.
     own: dict[str, Any] = module.locals["distribution_buckets"]
-    assert set(own) == {n for n, m in HISTOGRAMS.items() if m.own_buckets is not None}
+    assert set(own) == {n for n, m in HISTOGRAMS.items() if m.buckets != BUCKETS}
     for name, bounds in own.items():
         assert [float(b) for b in bounds] == list(BY_NAME[name].buckets), name
 

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from shared.errors import InvalidName
 from shared.names import (
     MANAGED_VM_NAME_MAX,
-    Naming,
     SetRef,
     VMCandidate,
     check_name,
@@ -22,8 +21,6 @@ from shared.names import (
     vm_name,
     vm_name_for_pod,
 )
-
-H = Naming.HASHED
 
 
 # The expected strings are cocoon-common's own test vectors (meta/vmname_test.go,
@@ -49,19 +46,22 @@ def test_legacy_name_is_the_v0_3_0_formula() -> None:
 
 def test_hashed_names_never_collide_across_namespaces() -> None:
     assert vm_name("a", "b-c", 0) != vm_name("a-b", "c", 0)
-    assert parse_vm_name(vm_name("a", "b-c", 0)) == [VMCandidate("a", "b-c", 0, H)]
-    assert parse_vm_name(vm_name("a-b", "c", 0)) == [VMCandidate("a-b", "c", 0, H)]
+    assert parse_vm_name(vm_name("a", "b-c", 0)) == [VMCandidate("a", "b-c", 0)]
+    assert parse_vm_name(vm_name("a-b", "c", 0)) == [VMCandidate("a-b", "c", 0)]
 
 
 def test_a_dotted_set_is_found_from_its_flattened_name() -> None:
-    assert parse_vm_name("vk-prod-demo-v1-0-ac2538") == [VMCandidate("prod", "demo.v1", 0, H)]
-    assert parse_vm_name("vk-prod-demo-v1-0-17548c") == [VMCandidate("prod", "demo-v1", 0, H)]
+    assert parse_vm_name("vk-prod-demo-v1-0-ac2538") == [VMCandidate("prod", "demo.v1", 0)]
+    assert parse_vm_name("vk-prod-demo-v1-0-17548c") == [VMCandidate("prod", "demo-v1", 0)]
 
 
 def test_a_hashed_name_with_a_foreign_hash_is_only_a_legacy_candidate() -> None:
     # `000000` reads as a slot with a leading zero: no legacy split either.
     assert parse_vm_name("vk-prod-demo-0-000000") == []
-    assert all(c.naming is Naming.LEGACY for c in parse_vm_name("vk-prod-demo-0-123456"))
+    assert parse_vm_name("vk-prod-demo-0-123456") == [
+        VMCandidate("prod", "demo-0", 123456),
+        VMCandidate("prod-demo", "0", 123456),
+    ]
 
 
 def test_ambiguous_legacy_name_yields_every_valid_split() -> None:
@@ -88,7 +88,7 @@ labels = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?\Z")
 
 @given(ns=labels, cs=labels, slot=st.integers(min_value=0, max_value=99))
 def test_parse_recovers_the_built_name(ns: str, cs: str, slot: int) -> None:
-    assert parse_vm_name(vm_name(ns, cs, slot)) == [VMCandidate(ns, cs, slot, H)]
+    assert parse_vm_name(vm_name(ns, cs, slot)) == [VMCandidate(ns, cs, slot)]
     assert VMCandidate(ns, cs, slot) in parse_vm_name(legacy_vm_name(ns, cs, slot))
 
 

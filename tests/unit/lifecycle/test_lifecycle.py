@@ -35,22 +35,16 @@ NOW = datetime(2026, 3, 1, 9, 15, 2, 118000, tzinfo=UTC)
 UID = "set-uid-1"
 
 
-def never() -> str:
-    raise AssertionError("a deterministic id was expected")
-
-
 def build(kind: LifecycleKind, **set_kw: Any) -> LifecycleEvent:
     """One event of each kind from a set as its causing write returned it (rv 4711)."""
     cs = make_set(resource_version="4711", hint="node-7", **set_kw)
     if kind is LifecycleKind.RELEASED:
-        return lifecycle.released(
-            cs, deleted_pods=["agent-0"], hint="node-7", now=NOW, fallback_id=never
-        )
+        return lifecycle.released(cs, deleted_pods=["agent-0"], hint="node-7", now=NOW)
     if kind is LifecycleKind.WAKING:
-        return lifecycle.waking(cs, hint="node-7", now=NOW, fallback_id=never)
+        return lifecycle.waking(cs, hint="node-7", now=NOW)
     if kind is LifecycleKind.WOKEN:
         return lifecycle.woken(
-            cs, placement=k.PLACEMENT_POOL, node="node-9", hint="node-7", now=NOW, fallback_id=never
+            cs, placement=k.PLACEMENT_POOL, node="node-9", hint="node-7", now=NOW
         )
     if kind is LifecycleKind.WAKE_NO_CAPACITY:
         return lifecycle.wake_no_capacity(
@@ -59,7 +53,6 @@ def build(kind: LifecycleKind, **set_kw: Any) -> LifecycleEvent:
             pod_uid="pod-uid-3",
             message="0/3 nodes are available: 3 Insufficient cpu.",
             now=NOW,
-            fallback_id=never,
         )
     if kind is LifecycleKind.SEAT_RECLAIMED:
         return lifecycle.seat_reclaimed(
@@ -69,7 +62,6 @@ def build(kind: LifecycleKind, **set_kw: Any) -> LifecycleEvent:
             idle_for=timedelta(hours=2),
             pool="default",
             now=NOW,
-            fallback_id=never,
         )
     return lifecycle.idle_suspended(
         cs,
@@ -77,7 +69,6 @@ def build(kind: LifecycleKind, **set_kw: Any) -> LifecycleEvent:
         timeout=timedelta(minutes=30),
         last_activity=NOW - timedelta(hours=2, minutes=5),
         now=NOW,
-        fallback_id=never,
     )
 
 
@@ -108,6 +99,7 @@ DETAILS = {
 def test_each_kind_is_a_structured_cloudevent_with_its_details(kind: LifecycleKind) -> None:
     event = build(kind).cloudevent()
 
+    assert event["id"].startswith(f"{kind.value}:{UID}:")  # named, never the random fallback
     assert event == {
         "specversion": "1.0",
         "type": f"io.cocoonstack.hibernation.{kind.value}",
@@ -153,9 +145,12 @@ def test_a_no_capacity_id_names_the_situation_not_a_write() -> None:
     [{"uid": ""}, {"resource_version": ""}],
     ids=["no-uid", "no-resource-version"],
 )
-def test_without_an_identity_the_id_is_random(set_kw: dict[str, str]) -> None:
+def test_without_an_identity_the_id_is_random(
+    set_kw: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle, "_random_id", lambda: "random-1")
     cs = make_set(**set_kw)
-    event = lifecycle.waking(cs, hint="", now=NOW, fallback_id=lambda: "random-1")
+    event = lifecycle.waking(cs, hint="", now=NOW)
     assert event.id == "random-1"
 
 
