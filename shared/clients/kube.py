@@ -63,17 +63,6 @@ class ResourceVersionTooLarge(TransientError):
     """A bounded read the server could not serve after its own wait: not repeated as is."""
 
 
-def _status(body: str | None) -> dict[str, Any] | None:
-    """A `Status` body as a dict ({} when empty or not an object); None when not JSON."""
-    if not body:
-        return {}
-    try:
-        status = json.loads(body)
-    except ValueError:
-        return None
-    return status if isinstance(status, dict) else {}
-
-
 # The `what` of a request on the CocoonSet resource itself, not one naming it in passing.
 _ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
 
@@ -90,7 +79,11 @@ def translate(err: BaseException, what: str) -> CocoonError:
 
 def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
     """An API server's error answer as a typed error (the light reader's too)."""
-    status = _status(body)
+    try:  # a `Status` object; anything else JSON reads as empty, non-JSON is quoted
+        parsed = json.loads(body) if body else {}
+        status: dict[str, Any] | None = parsed if isinstance(parsed, dict) else {}
+    except ValueError:
+        status = None
     if status is None:
         reason, message = "", (body or "")[:200]
     else:
@@ -177,7 +170,7 @@ def _merged_kubeconfig(paths: str) -> Any:
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
     for one in paths.split(os.pathsep):
-        _check_kubeconfig_file(one)
+        read_kubeconfig(one)
     merger = kube_config.KubeConfigMerger(paths)  # type: ignore[no-untyped-call]  # untyped upstream
     if merger.config is None:
         raise ConfigException(f"no kubeconfig file found in {paths}")
@@ -189,16 +182,16 @@ def _merged_kubeconfig(paths: str) -> Any:
     return merger.config
 
 
-def _check_kubeconfig_file(path: str) -> None:
-    """A file that is not a kubeconfig at all as a one-line ConfigError (the library's
-    merger lets it escape as a traceback). Missing files are left to the merger."""
+def read_kubeconfig(path: str) -> dict[str, Any] | None:
+    """The file's document, None when missing or empty; one that is not a kubeconfig at all is
+    a one-line ConfigError (the library's merger lets it escape as a traceback)."""
     import yaml  # noqa: PLC0415 - lazy: cold start
 
     try:
         with open(os.path.expanduser(path), encoding="utf-8") as f:
             doc = yaml.safe_load(f)
     except FileNotFoundError:
-        return
+        return None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -213,6 +206,7 @@ def _check_kubeconfig_file(path: str) -> None:
             f"cannot load kubeconfig {path}: not a kubeconfig ({kind}; expected a mapping "
             "with clusters, users and contexts)"
         )
+    return doc
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -260,6 +254,17 @@ def read_retried(what: str, once: Callable[[], _T]) -> _T:
             log.debug("read failed; retrying", what=what, attempt=attempt + 1, error=str(e))
             time.sleep(READ_BACKOFF_S[min(attempt, len(READ_BACKOFF_S) - 1)])
     return once()
+
+
+def follow_pages(read_page: Callable[[str | None], Any]) -> Iterator[dict[str, Any]]:
+    """Each page of a LIST, each read with the `continue` token of the one before."""
+    token: str | None = None
+    while True:
+        body = read_page(token)
+        yield body
+        token = (body.get("metadata") or {}).get("continue") or None
+        if not token:
+            return
 
 
 def readable_sets(items: list[Any]) -> list[CocoonSet]:
@@ -530,13 +535,7 @@ class KubeClient:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
 
     def _pages(self, what: str, fn: Callable[..., Any], **kw: Any) -> Iterator[dict[str, Any]]:
-        token: str | None = None
-        while True:
-            body = self._read(what, fn, **kw, **({"_continue": token} if token else {}))
-            yield body
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
+        return follow_pages(lambda token: self._read(what, fn, **kw, _continue=token))
 
     @staticmethod
     def _set(ref: SetRef) -> dict[str, str]:
@@ -564,27 +563,21 @@ class KubeClient:
     def patch_set(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
     ) -> CocoonSet:
-        return self._patch_set(ref, patch, resource_version, status=False)
+        fn = self._custom.patch_namespaced_custom_object
+        return self._patch_set(f"PATCH cocoonset {ref}", fn, ref, patch, resource_version)
 
     def patch_set_status(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
     ) -> CocoonSet:
-        return self._patch_set(ref, patch, resource_version, status=True)
+        fn = self._custom.patch_namespaced_custom_object_status
+        return self._patch_set(f"PATCH cocoonset {ref}/status", fn, ref, patch, resource_version)
 
     def _patch_set(
-        self, ref: SetRef, patch: dict[str, Any], rv: str | None, *, status: bool
+        self, what: str, fn: Callable[..., Any], ref: SetRef, patch: dict[str, Any], rv: str | None
     ) -> CocoonSet:
         if rv is not None:
             patch = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": rv}}
-        body = self._call(
-            f"PATCH cocoonset {ref}{'/status' if status else ''}",
-            self._custom.patch_namespaced_custom_object_status
-            if status
-            else self._custom.patch_namespaced_custom_object,
-            body=patch,
-            _content_type=MERGE_PATCH,
-            **self._set(ref),
-        )
+        body = self._call(what, fn, body=patch, _content_type=MERGE_PATCH, **self._set(ref))
         return parse(CocoonSet, body)
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:

@@ -110,17 +110,14 @@ class PubSubPublisher:
             )
             message_id = future.result(timeout=self.timeout + _WAIT_MARGIN)
         except errors as err:
-            self._resume(client, ordering_key)
+            try:
+                if ordering_key:  # a failed key stays paused until resumed
+                    client.resume_publish(self.topic, ordering_key)
+            except (ValueError, RuntimeError) as resume_err:
+                # Nothing to resume (a key never published) or a stopped client.
+                log.debug("resume_publish failed", topic=self.topic, error=str(resume_err))
             raise translate(err, self.topic) from err
         return str(message_id)
-
-    def _resume(self, client: Any, ordering_key: str) -> None:
-        try:
-            if ordering_key:
-                client.resume_publish(self.topic, ordering_key)
-        except (ValueError, RuntimeError) as err:
-            # Nothing to resume (a key never published) or a stopped client.
-            log.debug("resume_publish failed", topic=self.topic, error=str(err))
 
     def close(self) -> None:
         """Flush and stop the library client, when one was built."""

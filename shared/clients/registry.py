@@ -67,24 +67,17 @@ class ManifestInfo:
 
 
 class RegistryClient:
-    """One registry's client, one per process (:func:`get_client`); tests pass `session`,
-    `ecr_client` and `clock`."""
+    """One registry's client, one per process (:func:`get_client`); tests pass `ecr_client`
+    and `clock`."""
 
     def __init__(
-        self,
-        settings: Settings,
-        *,
-        session: requests.Session | None = None,
-        ecr_client: Any = None,
-        clock: Callable[[], float] = time.time,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        read_timeout: float = READ_TIMEOUT,
+        self, settings: Settings, *, ecr_client: Any = None, clock: Callable[[], float] = time.time
     ) -> None:
         self.settings = settings
-        self._session = session
+        self._session: requests.Session | None = None
         self._ecr = ecr_client
         self._clock = clock
-        self._timeout = (connect_timeout, read_timeout)
+        self._timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
         self._lock = threading.Lock()
         self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}  # token, expiry
         self._challenges: dict[tuple[str, str], Challenge] = {}
@@ -315,10 +308,9 @@ class RegistryClient:
         elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
             with self._lock:
                 challenge = self._challenges.get(key)
-            # The scope known from an earlier challenge: the cached token, or one fetched ahead.
-            token = self._fetch_token(challenge) if challenge is not None else None
-            if token is not None:
-                hdrs["Authorization"] = f"Bearer {token}"
+            if challenge is not None:
+                # The scope known from an earlier challenge: the cached token, or one fetched ahead.
+                hdrs["Authorization"] = f"Bearer {self._fetch_token(challenge)}"
             elif mode is RegistryAuth.GOOGLE:
                 hdrs["Authorization"] = f"Bearer {self._google_token()}"
         return hdrs
