@@ -286,14 +286,6 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
     return (urllib3.exceptions.HTTPError, OSError, TimeoutError)
 
 
-def _without_retries(conf: Any) -> Any:
-    """`conf` with library retries off (they would re-send a PATCH whose answer was lost);
-    set before the pool is built."""
-    conf.retries = False
-    conf.client_go_retries = False
-    return conf
-
-
 # Told (method, url, status or None, seconds) of every request sent; set by the CLI's -v.
 _request_observer: Callable[[str, str, int | None, float], None] | None = None
 
@@ -400,15 +392,16 @@ class KubeClient:
     def __init__(self, api_client: ApiClient, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
         conf = api_client.configuration
         if conf.retries is not False or getattr(conf, "client_go_retries", False):
-            # Built elsewhere (tests, callers): a pool without retries replaces its own.
+            # Library retries would re-send a PATCH whose answer was lost: a pool without them.
             from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
 
-            api_client.rest_client = rest.RESTClientObject(_without_retries(conf))
+            conf.retries = conf.client_go_retries = False
+            api_client.rest_client = rest.RESTClientObject(conf)
         self._api = api_client
         self._core = self._custom = _Api(api_client)
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._requests = 0
+        self.requests = 0  # API requests sent, retries included
         self._instance = os.environ.get("K_REVISION") or socket.gethostname()
 
     @classmethod
@@ -438,7 +431,7 @@ class KubeClient:
             loader.load_and_set(conf)  # type: ignore[no-untyped-call]  # untyped upstream
         except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"cannot load kubeconfig {what}: {e}") from e
-        return cls(client.ApiClient(_without_retries(conf)), **kw)
+        return cls(client.ApiClient(conf), **kw)
 
     @classmethod
     def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> Self:
@@ -477,7 +470,7 @@ class KubeClient:
         conf.api_key["BearerToken"] = ""
         conf.api_key_prefix["BearerToken"] = "Bearer"
         conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None upstream
-        return cls(client.ApiClient(_without_retries(conf)), **kw)
+        return cls(client.ApiClient(conf), **kw)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Self:
@@ -504,15 +497,11 @@ class KubeClient:
                 f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
                 "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
             ) from e
-        return cls(client.ApiClient(_without_retries(conf)))
-
-    @property
-    def requests(self) -> int:
-        return self._requests
+        return cls(client.ApiClient(conf))
 
     def reset_requests(self) -> None:
         with self._lock:
-            self._requests = 0
+            self.requests = 0
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return read_retried(what, lambda: self._call(what, fn, *args, **kw))
@@ -522,7 +511,7 @@ class KubeClient:
 
         errors: tuple[type[BaseException], ...] = (OpenApiException, *_retryable_io_errors())
         with self._lock:
-            self._requests += 1
+            self.requests += 1
         try:
             data = fn(*args, **{"_request_timeout": self._timeout, **kw}).data
         except errors as e:
@@ -582,7 +571,7 @@ class KubeClient:
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
         """The pods labelled with the set's name (one LIST). `not_older_than` (a resourceVersion
-        held) lets the watch cache answer at once, not after catching up (docs/reads.md)."""
+        held) lets the watch cache answer at once, not after catching up."""
         what = f"LIST pods of {ref}"
         kw = {"namespace": ref.namespace, "label_selector": f"{k.LABEL_SET_NAME}={ref.name}"}
         bound = {"resource_version": not_older_than, "resource_version_match": "NotOlderThan"}
@@ -665,7 +654,7 @@ class KubeClient:
         from kubernetes.watch.watch import iter_resp_lines  # noqa: PLC0415 - lazy: cold start
 
         with self._lock:
-            self._requests += 1
+            self.requests += 1
         try:
             resp: Any = self._core.list_namespaced_pod(
                 namespace=namespace,
@@ -720,8 +709,7 @@ class KubeClient:
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
-        """Delete only the pod with this UID (and resourceVersion; else 409 Conflict); False
-        when it was already gone."""
+        """Delete the pod only if its UID (and resourceVersion) match; False when already gone."""
         preconditions = {"uid": uid}
         if resource_version:
             preconditions["resourceVersion"] = resource_version

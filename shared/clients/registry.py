@@ -45,7 +45,6 @@ GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GOOGLE_BASIC_USER = "oauth2accesstoken"
 # The page size asked of `tags/list`; Distribution may answer with fewer and a Link.
 TAGS_PAGE = 100
-_LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _ECR_AUTH_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"}
     | {"ExpiredTokenException", "InvalidClientTokenId"}
@@ -141,13 +140,13 @@ class RegistryClient:
                 raise RegistryError(f"tags of {repo}: the registry sent invalid JSON") from err
             page = body.get("tags") if isinstance(body, dict) else None
             tags.extend(t for t in (page or []) if isinstance(t, str))
-            nxt = _LINK_NEXT.search(resp.headers.get("Link", ""))
+            nxt = resp.links.get("next", {}).get("url")
             if not nxt:
                 return tags
-            target = urllib.parse.urlsplit(nxt.group(1))
+            target = urllib.parse.urlsplit(nxt)
             prefix = f"/v2/{repo}/"
             if not target.path.startswith(prefix):
-                raise RegistryError(f"tags of {repo}: unexpected pagination link {nxt.group(1)!r}")
+                raise RegistryError(f"tags of {repo}: unexpected pagination link {nxt!r}")
             path = target.path[len(prefix) :] + (f"?{target.query}" if target.query else "")
         raise RegistryError(f"tags of {repo}: too many pages")
 

@@ -54,13 +54,11 @@ def realm_allowed(realm: str, registry_host: str, allowed: frozenset[str]) -> bo
 
 def parse_challenge(header: str | None) -> Challenge | None:
     """Parse `WWW-Authenticate`; None when the header is absent or unparseable."""
-    if not header:
-        return None
-    m = _SCHEME.match(header)
+    m = _SCHEME.match(header or "")
     if not m:
         return None
     scheme = m.group(1).lower()
-    rest = header[m.end() :]
+    rest = m.string[m.end() :]
     params: dict[str, str] = {}
     pos = 0
     while pos < len(rest):
