@@ -218,21 +218,17 @@ def _object_id(body: Any) -> str:
     return f"{meta.get('namespace') or '-'}/{meta.get('name') or '?'}"
 
 
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"{where}: {first['msg']}"
-
-
 def parse(model: type[_M], body: Any) -> _M:
     """`body` as `model`; an object the models reject (e.g. written under another CRD
     version) is an UnreadableObject naming it: permanent for that object, not a crash."""
     try:
         return model.model_validate(body)
     except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
         raise UnreadableObject(
             f"{model.__name__} {_object_id(body)} is unreadable "
-            f"({e.error_count()} error(s)): {_first_error(e)}"
+            f"({e.error_count()} error(s)): {where}: {first['msg']}"
         ) from e
 
 
@@ -272,11 +268,9 @@ def readable_sets(items: list[Any]) -> list[CocoonSet]:
     out: list[CocoonSet] = []
     for item in items:
         try:
-            out.append(CocoonSet.model_validate(item))
-        except ValidationError as e:
-            log.warning(
-                "unreadable cocoonset skipped", cocoonset=_object_id(item), error=_first_error(e)
-            )
+            out.append(parse(CocoonSet, item))
+        except UnreadableObject as e:
+            log.warning("unreadable cocoonset skipped", cocoonset=_object_id(item), error=str(e))
     return out
 
 
@@ -638,13 +632,9 @@ class KubeClient:
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
         """The pod now, then after each change, for up to `timeout` s (None: gone): a LIST and
         one WATCH, never re-established (a closed stream ends it; the caller decides)."""
-        selector = f"metadata.name={name}"
-        body = self._read(
-            f"LIST pod {namespace}/{name}",
-            self._core.list_namespaced_pod,
-            namespace=namespace,
-            field_selector=selector,
-        )
+        pod = f"{namespace}/{name}"
+        kw = {"namespace": namespace, "field_selector": f"metadata.name={name}"}
+        body = self._read(f"LIST pod {pod}", self._core.list_namespaced_pod, **kw)
         items = body.get("items") or []
         yield parse(Pod, items[0]) if items else None
         rv = (body.get("metadata") or {}).get("resourceVersion")
@@ -657,8 +647,7 @@ class KubeClient:
             self.requests += 1
         try:
             resp: Any = self._core.list_namespaced_pod(
-                namespace=namespace,
-                field_selector=selector,
+                **kw,
                 watch=True,
                 resource_version=rv,
                 timeout_seconds=max(1, int(timeout + 0.999)),
@@ -666,7 +655,7 @@ class KubeClient:
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
             # Loud: a refusal (no RBAC `watch` on pods) delays every early push's seat.
-            log.warning("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
+            log.warning("pod watch not opened", pod=pod, error=str(e))
             return
         try:
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
@@ -685,7 +674,7 @@ class KubeClient:
                     return
         except _retryable_io_errors() as e:
             # The read deadline, or the stream cut: the wait is over either way.
-            log.debug("pod watch ended", pod=f"{namespace}/{name}", error=str(e))
+            log.debug("pod watch ended", pod=pod, error=str(e))
         finally:
             resp.close()
             resp.release_conn()
@@ -696,13 +685,9 @@ class KubeClient:
         return parse(Pod, out)
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod:
+        what, fn = f"PATCH pod {namespace}/{name}", self._core.patch_namespaced_pod
         out = self._call(
-            f"PATCH pod {namespace}/{name}",
-            self._core.patch_namespaced_pod,
-            namespace=namespace,
-            name=name,
-            body=patch,
-            _content_type=MERGE_PATCH,
+            what, fn, namespace=namespace, name=name, body=patch, _content_type=MERGE_PATCH
         )
         return parse(Pod, out)
 
@@ -710,17 +695,12 @@ class KubeClient:
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
         """Delete the pod only if its UID (and resourceVersion) match; False when already gone."""
-        preconditions = {"uid": uid}
+        body = {"preconditions": {"uid": uid}}
         if resource_version:
-            preconditions["resourceVersion"] = resource_version
+            body["preconditions"]["resourceVersion"] = resource_version
+        what, fn = f"DELETE pod {namespace}/{name}", self._core.delete_namespaced_pod
         try:
-            self._call(
-                f"DELETE pod {namespace}/{name}",
-                self._core.delete_namespaced_pod,
-                namespace=namespace,
-                name=name,
-                body={"preconditions": preconditions},
-            )
+            self._call(what, fn, namespace=namespace, name=name, body=body)
         except NotFound:
             return False
         return True
