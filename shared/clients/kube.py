@@ -311,6 +311,7 @@ _ROUTES: dict[str, tuple[str, str]] = {
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _COCOONSETS = {"group": k.GROUP, "version": k.VERSION, "plural": k.PLURAL}
+_POD_METRICS = {"group": "metrics.k8s.io", "version": "v1beta1", "plural": "pods"}
 
 
 def _wire(name: str) -> str:
@@ -566,13 +567,11 @@ class KubeClient:
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
         """The pods labelled with the set's name (one LIST). `not_older_than` (a resourceVersion
         held) lets the watch cache answer at once, not after catching up."""
-        what = f"LIST pods of {ref}"
+        what, fn = f"LIST pods of {ref}", self._core.list_namespaced_pod
         kw = {"namespace": ref.namespace, "label_selector": f"{k.LABEL_SET_NAME}={ref.name}"}
         bound = {"resource_version": not_older_than, "resource_version_match": "NotOlderThan"}
         try:
-            body = self._read(
-                what, self._core.list_namespaced_pod, **kw, **(bound if not_older_than else {})
-            )
+            body = self._read(what, fn, **kw, **(bound if not_older_than else {}))
         except ResourceVersionTooLarge as e:
             if not not_older_than:
                 raise
@@ -581,7 +580,7 @@ class KubeClient:
             log.warning(
                 "bounded LIST answered too large; listing consistently", what=what, error=str(e)
             )
-            body = self._read(what, self._core.list_namespaced_pod, **kw)
+            body = self._read(what, fn, **kw)
         return _pods(body)
 
     def list_pods_matching(
@@ -611,15 +610,9 @@ class KubeClient:
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Raw metrics.k8s.io PodMetrics items (without metrics-server: NotFound or Transient)."""
-        body = self._call(
-            f"LIST podmetrics {label_selector} in {namespace}",
-            self._custom.list_namespaced_custom_object,
-            group="metrics.k8s.io",
-            version="v1beta1",
-            namespace=namespace,
-            plural="pods",
-            label_selector=label_selector,
-        )
+        what = f"LIST podmetrics {label_selector} in {namespace}"
+        kw = {**_POD_METRICS, "namespace": namespace, "label_selector": label_selector}
+        body = self._call(what, self._custom.list_namespaced_custom_object, **kw)
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:

@@ -1,8 +1,6 @@
-"""The OCI registry client release and wake use: HEAD a manifest, resolve a tag, drop a tag.
-
-An error is never read as "absent" nor "present" (401/403 RegistryAuthError, 429/5xx/timeouts
-RegistryError); no library exception leaves, and the libraries load on first use (cold start).
-"""
+"""The OCI registry client release and wake use: HEAD a manifest, resolve a tag, drop a tag. An
+error is never read as "absent" nor "present" (401/403 RegistryAuthError, 429/5xx/timeouts
+RegistryError); no library exception leaves, and the libraries load on first use (cold start)."""
 
 from __future__ import annotations
 
@@ -348,14 +346,13 @@ class RegistryClient:
         }
         if creds is not None and self.settings.registry_username:
             params["account"] = self.settings.registry_username
-        resp = self._send(
-            "GET", realm, headers={}, params=params, auth=creds, what=f"token from {realm}"
-        )
+        what = f"token from {realm}"
+        resp = self._send("GET", realm, headers={}, params=params, auth=creds, what=what)
         if resp.status_code in (401, 403):
             raise RegistryAuthError(
                 f"token server {realm} refused the credentials ({resp.status_code})"
             )
-        self._raise_for_status(resp, f"token from {realm}")
+        self._raise_for_status(resp, what)
         try:
             body = resp.json()
         except ValueError as err:
@@ -379,16 +376,14 @@ class RegistryClient:
             creds = self._google_creds
             if not creds.valid or not creds.token:
                 creds.refresh(google.auth.transport.requests.Request(session=self._sess()))
-        except google.auth.exceptions.DefaultCredentialsError as err:
-            raise RegistryAuthError(f"no Google application default credentials: {err}") from err
-        except google.auth.exceptions.RefreshError as err:
-            raise RegistryAuthError(f"Google credentials could not be refreshed: {err}") from err
         except google.auth.exceptions.TransportError as err:
             raise RegistryError(f"Google token endpoint unreachable: {err}") from err
         except google.auth.exceptions.GoogleAuthError as err:
-            # The library's base error (malformed credentials file, a reauth or
-            # impersonation failure, ...): a credentials problem, never an answer.
-            raise RegistryAuthError(f"Google credentials failed: {err}") from err
+            # None found, a refused refresh, a malformed key file, a failed reauth or
+            # impersonation...: a credentials problem, never an answer.
+            raise RegistryAuthError(
+                f"Google credentials failed ({type(err).__name__}): {err}"
+            ) from err
         token = creds.token
         if not isinstance(token, str) or not token:
             raise RegistryAuthError("Google credentials produced no access token")
