@@ -91,15 +91,13 @@ class PubSubPublisher:
     def publish(self, data: bytes, *, ordering_key: str, attributes: Mapping[str, str]) -> str:
         """Publish one message and wait for its acknowledgement; return the server's id."""
         errors = _library_errors()
+        client: Any = None  # built (or taken) under the lock below
         try:
             with self._lock:
                 if self._client is None:
                     # Looked up at call time: the default stays replaceable until first use.
                     self._client = (self._factory or _library_client)()
                 client = self._client
-        except errors as err:
-            raise translate(err, self.topic) from err
-        try:
             future = client.publish(
                 self.topic,
                 data,
@@ -111,7 +109,7 @@ class PubSubPublisher:
             message_id = future.result(timeout=self.timeout + _WAIT_MARGIN)
         except errors as err:
             try:
-                if ordering_key:  # a failed key stays paused until resumed
+                if client is not None and ordering_key:  # a failed key stays paused until resumed
                     client.resume_publish(self.topic, ordering_key)
             except (ValueError, RuntimeError) as resume_err:
                 # Nothing to resume (a key never published) or a stopped client.

@@ -275,13 +275,8 @@ class RegistryClient:
         if resp.status_code != 401:
             return resp
         challenge = parse_challenge(resp.headers.get("WWW-Authenticate"))
-        mode = self.settings.registry_auth
-        if (
-            challenge is None
-            or challenge.scheme != "bearer"
-            or not challenge.realm
-            or mode not in (RegistryAuth.BEARER, RegistryAuth.GOOGLE)
-        ):
+        bearer = self.settings.registry_auth in (RegistryAuth.BEARER, RegistryAuth.GOOGLE)
+        if not bearer or challenge is None or challenge.scheme != "bearer" or not challenge.realm:
             raise self._auth_error(resp, what)
         with self._lock:
             self._challenges[key] = challenge
@@ -341,9 +336,7 @@ class RegistryClient:
             raise RegistryAuthError(
                 f"refusing to send registry credentials to plain-http realm {realm}"
             )
-        params = {
-            k: v for k, v in (("service", challenge.service), ("scope", challenge.scope)) if v
-        }
+        params = {k: v for k, v in challenge.params.items() if k in ("service", "scope") and v}
         if creds is not None and self.settings.registry_username:
             params["account"] = self.settings.registry_username
         what = f"token from {realm}"
