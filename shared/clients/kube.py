@@ -169,16 +169,12 @@ def _merged_kubeconfig(paths: str) -> Any:
     definition wins, the first `current-context` too (the library lets the last win)."""
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
-    for one in paths.split(os.pathsep):
-        read_kubeconfig(one)
+    docs = [read_kubeconfig(one) or {} for one in paths.split(os.pathsep)]
     merger = kube_config.KubeConfigMerger(paths)  # type: ignore[no-untyped-call]  # untyped upstream
     if merger.config is None:
         raise ConfigException(f"no kubeconfig file found in {paths}")
-    for found in merger.paths:
-        current = (merger.config_files.get(found) or {}).get("current-context")
-        if current:
-            merger.config.value["current-context"] = current
-            break
+    if current := next((d["current-context"] for d in docs if d.get("current-context")), None):
+        merger.config.value["current-context"] = current
     return merger.config
 
 
@@ -254,13 +250,11 @@ def read_retried(what: str, once: Callable[[], _T]) -> _T:
 
 def follow_pages(read_page: Callable[[str | None], Any]) -> Iterator[dict[str, Any]]:
     """Each page of a LIST, each read with the `continue` token of the one before."""
-    token: str | None = None
-    while True:
+    body = read_page(None)
+    yield body
+    while token := (body.get("metadata") or {}).get("continue"):
         body = read_page(token)
         yield body
-        token = (body.get("metadata") or {}).get("continue") or None
-        if not token:
-            return
 
 
 def readable_sets(items: list[Any]) -> list[CocoonSet]:
