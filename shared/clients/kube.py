@@ -400,7 +400,6 @@ class KubeClient:
         """From kubeconfig files (`KUBECONFIG`'s os.pathsep list; None: `~/.kube/config`)
         merged as kubectl merges them; `context` as kubectl's `--context`."""
         from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
-        from kubernetes.config import kube_config  # noqa: PLC0415 - lazy: cold start
 
         paths = path if path is not None else default_kubeconfig()
         what = path or default_kubeconfig()
@@ -414,7 +413,7 @@ class KubeClient:
                 raise ConfigError(
                     f"context {context!r} is not in kubeconfig {what} (contexts: {listed})"
                 )
-            loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped upstream
+            loader = config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped upstream
                 config_dict=merged, active_context=context, config_base_path=None
             )
             loader.load_and_set(conf)  # type: ignore[no-untyped-call]  # untyped upstream
@@ -505,15 +504,10 @@ class KubeClient:
             data = fn(*args, **{"_request_timeout": self._timeout, **kw}).data
         except errors as e:
             raise translate(e, what) from e
-        if not data:
-            return {}
         try:
-            return json.loads(data)
+            return json.loads(data) if data else {}
         except ValueError as e:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
-
-    def _pages(self, what: str, fn: Callable[..., Any], **kw: Any) -> Iterator[dict[str, Any]]:
-        return follow_pages(lambda token: self._read(what, fn, **kw, _continue=token))
 
     @staticmethod
     def _set(ref: SetRef) -> dict[str, str]:
@@ -535,7 +529,7 @@ class KubeClient:
         else:
             what, fn = f"LIST cocoonsets in {namespace}", self._custom.list_namespaced_custom_object
             kw["namespace"] = namespace
-        for body in self._pages(what, fn, **kw):
+        for body in follow_pages(lambda token: self._read(what, fn, **kw, _continue=token)):
             yield readable_sets(body.get("items") or [])
 
     def patch_set(
@@ -599,7 +593,7 @@ class KubeClient:
         else:
             what, fn = f"LIST pods {label_selector} in {namespace}", self._core.list_namespaced_pod
             kw["namespace"] = namespace
-        for body in self._pages(what, fn, **kw):
+        for body in follow_pages(lambda token: self._read(what, fn, **kw, _continue=token)):
             yield _pods(body)
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
