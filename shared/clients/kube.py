@@ -433,8 +433,9 @@ class KubeClient:
             creds, _ = google.auth.default(scopes=list(GOOGLE_SCOPES))
         except google.auth.exceptions.GoogleAuthError as e:  # the base: none escapes
             raise ConfigError(f"COCOON_KUBE_AUTH=google: no Google credentials ({e})") from e
-        conf = client.Configuration()
-        conf.host = server
+        conf = client.Configuration(
+            host=server, api_key={"BearerToken": ""}, api_key_prefix={"BearerToken": "Bearer"}
+        )
         if ca_b64:
             try:
                 ca = base64.b64decode(ca_b64, validate=True)
@@ -455,8 +456,6 @@ class KubeClient:
                         raise TransientError(f"refreshing the Google access token: {e}") from e
                 c.api_key["BearerToken"] = creds.token
 
-        conf.api_key["BearerToken"] = ""
-        conf.api_key_prefix["BearerToken"] = "Bearer"
         conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None upstream
         return cls(client.ApiClient(conf), **kw)
 

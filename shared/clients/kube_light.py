@@ -166,9 +166,8 @@ class ClusterReads:
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
-        return items_of(
-            self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
-        )
+        body = self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
+        return items_of(body)
 
     def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
         """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""
