@@ -22,11 +22,9 @@ class ProcessCache(Generic[K, V]):
 
     def get(self, key: K) -> V:
         with self._lock:
-            value = self._values.get(key)
-            if value is None:
-                value = self._build(key)
-                self._values[key] = value
-            return value
+            if key not in self._values:
+                self._values[key] = self._build(key)
+            return self._values[key]
 
     def reset(self) -> None:
         """Forget every value, closing each one after the lock is released."""

@@ -63,17 +63,6 @@ class ResourceVersionTooLarge(TransientError):
     """A bounded read the server could not serve after its own wait: not repeated as is."""
 
 
-def _status(body: str | None) -> dict[str, Any] | None:
-    """A `Status` body as a dict ({} when empty or not an object); None when not JSON."""
-    if not body:
-        return {}
-    try:
-        status = json.loads(body)
-    except ValueError:
-        return None
-    return status if isinstance(status, dict) else {}
-
-
 # The `what` of a request on the CocoonSet resource itself, not one naming it in passing.
 _ON_COCOONSETS = re.compile(r"^[A-Z]+ cocoonsets?\b")
 
@@ -90,7 +79,11 @@ def translate(err: BaseException, what: str) -> CocoonError:
 
 def translate_status(code: int, phrase: str, body: str | None, what: str) -> CocoonError:
     """An API server's error answer as a typed error (the light reader's too)."""
-    status = _status(body)
+    try:  # a `Status` object; anything else JSON reads as empty, non-JSON is quoted
+        parsed = json.loads(body) if body else {}
+        status: dict[str, Any] | None = parsed if isinstance(parsed, dict) else {}
+    except ValueError:
+        status = None
     if status is None:
         reason, message = "", (body or "")[:200]
     else:
@@ -176,29 +169,25 @@ def _merged_kubeconfig(paths: str) -> Any:
     definition wins, the first `current-context` too (the library lets the last win)."""
     from kubernetes.config import ConfigException, kube_config  # noqa: PLC0415 - lazy
 
-    for one in paths.split(os.pathsep):
-        _check_kubeconfig_file(one)
+    docs = [read_kubeconfig(one) or {} for one in paths.split(os.pathsep)]
     merger = kube_config.KubeConfigMerger(paths)  # type: ignore[no-untyped-call]  # untyped upstream
     if merger.config is None:
         raise ConfigException(f"no kubeconfig file found in {paths}")
-    for found in merger.paths:
-        current = (merger.config_files.get(found) or {}).get("current-context")
-        if current:
-            merger.config.value["current-context"] = current
-            break
+    if current := next((d["current-context"] for d in docs if d.get("current-context")), None):
+        merger.config.value["current-context"] = current
     return merger.config
 
 
-def _check_kubeconfig_file(path: str) -> None:
-    """A file that is not a kubeconfig at all as a one-line ConfigError (the library's
-    merger lets it escape as a traceback). Missing files are left to the merger."""
+def read_kubeconfig(path: str) -> dict[str, Any] | None:
+    """The file's document, None when missing or empty; one that is not a kubeconfig at all is
+    a one-line ConfigError (the library's merger lets it escape as a traceback)."""
     import yaml  # noqa: PLC0415 - lazy: cold start
 
     try:
         with open(os.path.expanduser(path), encoding="utf-8") as f:
             doc = yaml.safe_load(f)
     except FileNotFoundError:
-        return
+        return None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -213,6 +202,7 @@ def _check_kubeconfig_file(path: str) -> None:
             f"cannot load kubeconfig {path}: not a kubeconfig ({kind}; expected a mapping "
             "with clusters, users and contexts)"
         )
+    return doc
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -224,21 +214,17 @@ def _object_id(body: Any) -> str:
     return f"{meta.get('namespace') or '-'}/{meta.get('name') or '?'}"
 
 
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"{where}: {first['msg']}"
-
-
 def parse(model: type[_M], body: Any) -> _M:
     """`body` as `model`; an object the models reject (e.g. written under another CRD
     version) is an UnreadableObject naming it: permanent for that object, not a crash."""
     try:
         return model.model_validate(body)
     except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
         raise UnreadableObject(
             f"{model.__name__} {_object_id(body)} is unreadable "
-            f"({e.error_count()} error(s)): {_first_error(e)}"
+            f"({e.error_count()} error(s)): {where}: {first['msg']}"
         ) from e
 
 
@@ -262,16 +248,23 @@ def read_retried(what: str, once: Callable[[], _T]) -> _T:
     return once()
 
 
+def follow_pages(read_page: Callable[[str | None], Any]) -> Iterator[dict[str, Any]]:
+    """Each page of a LIST, each read with the `continue` token of the one before."""
+    body = read_page(None)
+    yield body
+    while token := (body.get("metadata") or {}).get("continue"):
+        body = read_page(token)
+        yield body
+
+
 def readable_sets(items: list[Any]) -> list[CocoonSet]:
     """One unreadable set is skipped (and logged), never the whole page."""
     out: list[CocoonSet] = []
     for item in items:
         try:
-            out.append(CocoonSet.model_validate(item))
-        except ValidationError as e:
-            log.warning(
-                "unreadable cocoonset skipped", cocoonset=_object_id(item), error=_first_error(e)
-            )
+            out.append(parse(CocoonSet, item))
+        except UnreadableObject as e:
+            log.warning("unreadable cocoonset skipped", cocoonset=_object_id(item), error=str(e))
     return out
 
 
@@ -279,14 +272,6 @@ def _retryable_io_errors() -> tuple[type[BaseException], ...]:
     import urllib3.exceptions  # noqa: PLC0415 - lazy: cold start
 
     return (urllib3.exceptions.HTTPError, OSError, TimeoutError)
-
-
-def _without_retries(conf: Any) -> Any:
-    """`conf` with library retries off (they would re-send a PATCH whose answer was lost);
-    set before the pool is built."""
-    conf.retries = False
-    conf.client_go_retries = False
-    return conf
 
 
 # Told (method, url, status or None, seconds) of every request sent; set by the CLI's -v.
@@ -320,6 +305,7 @@ _ROUTES: dict[str, tuple[str, str]] = {
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _COCOONSETS = {"group": k.GROUP, "version": k.VERSION, "plural": k.PLURAL}
+_POD_METRICS = {"group": "metrics.k8s.io", "version": "v1beta1", "plural": "pods"}
 
 
 def _wire(name: str) -> str:
@@ -395,15 +381,16 @@ class KubeClient:
     def __init__(self, api_client: ApiClient, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
         conf = api_client.configuration
         if conf.retries is not False or getattr(conf, "client_go_retries", False):
-            # Built elsewhere (tests, callers): a pool without retries replaces its own.
+            # Library retries would re-send a PATCH whose answer was lost: a pool without them.
             from kubernetes.client import rest  # noqa: PLC0415 - lazy: cold start
 
-            api_client.rest_client = rest.RESTClientObject(_without_retries(conf))
+            conf.retries = conf.client_go_retries = False
+            api_client.rest_client = rest.RESTClientObject(conf)
         self._api = api_client
         self._core = self._custom = _Api(api_client)
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._requests = 0
+        self.requests = 0  # API requests sent, retries included
         self._instance = os.environ.get("K_REVISION") or socket.gethostname()
 
     @classmethod
@@ -413,7 +400,6 @@ class KubeClient:
         """From kubeconfig files (`KUBECONFIG`'s os.pathsep list; None: `~/.kube/config`)
         merged as kubectl merges them; `context` as kubectl's `--context`."""
         from kubernetes import client, config  # noqa: PLC0415 - lazy: cold start
-        from kubernetes.config import kube_config  # noqa: PLC0415 - lazy: cold start
 
         paths = path if path is not None else default_kubeconfig()
         what = path or default_kubeconfig()
@@ -427,13 +413,13 @@ class KubeClient:
                 raise ConfigError(
                     f"context {context!r} is not in kubeconfig {what} (contexts: {listed})"
                 )
-            loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped upstream
+            loader = config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped upstream
                 config_dict=merged, active_context=context, config_base_path=None
             )
             loader.load_and_set(conf)  # type: ignore[no-untyped-call]  # untyped upstream
         except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"cannot load kubeconfig {what}: {e}") from e
-        return cls(client.ApiClient(_without_retries(conf)), **kw)
+        return cls(client.ApiClient(conf), **kw)
 
     @classmethod
     def from_google(cls, server: str, ca_b64: str | None, **kw: Any) -> Self:
@@ -447,8 +433,9 @@ class KubeClient:
             creds, _ = google.auth.default(scopes=list(GOOGLE_SCOPES))
         except google.auth.exceptions.GoogleAuthError as e:  # the base: none escapes
             raise ConfigError(f"COCOON_KUBE_AUTH=google: no Google credentials ({e})") from e
-        conf = client.Configuration()
-        conf.host = server
+        conf = client.Configuration(
+            host=server, api_key={"BearerToken": ""}, api_key_prefix={"BearerToken": "Bearer"}
+        )
         if ca_b64:
             try:
                 ca = base64.b64decode(ca_b64, validate=True)
@@ -469,10 +456,8 @@ class KubeClient:
                         raise TransientError(f"refreshing the Google access token: {e}") from e
                 c.api_key["BearerToken"] = creds.token
 
-        conf.api_key["BearerToken"] = ""
-        conf.api_key_prefix["BearerToken"] = "Bearer"
         conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None upstream
-        return cls(client.ApiClient(_without_retries(conf)), **kw)
+        return cls(client.ApiClient(conf), **kw)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Self:
@@ -499,15 +484,11 @@ class KubeClient:
                 f"exist) and not running in a cluster ({e}); pass --kubeconfig, set "
                 "KUBECONFIG, or COCOON_KUBE_AUTH=google with COCOON_KUBE_SERVER/COCOON_KUBE_CA"
             ) from e
-        return cls(client.ApiClient(_without_retries(conf)))
-
-    @property
-    def requests(self) -> int:
-        return self._requests
+        return cls(client.ApiClient(conf))
 
     def reset_requests(self) -> None:
         with self._lock:
-            self._requests = 0
+            self.requests = 0
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return read_retried(what, lambda: self._call(what, fn, *args, **kw))
@@ -517,26 +498,15 @@ class KubeClient:
 
         errors: tuple[type[BaseException], ...] = (OpenApiException, *_retryable_io_errors())
         with self._lock:
-            self._requests += 1
+            self.requests += 1
         try:
             data = fn(*args, **{"_request_timeout": self._timeout, **kw}).data
         except errors as e:
             raise translate(e, what) from e
-        if not data:
-            return {}
         try:
-            return json.loads(data)
+            return json.loads(data) if data else {}
         except ValueError as e:
             raise TransientError(f"{what}: the API server answered non-JSON") from e
-
-    def _pages(self, what: str, fn: Callable[..., Any], **kw: Any) -> Iterator[dict[str, Any]]:
-        token: str | None = None
-        while True:
-            body = self._read(what, fn, **kw, **({"_continue": token} if token else {}))
-            yield body
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
 
     @staticmethod
     def _set(ref: SetRef) -> dict[str, str]:
@@ -558,45 +528,37 @@ class KubeClient:
         else:
             what, fn = f"LIST cocoonsets in {namespace}", self._custom.list_namespaced_custom_object
             kw["namespace"] = namespace
-        for body in self._pages(what, fn, **kw):
+        for body in follow_pages(lambda token: self._read(what, fn, **kw, _continue=token)):
             yield readable_sets(body.get("items") or [])
 
     def patch_set(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
     ) -> CocoonSet:
-        return self._patch_set(ref, patch, resource_version, status=False)
+        fn = self._custom.patch_namespaced_custom_object
+        return self._patch_set(f"PATCH cocoonset {ref}", fn, ref, patch, resource_version)
 
     def patch_set_status(
         self, ref: SetRef, patch: dict[str, Any], *, resource_version: str | None = None
     ) -> CocoonSet:
-        return self._patch_set(ref, patch, resource_version, status=True)
+        fn = self._custom.patch_namespaced_custom_object_status
+        return self._patch_set(f"PATCH cocoonset {ref}/status", fn, ref, patch, resource_version)
 
     def _patch_set(
-        self, ref: SetRef, patch: dict[str, Any], rv: str | None, *, status: bool
+        self, what: str, fn: Callable[..., Any], ref: SetRef, patch: dict[str, Any], rv: str | None
     ) -> CocoonSet:
         if rv is not None:
             patch = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": rv}}
-        body = self._call(
-            f"PATCH cocoonset {ref}{'/status' if status else ''}",
-            self._custom.patch_namespaced_custom_object_status
-            if status
-            else self._custom.patch_namespaced_custom_object,
-            body=patch,
-            _content_type=MERGE_PATCH,
-            **self._set(ref),
-        )
+        body = self._call(what, fn, body=patch, _content_type=MERGE_PATCH, **self._set(ref))
         return parse(CocoonSet, body)
 
     def list_pods(self, ref: SetRef, *, not_older_than: str | None = None) -> list[Pod]:
         """The pods labelled with the set's name (one LIST). `not_older_than` (a resourceVersion
-        held) lets the watch cache answer at once, not after catching up (docs/reads.md)."""
-        what = f"LIST pods of {ref}"
+        held) lets the watch cache answer at once, not after catching up."""
+        what, fn = f"LIST pods of {ref}", self._core.list_namespaced_pod
         kw = {"namespace": ref.namespace, "label_selector": f"{k.LABEL_SET_NAME}={ref.name}"}
         bound = {"resource_version": not_older_than, "resource_version_match": "NotOlderThan"}
         try:
-            body = self._read(
-                what, self._core.list_namespaced_pod, **kw, **(bound if not_older_than else {})
-            )
+            body = self._read(what, fn, **kw, **(bound if not_older_than else {}))
         except ResourceVersionTooLarge as e:
             if not not_older_than:
                 raise
@@ -605,7 +567,7 @@ class KubeClient:
             log.warning(
                 "bounded LIST answered too large; listing consistently", what=what, error=str(e)
             )
-            body = self._read(what, self._core.list_namespaced_pod, **kw)
+            body = self._read(what, fn, **kw)
         return _pods(body)
 
     def list_pods_matching(
@@ -630,20 +592,14 @@ class KubeClient:
         else:
             what, fn = f"LIST pods {label_selector} in {namespace}", self._core.list_namespaced_pod
             kw["namespace"] = namespace
-        for body in self._pages(what, fn, **kw):
+        for body in follow_pages(lambda token: self._read(what, fn, **kw, _continue=token)):
             yield _pods(body)
 
     def list_pod_metrics(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Raw metrics.k8s.io PodMetrics items (without metrics-server: NotFound or Transient)."""
-        body = self._call(
-            f"LIST podmetrics {label_selector} in {namespace}",
-            self._custom.list_namespaced_custom_object,
-            group="metrics.k8s.io",
-            version="v1beta1",
-            namespace=namespace,
-            plural="pods",
-            label_selector=label_selector,
-        )
+        what = f"LIST podmetrics {label_selector} in {namespace}"
+        kw = {**_POD_METRICS, "namespace": namespace, "label_selector": label_selector}
+        body = self._call(what, self._custom.list_namespaced_custom_object, **kw)
         return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
@@ -656,13 +612,9 @@ class KubeClient:
     def watch_pod(self, namespace: str, name: str, *, timeout: float) -> Iterator[Pod | None]:
         """The pod now, then after each change, for up to `timeout` s (None: gone): a LIST and
         one WATCH, never re-established (a closed stream ends it; the caller decides)."""
-        selector = f"metadata.name={name}"
-        body = self._read(
-            f"LIST pod {namespace}/{name}",
-            self._core.list_namespaced_pod,
-            namespace=namespace,
-            field_selector=selector,
-        )
+        pod = f"{namespace}/{name}"
+        kw = {"namespace": namespace, "field_selector": f"metadata.name={name}"}
+        body = self._read(f"LIST pod {pod}", self._core.list_namespaced_pod, **kw)
         items = body.get("items") or []
         yield parse(Pod, items[0]) if items else None
         rv = (body.get("metadata") or {}).get("resourceVersion")
@@ -672,11 +624,10 @@ class KubeClient:
         from kubernetes.watch.watch import iter_resp_lines  # noqa: PLC0415 - lazy: cold start
 
         with self._lock:
-            self._requests += 1
+            self.requests += 1
         try:
             resp: Any = self._core.list_namespaced_pod(
-                namespace=namespace,
-                field_selector=selector,
+                **kw,
                 watch=True,
                 resource_version=rv,
                 timeout_seconds=max(1, int(timeout + 0.999)),
@@ -684,7 +635,7 @@ class KubeClient:
             )
         except Exception as e:  # noqa: BLE001 - any failure ends the wait; the caller decides
             # Loud: a refusal (no RBAC `watch` on pods) delays every early push's seat.
-            log.warning("pod watch not opened", pod=f"{namespace}/{name}", error=str(e))
+            log.warning("pod watch not opened", pod=pod, error=str(e))
             return
         try:
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
@@ -703,7 +654,7 @@ class KubeClient:
                     return
         except _retryable_io_errors() as e:
             # The read deadline, or the stream cut: the wait is over either way.
-            log.debug("pod watch ended", pod=f"{namespace}/{name}", error=str(e))
+            log.debug("pod watch ended", pod=pod, error=str(e))
         finally:
             resp.close()
             resp.release_conn()
@@ -714,32 +665,22 @@ class KubeClient:
         return parse(Pod, out)
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> Pod:
+        what, fn = f"PATCH pod {namespace}/{name}", self._core.patch_namespaced_pod
         out = self._call(
-            f"PATCH pod {namespace}/{name}",
-            self._core.patch_namespaced_pod,
-            namespace=namespace,
-            name=name,
-            body=patch,
-            _content_type=MERGE_PATCH,
+            what, fn, namespace=namespace, name=name, body=patch, _content_type=MERGE_PATCH
         )
         return parse(Pod, out)
 
     def delete_pod(
         self, namespace: str, name: str, *, uid: str, resource_version: str | None = None
     ) -> bool:
-        """Delete only the pod with this UID (and resourceVersion; else 409 Conflict); False
-        when it was already gone."""
-        preconditions = {"uid": uid}
+        """Delete the pod only if its UID (and resourceVersion) match; False when already gone."""
+        body = {"preconditions": {"uid": uid}}
         if resource_version:
-            preconditions["resourceVersion"] = resource_version
+            body["preconditions"]["resourceVersion"] = resource_version
+        what, fn = f"DELETE pod {namespace}/{name}", self._core.delete_namespaced_pod
         try:
-            self._call(
-                f"DELETE pod {namespace}/{name}",
-                self._core.delete_namespaced_pod,
-                namespace=namespace,
-                name=name,
-                body={"preconditions": preconditions},
-            )
+            self._call(what, fn, namespace=namespace, name=name, body=body)
         except NotFound:
             return False
         return True

@@ -38,17 +38,10 @@ _FILE_KEYS = ("certificate-authority", "client-certificate", "client-key", "toke
 
 def _load(paths: list[str]) -> dict[str, Any]:
     """The merged kubeconfig (kubectl's rules: first definition wins), file paths absolute."""
-    import yaml  # noqa: PLC0415 - light, but only when a status runs
-
     merged: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}}
     current = ""
     for path in paths:
-        full._check_kubeconfig_file(path)  # one-line errors for what is no kubeconfig
-        try:
-            with open(os.path.expanduser(path), encoding="utf-8") as f:
-                doc = yaml.safe_load(f) or {}
-        except FileNotFoundError:
-            continue  # kubectl skips a missing file of the list
+        doc = full.read_kubeconfig(path) or {}  # kubectl skips a missing file of the list
         current = current or str(doc.get("current-context") or "")
         base = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
         for kind, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
@@ -167,20 +160,14 @@ class ClusterReads:
         raise NotImplementedError
 
     def bodies(self, what: str, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        """Each page of a LIST, followed by its `continue` token."""
-        token: str | None = None
-        while True:
-            body = self.get_json(what, path, {**params, "continue": token})
-            yield body
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
+        return full.follow_pages(
+            lambda token: self.get_json(what, path, {**params, "continue": token})
+        )
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Raw Node items (one LIST): `status.allocatable.pods` is a pool's capacity."""
-        return items_of(
-            self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
-        )
+        body = self.get_json("LIST nodes", "/api/v1/nodes", {"labelSelector": label_selector})
+        return items_of(body)
 
     def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
         """Raw core/v1 Event items of a namespace (or all: None) matching a field selector."""

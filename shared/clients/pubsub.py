@@ -91,15 +91,13 @@ class PubSubPublisher:
     def publish(self, data: bytes, *, ordering_key: str, attributes: Mapping[str, str]) -> str:
         """Publish one message and wait for its acknowledgement; return the server's id."""
         errors = _library_errors()
+        client: Any = None  # built (or taken) under the lock below
         try:
             with self._lock:
                 if self._client is None:
                     # Looked up at call time: the default stays replaceable until first use.
                     self._client = (self._factory or _library_client)()
                 client = self._client
-        except errors as err:
-            raise translate(err, self.topic) from err
-        try:
             future = client.publish(
                 self.topic,
                 data,
@@ -110,17 +108,14 @@ class PubSubPublisher:
             )
             message_id = future.result(timeout=self.timeout + _WAIT_MARGIN)
         except errors as err:
-            self._resume(client, ordering_key)
+            try:
+                if client is not None and ordering_key:  # a failed key stays paused until resumed
+                    client.resume_publish(self.topic, ordering_key)
+            except (ValueError, RuntimeError) as resume_err:
+                # Nothing to resume (a key never published) or a stopped client.
+                log.debug("resume_publish failed", topic=self.topic, error=str(resume_err))
             raise translate(err, self.topic) from err
         return str(message_id)
-
-    def _resume(self, client: Any, ordering_key: str) -> None:
-        try:
-            if ordering_key:
-                client.resume_publish(self.topic, ordering_key)
-        except (ValueError, RuntimeError) as err:
-            # Nothing to resume (a key never published) or a stopped client.
-            log.debug("resume_publish failed", topic=self.topic, error=str(err))
 
     def close(self) -> None:
         """Flush and stop the library client, when one was built."""

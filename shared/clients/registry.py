@@ -1,8 +1,6 @@
-"""The OCI registry client release and wake use: HEAD a manifest, resolve a tag, drop a tag.
-
-An error is never read as "absent" nor "present" (401/403 RegistryAuthError, 429/5xx/timeouts
-RegistryError); no library exception leaves, and the libraries load on first use (cold start).
-"""
+"""The OCI registry client release and wake use: HEAD a manifest, resolve a tag, drop a tag. An
+error is never read as "absent" nor "present" (401/403 RegistryAuthError, 429/5xx/timeouts
+RegistryError); no library exception leaves, and the libraries load on first use (cold start)."""
 
 from __future__ import annotations
 
@@ -45,7 +43,6 @@ GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GOOGLE_BASIC_USER = "oauth2accesstoken"
 # The page size asked of `tags/list`; Distribution may answer with fewer and a Link.
 TAGS_PAGE = 100
-_LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _ECR_AUTH_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"}
     | {"ExpiredTokenException", "InvalidClientTokenId"}
@@ -67,24 +64,17 @@ class ManifestInfo:
 
 
 class RegistryClient:
-    """One registry's client, one per process (:func:`get_client`); tests pass `session`,
-    `ecr_client` and `clock`."""
+    """One registry's client, one per process (:func:`get_client`); tests pass `ecr_client`
+    and `clock`."""
 
     def __init__(
-        self,
-        settings: Settings,
-        *,
-        session: requests.Session | None = None,
-        ecr_client: Any = None,
-        clock: Callable[[], float] = time.time,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        read_timeout: float = READ_TIMEOUT,
+        self, settings: Settings, *, ecr_client: Any = None, clock: Callable[[], float] = time.time
     ) -> None:
         self.settings = settings
-        self._session = session
+        self._session: requests.Session | None = None
         self._ecr = ecr_client
         self._clock = clock
-        self._timeout = (connect_timeout, read_timeout)
+        self._timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
         self._lock = threading.Lock()
         self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}  # token, expiry
         self._challenges: dict[tuple[str, str], Challenge] = {}
@@ -148,13 +138,13 @@ class RegistryClient:
                 raise RegistryError(f"tags of {repo}: the registry sent invalid JSON") from err
             page = body.get("tags") if isinstance(body, dict) else None
             tags.extend(t for t in (page or []) if isinstance(t, str))
-            nxt = _LINK_NEXT.search(resp.headers.get("Link", ""))
+            nxt = resp.links.get("next", {}).get("url")
             if not nxt:
                 return tags
-            target = urllib.parse.urlsplit(nxt.group(1))
+            target = urllib.parse.urlsplit(nxt)
             prefix = f"/v2/{repo}/"
             if not target.path.startswith(prefix):
-                raise RegistryError(f"tags of {repo}: unexpected pagination link {nxt.group(1)!r}")
+                raise RegistryError(f"tags of {repo}: unexpected pagination link {nxt!r}")
             path = target.path[len(prefix) :] + (f"?{target.query}" if target.query else "")
         raise RegistryError(f"tags of {repo}: too many pages")
 
@@ -285,13 +275,8 @@ class RegistryClient:
         if resp.status_code != 401:
             return resp
         challenge = parse_challenge(resp.headers.get("WWW-Authenticate"))
-        mode = self.settings.registry_auth
-        if (
-            challenge is None
-            or challenge.scheme != "bearer"
-            or not challenge.realm
-            or mode not in (RegistryAuth.BEARER, RegistryAuth.GOOGLE)
-        ):
+        bearer = self.settings.registry_auth in (RegistryAuth.BEARER, RegistryAuth.GOOGLE)
+        if not bearer or challenge is None or challenge.scheme != "bearer" or not challenge.realm:
             raise self._auth_error(resp, what)
         with self._lock:
             self._challenges[key] = challenge
@@ -315,10 +300,9 @@ class RegistryClient:
         elif mode in (RegistryAuth.BEARER, RegistryAuth.GOOGLE):
             with self._lock:
                 challenge = self._challenges.get(key)
-            # The scope known from an earlier challenge: the cached token, or one fetched ahead.
-            token = self._fetch_token(challenge) if challenge is not None else None
-            if token is not None:
-                hdrs["Authorization"] = f"Bearer {token}"
+            if challenge is not None:
+                # The scope known from an earlier challenge: the cached token, or one fetched ahead.
+                hdrs["Authorization"] = f"Bearer {self._fetch_token(challenge)}"
             elif mode is RegistryAuth.GOOGLE:
                 hdrs["Authorization"] = f"Bearer {self._google_token()}"
         return hdrs
@@ -352,19 +336,16 @@ class RegistryClient:
             raise RegistryAuthError(
                 f"refusing to send registry credentials to plain-http realm {realm}"
             )
-        params = {
-            k: v for k, v in (("service", challenge.service), ("scope", challenge.scope)) if v
-        }
+        params = {k: v for k, v in challenge.params.items() if k in ("service", "scope") and v}
         if creds is not None and self.settings.registry_username:
             params["account"] = self.settings.registry_username
-        resp = self._send(
-            "GET", realm, headers={}, params=params, auth=creds, what=f"token from {realm}"
-        )
+        what = f"token from {realm}"
+        resp = self._send("GET", realm, headers={}, params=params, auth=creds, what=what)
         if resp.status_code in (401, 403):
             raise RegistryAuthError(
                 f"token server {realm} refused the credentials ({resp.status_code})"
             )
-        self._raise_for_status(resp, f"token from {realm}")
+        self._raise_for_status(resp, what)
         try:
             body = resp.json()
         except ValueError as err:
@@ -388,16 +369,14 @@ class RegistryClient:
             creds = self._google_creds
             if not creds.valid or not creds.token:
                 creds.refresh(google.auth.transport.requests.Request(session=self._sess()))
-        except google.auth.exceptions.DefaultCredentialsError as err:
-            raise RegistryAuthError(f"no Google application default credentials: {err}") from err
-        except google.auth.exceptions.RefreshError as err:
-            raise RegistryAuthError(f"Google credentials could not be refreshed: {err}") from err
         except google.auth.exceptions.TransportError as err:
             raise RegistryError(f"Google token endpoint unreachable: {err}") from err
         except google.auth.exceptions.GoogleAuthError as err:
-            # The library's base error (malformed credentials file, a reauth or
-            # impersonation failure, ...): a credentials problem, never an answer.
-            raise RegistryAuthError(f"Google credentials failed: {err}") from err
+            # None found, a refused refresh, a malformed key file, a failed reauth or
+            # impersonation...: a credentials problem, never an answer.
+            raise RegistryAuthError(
+                f"Google credentials failed ({type(err).__name__}): {err}"
+            ) from err
         token = creds.token
         if not isinstance(token, str) or not token:
             raise RegistryAuthError("Google credentials produced no access token")

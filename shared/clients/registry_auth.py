@@ -42,25 +42,18 @@ def realm_allowed(realm: str, registry_host: str, allowed: frozenset[str]) -> bo
     """Whether a challenge's realm may receive our credentials: the registry's own host (any
     port) or one listed in `allowed`, since whoever answers for the registry names the realm."""
     parts = urllib.parse.urlsplit(realm)
-    host = (parts.hostname or "").lower()
-    if not host:
-        return False
-    own = urllib.parse.urlsplit(f"//{registry_host}").hostname or ""
-    if host == own.lower():
-        return True
-    netloc = parts.netloc.rpartition("@")[2].lower()
-    return host in allowed or netloc in allowed
+    host, netloc = parts.hostname, parts.netloc.rpartition("@")[2].lower()  # hostname: lower case
+    own = urllib.parse.urlsplit(f"//{registry_host}").hostname
+    return bool(host) and (host == own or host in allowed or netloc in allowed)
 
 
 def parse_challenge(header: str | None) -> Challenge | None:
     """Parse `WWW-Authenticate`; None when the header is absent or unparseable."""
-    if not header:
-        return None
-    m = _SCHEME.match(header)
+    m = _SCHEME.match(header or "")
     if not m:
         return None
     scheme = m.group(1).lower()
-    rest = header[m.end() :]
+    rest = m.string[m.end() :]
     params: dict[str, str] = {}
     pos = 0
     while pos < len(rest):
@@ -82,17 +75,14 @@ def token_expiry(body: dict[str, object], *, now: float) -> float:
     ttl = DEFAULT_TOKEN_TTL
     if isinstance(raw_ttl, int | float) and not isinstance(raw_ttl, bool) and raw_ttl > 0:
         ttl = float(raw_ttl)
-    start = now
     issued = body.get("issued_at")
-    if isinstance(issued, str):
-        try:
-            at: float | None = parse_rfc3339(issued).timestamp()
-        except ValueError:
-            at = None
-        # A token server with a skewed clock must not make us cache a dead token or
-        # one from the future: only trust issued_at when it is close to our clock.
-        if at is not None and abs(at - now) < ttl:
-            start = min(at, now)
+    try:
+        at = parse_rfc3339(issued).timestamp() if isinstance(issued, str) else now
+    except ValueError:
+        at = now
+    # A token server with a skewed clock must not make us cache a dead token or
+    # one from the future: only trust issued_at when it is close to our clock.
+    start = min(at, now) if abs(at - now) < ttl else now
     return max(start + ttl - EXPIRY_MARGIN, now + 1.0)
 
 
