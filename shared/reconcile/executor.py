@@ -56,9 +56,6 @@ def _step_name(step: Step) -> str:
 # What a release leaves on the set for its wake: cleared together.
 _RELEASE_RECORD = {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
 
-# Steps that only look: never an effect of the run (nor is any terminal step).
-_LOOKS = (steps.ProbeRegistry, steps.RereadMain, steps.CheckSharedNames)
-
 
 @dataclass
 class _Run:
@@ -239,7 +236,7 @@ class _Run:
     def end_not_ours(self, step: steps.NotOurs) -> Outcome:
         if step.forget_requester:
             self._annotate({k.ANN_WAKE_REQUESTED_BY: None}, cas=False)
-        effects = [_step_name(s) for s in self.done if not isinstance(s, (*_LOOKS, *_ENDS))]
+        effects = [_step_name(s) for s in self.done if not isinstance(s, (steps.Look, *_ENDS))]
         if effects:
             # This run moved the set (e.g. completed a wake) into the normal flow's hands.
             return self.outcome(OutcomeResult.DONE, f"{', '.join(effects)}; now {step.reason}")
