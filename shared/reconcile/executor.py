@@ -59,8 +59,7 @@ _RELEASE_RECORD = {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
 
 @dataclass
 class _Run:
-    """One reconcile of one set: the read, what the run learned beyond it (`decide` sees
-    both through `Observed`) and what it did."""
+    """One reconcile of one set: the read, what the run learned beyond it, what it did."""
 
     ref: SetRef
     kube: KubeApi
@@ -205,8 +204,7 @@ class _Run:
     def _next_step(self) -> Step:
         step = decide(self.observed())
         if self.stamp is not None and not isinstance(step, steps.CreateMain):
-            # Only the create goes beside the start stamp: any other step may write the
-            # set, so it waits for the stamp and is decided on the set as stamped.
+            # Only the create goes beside the start stamp; any other step may write the set.
             self._settle_stamp()
             step = decide(self.observed())
         if isinstance(step, steps.CreateMain) and self.lost_create:
@@ -253,8 +251,7 @@ class _Run:
         raise ConfigError(step.reason)
 
     def end_no_capacity(self, step: steps.ReportNoCapacity) -> Outcome:
-        # Named by (pod, message): a repeat is AlreadyExists, so re-entries neither spam
-        # nor recount; a failed POST fails the invocation and the redelivery makes it once.
+        # Named by (pod, message): a repeat is AlreadyExists, so re-entries never recount.
         key = f"{step.pod_uid}/{step.message}"
         if self.required_event(
             k.REASON_WAKE_NO_CAPACITY, step.event_message, key=key, type="Warning"
@@ -282,8 +279,7 @@ class _Run:
         return self.outcome(OutcomeResult.WAITING, reason)
 
     def end_shared(self, step: steps.SharedVMName) -> Outcome:
-        """One Warning on each set that records the name, named so any of their reconciles
-        makes it once; acknowledged: no redelivery can tell the snapshots apart."""
+        """One Warning on each sharing set, made once by any of their reconciles; acknowledged."""
         sets = sorted((str(self.ref), *step.others))
         message = (
             f"VM name {step.vm} (cocoon-common v0.3.0 naming) is recorded by {', '.join(sets)}: "
@@ -329,8 +325,7 @@ class _Run:
             self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
 
     def check_shared(self, step: steps.CheckSharedNames) -> None:
-        """Which other existing sets record each legacy-form name. Namespaces outside
-        COCOON_NAMESPACES are not read: the functions act on none of their sets."""
+        """Which other sets record each legacy-form name (outside COCOON_NAMESPACES: none)."""
         for vm in step.vms:
             owners = [r for r in legacy_owners(vm) if r != self.ref]
             if len(owners) > LEGACY_OWNERS_MAX:
@@ -352,8 +347,8 @@ class _Run:
             self.shared[vm] = tuple(others)
 
     def discard_snapshot(self, step: steps.DiscardSnapshot) -> None:
-        """The Event, the tag, then the record: a crash in between leaves the record, so the
-        next run finishes the discard (decide checks the image before calling a tag lost)."""
+        """The Event, the tag, then the record: a crash in between leaves the record, and the
+        next run finishes the discard."""
         assert self.registry is not None
         self.required_event(
             k.REASON_SNAPSHOT_DISCARDED,
@@ -369,15 +364,13 @@ class _Run:
         self._annotate({**_RELEASE_RECORD, k.ANN_WAKE_REQUESTED_BY: None})
 
     def _annotate(self, annotations: Mapping[str, str | None], *, cas: bool = True) -> None:
-        """Merge-patch the set's annotations; `cas`: only over the set as this run read it (a
-        re-suspend since the read must keep its hint)."""
+        """Merge-patch the set's annotations; `cas`: only over the set as this run read it."""
         rv = self.set.metadata.resource_version if cas else None
         patch = {"metadata": {"annotations": dict(annotations)}}
         self.cs = self.kube.patch_set(self.ref, patch, resource_version=rv)
 
     def stamp_pods(self, step: steps.RequestHibernation | steps.StampGeneration) -> None:
-        """Annotate pods as read: the resourceVersion precondition keeps a stamp from going
-        backwards over a newer one written since."""
+        """Annotate pods as read: the resourceVersion keeps a stamp from going backwards."""
         annotations = {k.ANN_GENERATION: str(step.generation)}
         if isinstance(step, steps.RequestHibernation):
             annotations[k.ANN_HIBERNATE] = k.TRUE
@@ -398,8 +391,7 @@ class _Run:
         if step.report is None:
             self._write_phase(step.phase)
             return
-        # The seat is free, the Event is named by the round and the phase write is a
-        # CAS, so either may land alone and the next decision finishes the other.
+        # The Event is named by the round, the phase is a CAS: the next decision finishes either.
         cs = self.set
         report = step.report
         together(lambda: self._write_phase(step.phase), lambda: self._release_event(cs, report))
@@ -458,8 +450,7 @@ class _Run:
             return None
 
     def _flagged(self, target: steps.PodTarget, answer: Pod | NotFound | None) -> str | None:
-        """Fold a flag's answer into the view: the resourceVersion to delete the pod at,
-        None when it is gone."""
+        """Fold a flag's answer into the view: the version to delete the pod at (None: gone)."""
         self.flag_tried.add(target.uid)
         if isinstance(answer, NotFound):
             self._drop_pod(target.name)
@@ -477,9 +468,8 @@ class _Run:
                 rv = self._flagged(target, self._flag(target))
                 if rv is None:
                     continue
-            # uid: never a newer pod under the name; resourceVersion: only the pod as
-            # verified, and only once (a duplicate gets 409). The count is ReportReleased's:
-            # a lost answer to this DELETE would lose it.
+            # uid: never a newer pod under the name; resourceVersion: only the pod as verified.
+            # The count is ReportReleased's: a lost answer to this DELETE would lose it.
             deleted = self.kube.delete_pod(ns, target.name, uid=target.uid, resource_version=rv)
             self._drop_pod(target.name)
             if deleted:
@@ -497,8 +487,7 @@ class _Run:
 
     def _stamp_start(self) -> None:
         """The wake's start (the sweep's deadline clock), sent beside the main pod's create.
-        Best-effort: until it lands the sweep's clock is the pod's creation. A merge patch
-        of one key by the phase CAS's winner needs no precondition."""
+        Best-effort: until it lands the sweep's clock is the pod's creation."""
         patch = {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}}
 
         def send() -> CocoonSet | None:
@@ -554,8 +543,7 @@ class _Run:
     def drop_snapshot(self, step: steps.DropSnapshot) -> None:
         assert self.registry is not None
         if self.registry.drop_snapshot(step.vm) is False:
-            # Shared with another tag, which a delete would take too; a stale `:hibernate` is
-            # harmless (the next gate checks the generation).
+            # Shared with another tag, which a delete would take too; a stale one is harmless.
             log.warning("kept a shared :hibernate manifest", set=str(self.ref), vm=step.vm)
         self.dropped.add(step.vm)
 
@@ -602,16 +590,10 @@ class _Run:
         """The wake's durations, from the records the CAS just cleared: only its winner gets
         here, so each wake is observed once. A record that does not parse is no sample."""
         ns = self.ref.namespace
-        started = before.metadata.annotations.get(k.ANN_WAKE_STARTED)
-        if started:
-            with contextlib.suppress(ValueError):
-                waited = self.now - parse_rfc3339(started)
-                log.observe(
-                    k.METRIC_WAKE_DURATION,
-                    waited.total_seconds(),
-                    namespace=ns,
-                    placement=placement,
-                )
+        with contextlib.suppress(ValueError):  # also when no start was recorded
+            started = parse_rfc3339(before.metadata.annotations.get(k.ANN_WAKE_STARTED, ""))
+            waited = (self.now - started).total_seconds()
+            log.observe(k.METRIC_WAKE_DURATION, waited, namespace=ns, placement=placement)
         wait = SeatWait.decode(before.metadata.annotations.get(k.ANN_SEAT_WAIT))
         if wait is not None:
             log.observe(k.METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
@@ -621,8 +603,8 @@ class _Run:
         self._finish_released(step)
 
     def _release_event(self, cs: CocoonSet, step: steps.ReportReleased) -> None:
-        """The round's SeatReleased, whose create decides the count. May run beside the phase
-        write, so it reads `cs` as passed."""
+        """The round's SeatReleased, whose create decides the count; reads `cs` as passed (it
+        may run beside the phase write)."""
         identity = owed.release_identity(cs, step.round)
         n = len(step.pods)
         # No pods recorded: cocoon-operator's own slot release deleted them.
@@ -645,8 +627,7 @@ class _Run:
                 cs, deleted_pods=step.pods, hint=cs.hint, now=self.now, occurrence=f"g{step.round}"
             ),
         )
-        # No precondition: every reporter writes the same value, and a newer round's
-        # stamp differs from it, so it stays owed.
+        # No precondition: every reporter writes the same value (a newer round's stays owed).
         self._annotate({k.ANN_RELEASE_REPORTED: step.round}, cas=False)
 
     def report_woken(self, step: steps.ReportWoken) -> None:
@@ -686,7 +667,7 @@ class _Run:
         on: CocoonSet | None = None,
     ) -> bool:
         """An Event named by `key` about `on` (default: the set); True when this call created
-        it. Not best-effort: a failure fails the invocation, so an owed report stays owed."""
+        it. A failure fails the invocation, so an owed report stays owed."""
         about = on if on is not None else self.set
         return self.kube.emit_event(about, reason=reason, message=message, type=type, key=key)
 
@@ -800,8 +781,7 @@ def request_wake(
             report_refusal(kube, cs, "Unsuspend", e)
             return Outcome(ref, OutcomeResult.REFUSED, f"Unsuspend: {e.server_message}")
         did = ("Unsuspend",)
-        # One Event per request that woke the set. Best-effort: who asked is also on the
-        # set, and a failed POST must not fail a wake whose unsuspend already landed.
+        # Best-effort: who asked is also on the set, and the unsuspend has landed.
         try:
             kube.emit_event(
                 cs,
