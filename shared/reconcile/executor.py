@@ -375,8 +375,7 @@ class _Run:
         if isinstance(step, steps.RequestHibernation):
             annotations[k.ANN_HIBERNATE] = k.TRUE
         for name in step.pods:
-            pod = next((p for p in self.pods if p.name == name), None)
-            rv = pod.metadata.resource_version if pod is not None else None
+            rv = next((p.metadata.resource_version for p in self.pods if p.name == name), None)
             meta: dict[str, object] = {"annotations": annotations}
             if rv:
                 meta["resourceVersion"] = rv
@@ -406,16 +405,15 @@ class _Run:
         self.cs = self.kube.patch_set_status(self.ref, {"status": status}, resource_version=rv)
 
     def stash(self, step: steps.Stash) -> None:
-        annotations: dict[str, str] = {}
-        if step.delete_vm_names:
-            annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
-        if step.hint is not None:
-            annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
-        if step.image is not None:
-            annotations[k.ANN_HIBERNATED_IMAGE] = step.image
-        if step.round is not None:
-            annotations[k.ANN_RELEASE_ROUND] = step.round
-            annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
+        wanted = {
+            k.ANN_DELETE_VM_NAMES: step.delete_vm_names or None,
+            k.ANN_HIBERNATED_ON_NODE: step.hint,
+            k.ANN_HIBERNATED_IMAGE: step.image,
+            k.ANN_RELEASE_ROUND: step.round,
+            k.ANN_RELEASE_ROUND_PODS: None if step.round is None else step.round_pods or "",
+        }
+        # None leaves a key as it is (in a merge patch it would delete it).
+        annotations = {key: value for key, value in wanted.items() if value is not None}
         if not step.flags:
             self._annotate(annotations)
             return
@@ -512,11 +510,8 @@ class _Run:
                 raise
             log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
             return
-        if (
-            stamped is not None
-            and self.cs is not None
-            and self.cs.metadata.resource_version == base
-        ):
+        cs = self.cs
+        if stamped is not None and cs is not None and cs.metadata.resource_version == base:
             self.cs = stamped
 
     def create_main(self, step: steps.CreateMain) -> None:
