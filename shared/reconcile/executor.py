@@ -389,12 +389,8 @@ class _Run:
     def set_phase(self, step: steps.SetPhase) -> None:
         if step.report is None:
             self._write_phase(step.phase)
-            return
-        # The Event is named by the round, the phase is a CAS: the next decision finishes either.
-        cs = self.set
-        report = step.report
-        together(lambda: self._write_phase(step.phase), lambda: self._release_event(cs, report))
-        self._finish_released(report)
+        else:
+            self.report_released(step.report, beside=step.phase)
 
     def _write_phase(self, phase: Phase) -> None:
         """The phase with the status the operator would write beside it (compare-and-swap)."""
@@ -593,9 +589,21 @@ class _Run:
         if wait is not None:
             log.observe(k.METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
 
-    def report_released(self, step: steps.ReportReleased) -> None:
-        self._release_event(self.set, step)
-        self._finish_released(step)
+    def report_released(self, step: steps.ReportReleased, beside: Phase | None = None) -> None:
+        """`beside`: the phase written at once; the Event is named by the round and the phase
+        is a CAS, so either may land alone and the next decision finishes the other."""
+        before = self.set
+        if beside is None:
+            self._release_event(before, step)
+        else:
+            together(lambda: self._write_phase(beside), lambda: self._release_event(before, step))
+        cs = self.set
+        event = lifecycle.released(
+            cs, deleted_pods=step.pods, hint=cs.hint, now=self.now, occurrence=f"g{step.round}"
+        )
+        lifecycle.publish(self.publisher, event)
+        # No precondition: every reporter writes the same value (a newer round's stays owed).
+        self._annotate({k.ANN_RELEASE_REPORTED: step.round}, cas=False)
 
     def _release_event(self, cs: CocoonSet, step: steps.ReportReleased) -> None:
         """The round's SeatReleased, whose create decides the count; reads `cs` as passed (it
@@ -614,41 +622,23 @@ class _Run:
         if created and n:
             self._count(k.METRIC_PODS_DELETED, n)
 
-    def _finish_released(self, step: steps.ReportReleased) -> None:
-        cs = self.set
-        lifecycle.publish(
-            self.publisher,
-            lifecycle.released(
-                cs, deleted_pods=step.pods, hint=cs.hint, now=self.now, occurrence=f"g{step.round}"
-            ),
-        )
-        # No precondition: every reporter writes the same value (a newer round's stays owed).
-        self._annotate({k.ANN_RELEASE_REPORTED: step.round}, cas=False)
-
     def report_woken(self, step: steps.ReportWoken) -> None:
-        cs = self.set
+        cs, uid = self.set, step.pod_uid
         requester = cs.metadata.annotations.get(k.ANN_WAKE_REQUESTED_BY)
         asked = f", requested by {requester}" if requester else ""
         created = self.required_event(
             k.REASON_WAKE_COMPLETED,
             f"Restored from the hibernation snapshot (placement: {step.placement}, "
             f"hint node: {step.hint or 'none'}{asked})",
-            key=owed.wake_identity(cs, step.pod_uid),
+            key=owed.wake_identity(cs, uid),
         )
         if created:
             self._count(k.METRIC_WAKE, placement=step.placement)
-        main = next((p for p in self.pods if p.metadata.uid == step.pod_uid), None)
-        lifecycle.publish(
-            self.publisher,
-            lifecycle.woken(
-                cs,
-                placement=step.placement,
-                node=main.spec.node_name if main is not None else None,
-                hint=step.hint,
-                now=self.now,
-                occurrence=step.pod_uid,
-            ),
+        node = next((p.spec.node_name for p in self.pods if p.metadata.uid == uid), None)
+        event = lifecycle.woken(
+            cs, placement=step.placement, node=node, hint=step.hint, now=self.now, occurrence=uid
         )
+        lifecycle.publish(self.publisher, event)
         # CAS: only this occurrence's marker goes, and its requester (the next wake's is new).
         self._annotate({k.ANN_WAKE_REPORT_OWED: None, k.ANN_WAKE_REQUESTED_BY: None})
 
