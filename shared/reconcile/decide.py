@@ -234,11 +234,10 @@ def decide_release(o: Observed) -> Step:
     image = main.annotations.get(k.ANN_IMAGE) or None if main is not None else None
     if image == cs.hibernated_image:
         image = None
-    have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
     # The round goes in the same write: the durable evidence a SeatReleased will be owed.
     stamp = round_to_stamp(cs, (p.name for p in deletable))
     if (
-        (names and names != have_names)
+        (names and names != cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, ""))
         or (hint is not None and hint != cs.hint)
         or image is not None
         or stamp is not None
@@ -274,9 +273,8 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
 
 
 def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
-    """A restore cocoon-operator completed first (hint gone) that the functions have not
-    booked (`last-wake-pod`): else the idle sweep and reclaim would take the just-woken
-    set as idle since its suspend."""
+    """A restore cocoon-operator completed first (hint gone) not booked in `last-wake-pod`:
+    else the idle sweep and reclaim would take the just-woken set as idle."""
     return (
         _restore(main)
         and not cs.hint

@@ -74,8 +74,9 @@ class _Run:
     report: Report | None = None  # vk-cocoon's `hibernated` report, when its time is known
     cs: CocoonSet | None = None
     pods: tuple[Pod, ...] = ()
-    # Registry answers; an error is kept to be re-raised as itself (auth stays ConfigError).
-    probes: dict[str, Probe | CocoonError] = field(default_factory=dict)
+    probes: dict[str, Probe] = field(default_factory=dict)
+    # A failed probe's error, to be re-raised as itself (auth stays a ConfigError).
+    probe_errors: dict[str, CocoonError] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
     reread: dict[str, bool] = field(default_factory=dict)
     # Legacy-form VM names -> the other sets recording them, and those sets as read.
@@ -141,10 +142,7 @@ class _Run:
         return Observed(
             cs=self.set,
             pods=self.pods,
-            probes={
-                vm: Probe.ERROR if isinstance(p, CocoonError) else p
-                for vm, p in self.probes.items()
-            },
+            probes=dict(self.probes),
             dropped=frozenset(self.dropped),
             reread=dict(self.reread),
             registry_configured=self.registry is not None,
@@ -242,9 +240,8 @@ class _Run:
 
     def end_retry(self, step: steps.Retry) -> Outcome:
         for vm in step.failed_probes:
-            error = self.probes.get(vm)
-            if isinstance(error, CocoonError):
-                raise error
+            if vm in self.probe_errors:
+                raise self.probe_errors[vm]
         raise TransientError(f"{self.ref}: {step.reason}")
 
     def end_refuse(self, step: steps.Refuse) -> Outcome:
@@ -319,7 +316,8 @@ class _Run:
                 present = self.registry.snapshot_present(vm)
             except (TransientError, ConfigError) as e:
                 # An error is an answer of its own; the decision turns it into a retry.
-                self.probes[vm] = e
+                self.probes[vm] = Probe.ERROR
+                self.probe_errors[vm] = e
                 log.warning("registry probe failed", set=str(self.ref), vm=vm, error=str(e))
                 continue
             self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
@@ -424,8 +422,7 @@ class _Run:
 
     def _flag(self, target: steps.PodTarget) -> Pod | NotFound | None:
         """The keep-snapshot flag, CAS on the pod the gate verified (Conflict: re-read), else
-        best-effort (None): a lost flag costs a registry pull on wake, a blocked delete the
-        seat. May run beside another write, so it reads only `target`."""
+        best-effort (None: a lost flag costs a pull on wake). Reads only `target`."""
         flag = {k.ANN_KEEP_SNAPSHOT: k.TRUE}
         meta = {"uid": target.uid, "resourceVersion": target.resource_version, "annotations": flag}
         try:
