@@ -89,7 +89,7 @@ class _Run:
     deleted: int = 0
     created: bool = False
     # The wake's start stamp in flight, and the set's resourceVersion it was written over.
-    stamp: tuple[Future[CocoonSet | None], str | None] | None = None
+    stamp: tuple[Future[CocoonSet], str | None] | None = None
 
     @classmethod
     def start(
@@ -480,31 +480,24 @@ class _Run:
         """The wake's start (the sweep's deadline clock), sent beside the main pod's create.
         Best-effort: until it lands the sweep's clock is the pod's creation."""
         patch = {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}}
-
-        def send() -> CocoonSet | None:
-            try:
-                return self.kube.patch_set(self.ref, patch)
-            except (TransientError, NotFound, AdmissionDenied) as e:
-                log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
-                return None
-
-        self.stamp = (beside(send), self.set.metadata.resource_version)
+        pending = beside(lambda: self.kube.patch_set(self.ref, patch))
+        self.stamp = (pending, self.set.metadata.resource_version)
 
     def _settle_stamp(self, *, quiet: bool = False) -> None:
         """Wait for the start stamp in flight; take the set it returns unless the run has
-        read or written the set since. `quiet`: the run is already failing."""
+        read or written the set since. `quiet`: the run is already failing, so no error raises."""
         if self.stamp is None:
             return
         (pending, base), self.stamp = self.stamp, None
         try:
             stamped = pending.result()
         except Exception as e:
-            if not quiet:
+            if not quiet and not isinstance(e, TransientError | NotFound | AdmissionDenied):
                 raise
             log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
             return
         cs = self.cs
-        if stamped is not None and cs is not None and cs.metadata.resource_version == base:
+        if cs is not None and cs.metadata.resource_version == base:
             self.cs = stamped
 
     def create_main(self, step: steps.CreateMain) -> None:
@@ -752,10 +745,8 @@ def request_wake(
     if cs.spec.suspend:
         # Desired state: no precondition, so concurrent requests all succeed and agree.
         who = requester or "an unnamed caller"
-        patch = {
-            "spec": {"suspend": False},
-            "metadata": {"annotations": {k.ANN_WAKE_REQUESTED_BY: who}},
-        }
+        annotations = {k.ANN_WAKE_REQUESTED_BY: who}
+        patch = {"spec": {"suspend": False}, "metadata": {"annotations": annotations}}
         try:
             cs = kube.patch_set(ref, patch)
         except AdmissionDenied as e:
