@@ -4,21 +4,8 @@
 
 from __future__ import annotations
 
-from shared.ports import KubeApi, SnapshotRegistry
-from shared.reconcile.decide import Observed, decide
+from shared.ports import SnapshotRegistry
 from shared.reconcile.executor import reconcile_set, request_wake
-from shared.reconcile.mainpod import build_main_pod
-from shared.reconcile.steps import Outcome, OutcomeResult, Probe
+from shared.reconcile.steps import Outcome, OutcomeResult
 
-__all__ = [
-    "KubeApi",
-    "Observed",
-    "Outcome",
-    "OutcomeResult",
-    "Probe",
-    "SnapshotRegistry",
-    "build_main_pod",
-    "decide",
-    "reconcile_set",
-    "request_wake",
-]
+__all__ = ["Outcome", "OutcomeResult", "SnapshotRegistry", "reconcile_set", "request_wake"]

@@ -58,14 +58,12 @@ def decide(o: Observed) -> Step:
         return owed_wake
     seen = cs.status.observed_generation or 0
     if o.operator_present and seen < cs.generation:
-        # Nothing is done for a generation the operator's cache has not seen (it could undo
-        # the act from a stale view); a report owed (above) is no act on the set and goes out.
+        # No act for a generation the operator's cache has not seen: it could undo it from there.
         behind = f"waiting for cocoon-operator to observe generation {cs.generation}"
         return _discard_for_operator(o) or steps.Wait(
             f"{behind} (status.observedGeneration={seen})"
         )
-    # `spec.suspend` before the failed main, in today's operator's order: a suspend
-    # skips only kubelet-terminal pods and settles, whatever the main's lifecycle.
+    # Suspend before the failed main, as today's operator: a suspend skips only terminal pods.
     if cs.suspended:
         if cs.is_release:
             return decide_release(o)
@@ -74,8 +72,7 @@ def decide(o: Observed) -> Step:
         )
     main = main_pod(o.pods)
     if main is not None and main.failed and released_seat_evidence(cs):
-        # The operator's `Failed` phase: written once, never flipped back (that would flap
-        # with the operator); the failure is the operator's to triage.
+        # The operator's `Failed`: written once, never flipped back (that would flap with it).
         if cs.phase is not Phase.FAILED:
             why = main.annotations.get(k.ANN_LIFECYCLE_MESSAGE) or main.status.phase or "failed"
             return steps.SetPhase(Phase.FAILED, f"main pod {main.name} failed: {why}")
@@ -84,9 +81,8 @@ def decide(o: Observed) -> Step:
 
 
 def _discard_for_operator(o: Observed) -> Step | None:
-    """The image-change discard even for a generation the operator has not seen: today's
-    operator tries it before any status write (a probe and a tag drop touch no pod, no phase),
-    so a registry refusing its DELETE by tag keeps it behind for ever."""
+    """The image-change discard even for a generation the operator has not seen: it tries
+    the discard first, so a registry refusing its DELETE by tag keeps it behind for ever."""
     cs = o.cs
     if cs.suspended or not cs.hibernated_image or cs.hibernated_image == cs.spec.agent.image:
         return None
@@ -118,8 +114,8 @@ def _hibernation_pending(cs: CocoonSet, pod: Pod) -> str | None:
 
 
 def unbound_restore(pod: Pod) -> bool:
-    """A wake's restore pod still waiting for a seat: no node, no VM, nothing to hibernate.
-    vk-cocoon never reports such a pod, so a release waiting for it would never settle."""
+    """A wake's restore pod still waiting for a seat: nothing to hibernate, and vk-cocoon
+    never reports it, so a release waiting for it would never settle."""
     return (
         pod.annotations.get(k.ANN_RESTORE) == k.TRUE
         and not pod.spec.node_name
@@ -160,12 +156,7 @@ def _shared_name(o: Observed, names: tuple[str, ...]) -> Step | None:
 
 def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
     """Status agents' VM names ∪ previously stashed ∪ live pods' VM names, sorted."""
-    names = {a.vm_name for a in cs.status.agents or () if a.vm_name}
-    names.update(t.vm_name for t in cs.status.toolboxes or () if t.vm_name)
-    names.update(n for n in cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "").split(","))
-    names.update(p.vm_name for p in pods)
-    names.discard("")
-    return ",".join(sorted(n.strip() for n in names if n.strip()))
+    return ",".join(sorted(cs.recorded_vm_names | {p.vm_name.strip() for p in pods} - {""}))
 
 
 def decide_release(o: Observed) -> Step:
@@ -196,8 +187,7 @@ def decide_release(o: Observed) -> Step:
             )
         stamp = round_to_stamp(cs, ())
         if cs.hint and stamp is not None:
-            # Released by cocoon-operator's slot release (ours stamps the round before any
-            # delete): the round is booked now so its SeatReleased goes out once, like ours.
+            # Released by cocoon-operator's slot release: book the round so it is reported once.
             return steps.Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)
         if owed is not None:
@@ -219,8 +209,7 @@ def decide_release(o: Observed) -> Step:
     absent = [vm for vm in vms if o.probes[vm] is Probe.ABSENT]
     if absent:
         return _stay_suspending(cs, f"snapshot {absent[0]}:{k.TAG_HIBERNATE} not in the registry")
-    # A name derived from the pod (today's naming) is the pod's alone; a v0.3.0 name may be
-    # another tenant's too, and then the tag under it proves nothing about this set's VM.
+    # A v0.3.0 name (not derived from the pod) may be another tenant's: its tag proves nothing.
     unproven = tuple(
         sorted({p.vm_name for p in gated if p.vm_name != vm_name_for_pod(cs.namespace, p.name)})
     )
@@ -245,11 +234,10 @@ def decide_release(o: Observed) -> Step:
     image = main.annotations.get(k.ANN_IMAGE) or None if main is not None else None
     if image == cs.hibernated_image:
         image = None
-    have_names = cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "")
     # The round goes in the same write: the durable evidence a SeatReleased will be owed.
     stamp = round_to_stamp(cs, (p.name for p in deletable))
     if (
-        (names and names != have_names)
+        (names and names != cs.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, ""))
         or (hint is not None and hint != cs.hint)
         or image is not None
         or stamp is not None
@@ -285,9 +273,8 @@ def unfinished_wake(cs: CocoonSet, main: Pod | None) -> bool:
 
 
 def unbooked_wake(cs: CocoonSet, main: Pod | None) -> bool:
-    """A restore cocoon-operator completed first (hint gone) that the functions have not
-    booked (`last-wake-pod`): else the idle sweep and reclaim would take the just-woken
-    set as idle since its suspend."""
+    """A restore cocoon-operator completed first (hint gone) not booked in `last-wake-pod`:
+    else the idle sweep and reclaim would take the just-woken set as idle."""
     return (
         _restore(main)
         and not cs.hint
@@ -321,16 +308,14 @@ def decide_wake(o: Observed) -> Step:
     waking = phase is Phase.WAKING or unfinished_wake(cs, main) or o.completed_wake or unbooked
     engaged = waking or phase is Phase.SUSPENDED or (phase is Phase.SUSPENDING and bool(hint))
     if not engaged:
-        # A wake the normal flow took over (the operator dropped the snapshot and boots
-        # fresh): no WakeCompleted will name its requester, so the name goes with it.
+        # A wake the normal flow took over: no WakeCompleted will name its requester, so forget it.
         normal = steps.NotOurs(
             f"phase {phase.value if phase else 'unset'}: the normal flow's",
             forget_requester=not (hint or cs.hibernated_image)
             and k.ANN_WAKE_REQUESTED_BY in cs.metadata.annotations,
         )
         if hint and main is not None and _stale_hint_suspect(main):
-            # The normal flow already moved the phase on (an in-place unsuspend)
-            # but the hint of a release that never completed is still there.
+            # The normal flow moved the phase on, but a never-completed release's hint is left.
             step = _check_main_beside_hint(o, main)
             return normal if isinstance(step, steps.Retry | steps.NotOurs) else step
         return normal
@@ -370,14 +355,12 @@ def decide_wake(o: Observed) -> Step:
             return steps.PersistWaking(stamp_started=True)
         leaving = next((p for p in o.pods if p.is_main and p.terminating), None)
         if leaving is not None:
-            # Its name is the one the restore pod needs: a create now only answers
-            # AlreadyExists. `Waking` is durable, so the retry (or the sweep) restores.
+            # Its name is the restore pod's: a create now only answers AlreadyExists.
             return steps.Retry(f"old main {leaving.name} still terminating: retry shortly")
         return steps.CreateMain(build_main_pod(cs, hint=hint, vm=vm0))
 
     if waking:
-        # The wake restores a released seat: a SeatReleased a crash left owed
-        # goes out now (after the create, so a failing Event never blocks it).
+        # A SeatReleased a crash left owed goes out now: after the create, which it never blocks.
         owed = release_owed(cs)
         if owed is not None:
             return owed
@@ -392,8 +375,7 @@ def decide_wake(o: Observed) -> Step:
                 and main.annotations.get(k.ANN_RESTORE) == k.TRUE
                 and k.LABEL_SEAT_LINE not in main.labels
             ):
-                # The operator's own restore pod (it often wins the create): outside
-                # the line it would race the gated waiters ungated, and go unseen.
+                # The operator's own restore pod: outside the line it would race the gated waiters.
                 return steps.JoinLine(main.name, uid, main.metadata.creation_timestamp or "")
             if k.GATE_SEAT_ORDER in main.scheduling_gates:
                 return steps.WaitInLine(pod_uid=uid, pod_name=main.name)
@@ -401,8 +383,7 @@ def decide_wake(o: Observed) -> Step:
             if message is not None:
                 return steps.ReportNoCapacity(pod_uid=uid, message=message, pod_name=main.name)
             return steps.Wait(f"restoring {main.name}: VM not live yet")
-        # The pod's VM if one of the set's own names: whoever can annotate the pod must not
-        # steer the delete to another set's snapshot.
+        # The pod's VM only if one of the set's own names: an annotation must not steer the delete.
         own = vm_names(cs.namespace, cs.name, 0)
         vm0 = main.vm_name if main.vm_name in own else main_vm_names(cs)[0]
         shared = _shared_name(o, _legacy(cs, vm0))
@@ -411,8 +392,7 @@ def decide_wake(o: Observed) -> Step:
         if vm0 not in o.dropped:
             return steps.DropSnapshot(vm0)
         if hint or unbooked:
-            # Completed by the operator first: the hint is gone, the pod's preferred
-            # affinity still names the node it was for.
+            # Completed by the operator first: the pod's preferred affinity still names the hint.
             want = hint or main.preferred_node
             placement = k.PLACEMENT_HINT_NODE if main.spec.node_name == want else k.PLACEMENT_POOL
             return steps.CompleteWake(placement)
@@ -441,7 +421,6 @@ def _check_main_beside_hint(o: Observed, main: Pod) -> Step:
     if not alive:
         return steps.Retry(f"{main.name} is a ghost of the released pod: retry shortly")
     if _stale_hint_suspect(main):
-        # The stash wrote the hint but the delete lost and the user unsuspended: nothing
-        # was released, so the hint marks a wake that will never come.
+        # Stashed, but the delete lost and the user unsuspended: no wake will come.
         return steps.ClearStaleHint(f"{main.name} is alive and was never released: stale hint")
     return steps.NotOurs(f"{main.name} is alive: an in-place unsuspend wakes it")

@@ -56,14 +56,10 @@ def _step_name(step: Step) -> str:
 # What a release leaves on the set for its wake: cleared together.
 _RELEASE_RECORD = {k.ANN_HIBERNATED_ON_NODE: None, k.ANN_HIBERNATED_IMAGE: None}
 
-# Steps that only look: never an effect of the run (nor is any terminal step).
-_LOOKS = (steps.ProbeRegistry, steps.RereadMain, steps.CheckSharedNames)
-
 
 @dataclass
 class _Run:
-    """One reconcile of one set: the read, what the run learned beyond it (`decide` sees
-    both through `Observed`) and what it did."""
+    """One reconcile of one set: the read, what the run learned beyond it, what it did."""
 
     ref: SetRef
     kube: KubeApi
@@ -78,8 +74,9 @@ class _Run:
     report: Report | None = None  # vk-cocoon's `hibernated` report, when its time is known
     cs: CocoonSet | None = None
     pods: tuple[Pod, ...] = ()
-    # Registry answers; an error is kept to be re-raised as itself (auth stays ConfigError).
-    probes: dict[str, Probe | CocoonError] = field(default_factory=dict)
+    probes: dict[str, Probe] = field(default_factory=dict)
+    # A failed probe's error, to be re-raised as itself (auth stays a ConfigError).
+    probe_errors: dict[str, CocoonError] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
     reread: dict[str, bool] = field(default_factory=dict)
     # Legacy-form VM names -> the other sets recording them, and those sets as read.
@@ -92,7 +89,7 @@ class _Run:
     deleted: int = 0
     created: bool = False
     # The wake's start stamp in flight, and the set's resourceVersion it was written over.
-    stamp: tuple[Future[CocoonSet | None], str | None] | None = None
+    stamp: tuple[Future[CocoonSet], str | None] | None = None
 
     @classmethod
     def start(
@@ -145,10 +142,7 @@ class _Run:
         return Observed(
             cs=self.set,
             pods=self.pods,
-            probes={
-                vm: Probe.ERROR if isinstance(p, CocoonError) else p
-                for vm, p in self.probes.items()
-            },
+            probes=dict(self.probes),
             dropped=frozenset(self.dropped),
             reread=dict(self.reread),
             registry_configured=self.registry is not None,
@@ -208,8 +202,7 @@ class _Run:
     def _next_step(self) -> Step:
         step = decide(self.observed())
         if self.stamp is not None and not isinstance(step, steps.CreateMain):
-            # Only the create goes beside the start stamp: any other step may write the
-            # set, so it waits for the stamp and is decided on the set as stamped.
+            # Only the create goes beside the start stamp; any other step may write the set.
             self._settle_stamp()
             step = decide(self.observed())
         if isinstance(step, steps.CreateMain) and self.lost_create:
@@ -239,7 +232,7 @@ class _Run:
     def end_not_ours(self, step: steps.NotOurs) -> Outcome:
         if step.forget_requester:
             self._annotate({k.ANN_WAKE_REQUESTED_BY: None}, cas=False)
-        effects = [_step_name(s) for s in self.done if not isinstance(s, (*_LOOKS, *_ENDS))]
+        effects = [_step_name(s) for s in self.done if not isinstance(s, (steps.Look, *_ENDS))]
         if effects:
             # This run moved the set (e.g. completed a wake) into the normal flow's hands.
             return self.outcome(OutcomeResult.DONE, f"{', '.join(effects)}; now {step.reason}")
@@ -247,17 +240,15 @@ class _Run:
 
     def end_retry(self, step: steps.Retry) -> Outcome:
         for vm in step.failed_probes:
-            error = self.probes.get(vm)
-            if isinstance(error, CocoonError):
-                raise error
+            if vm in self.probe_errors:
+                raise self.probe_errors[vm]
         raise TransientError(f"{self.ref}: {step.reason}")
 
     def end_refuse(self, step: steps.Refuse) -> Outcome:
         raise ConfigError(step.reason)
 
     def end_no_capacity(self, step: steps.ReportNoCapacity) -> Outcome:
-        # Named by (pod, message): a repeat is AlreadyExists, so re-entries neither spam
-        # nor recount; a failed POST fails the invocation and the redelivery makes it once.
+        # Named by (pod, message): a repeat is AlreadyExists, so re-entries never recount.
         key = f"{step.pod_uid}/{step.message}"
         if self.required_event(
             k.REASON_WAKE_NO_CAPACITY, step.event_message, key=key, type="Warning"
@@ -285,8 +276,7 @@ class _Run:
         return self.outcome(OutcomeResult.WAITING, reason)
 
     def end_shared(self, step: steps.SharedVMName) -> Outcome:
-        """One Warning on each set that records the name, named so any of their reconciles
-        makes it once; acknowledged: no redelivery can tell the snapshots apart."""
+        """One Warning on each sharing set, made once by any of their reconciles; acknowledged."""
         sets = sorted((str(self.ref), *step.others))
         message = (
             f"VM name {step.vm} (cocoon-common v0.3.0 naming) is recorded by {', '.join(sets)}: "
@@ -326,14 +316,14 @@ class _Run:
                 present = self.registry.snapshot_present(vm)
             except (TransientError, ConfigError) as e:
                 # An error is an answer of its own; the decision turns it into a retry.
-                self.probes[vm] = e
+                self.probes[vm] = Probe.ERROR
+                self.probe_errors[vm] = e
                 log.warning("registry probe failed", set=str(self.ref), vm=vm, error=str(e))
                 continue
             self.probes[vm] = Probe.PRESENT if present else Probe.ABSENT
 
     def check_shared(self, step: steps.CheckSharedNames) -> None:
-        """Which other existing sets record each legacy-form name. Namespaces outside
-        COCOON_NAMESPACES are not read: the functions act on none of their sets."""
+        """Which other sets record each legacy-form name (outside COCOON_NAMESPACES: none)."""
         for vm in step.vms:
             owners = [r for r in legacy_owners(vm) if r != self.ref]
             if len(owners) > LEGACY_OWNERS_MAX:
@@ -355,8 +345,8 @@ class _Run:
             self.shared[vm] = tuple(others)
 
     def discard_snapshot(self, step: steps.DiscardSnapshot) -> None:
-        """The Event, the tag, then the record: a crash in between leaves the record, so the
-        next run finishes the discard (decide checks the image before calling a tag lost)."""
+        """The Event, the tag, then the record: a crash in between leaves the record, and the
+        next run finishes the discard."""
         assert self.registry is not None
         self.required_event(
             k.REASON_SNAPSHOT_DISCARDED,
@@ -372,21 +362,18 @@ class _Run:
         self._annotate({**_RELEASE_RECORD, k.ANN_WAKE_REQUESTED_BY: None})
 
     def _annotate(self, annotations: Mapping[str, str | None], *, cas: bool = True) -> None:
-        """Merge-patch the set's annotations; `cas`: only over the set as this run read it (a
-        re-suspend since the read must keep its hint)."""
+        """Merge-patch the set's annotations; `cas`: only over the set as this run read it."""
         rv = self.set.metadata.resource_version if cas else None
         patch = {"metadata": {"annotations": dict(annotations)}}
         self.cs = self.kube.patch_set(self.ref, patch, resource_version=rv)
 
     def stamp_pods(self, step: steps.RequestHibernation | steps.StampGeneration) -> None:
-        """Annotate pods as read: the resourceVersion precondition keeps a stamp from going
-        backwards over a newer one written since."""
+        """Annotate pods as read: the resourceVersion keeps a stamp from going backwards."""
         annotations = {k.ANN_GENERATION: str(step.generation)}
         if isinstance(step, steps.RequestHibernation):
             annotations[k.ANN_HIBERNATE] = k.TRUE
         for name in step.pods:
-            pod = next((p for p in self.pods if p.name == name), None)
-            rv = pod.metadata.resource_version if pod is not None else None
+            rv = next((p.metadata.resource_version for p in self.pods if p.name == name), None)
             meta: dict[str, object] = {"annotations": annotations}
             if rv:
                 meta["resourceVersion"] = rv
@@ -400,13 +387,8 @@ class _Run:
     def set_phase(self, step: steps.SetPhase) -> None:
         if step.report is None:
             self._write_phase(step.phase)
-            return
-        # The seat is free, the Event is named by the round and the phase write is a
-        # CAS, so either may land alone and the next decision finishes the other.
-        cs = self.set
-        report = step.report
-        together(lambda: self._write_phase(step.phase), lambda: self._release_event(cs, report))
-        self._finish_released(report)
+        else:
+            self.report_released(step.report, beside=step.phase)
 
     def _write_phase(self, phase: Phase) -> None:
         """The phase with the status the operator would write beside it (compare-and-swap)."""
@@ -417,16 +399,15 @@ class _Run:
         self.cs = self.kube.patch_set_status(self.ref, {"status": status}, resource_version=rv)
 
     def stash(self, step: steps.Stash) -> None:
-        annotations: dict[str, str] = {}
-        if step.delete_vm_names:
-            annotations[k.ANN_DELETE_VM_NAMES] = step.delete_vm_names
-        if step.hint is not None:
-            annotations[k.ANN_HIBERNATED_ON_NODE] = step.hint
-        if step.image is not None:
-            annotations[k.ANN_HIBERNATED_IMAGE] = step.image
-        if step.round is not None:
-            annotations[k.ANN_RELEASE_ROUND] = step.round
-            annotations[k.ANN_RELEASE_ROUND_PODS] = step.round_pods or ""
+        wanted = {
+            k.ANN_DELETE_VM_NAMES: step.delete_vm_names or None,
+            k.ANN_HIBERNATED_ON_NODE: step.hint,
+            k.ANN_HIBERNATED_IMAGE: step.image,
+            k.ANN_RELEASE_ROUND: step.round,
+            k.ANN_RELEASE_ROUND_PODS: None if step.round is None else step.round_pods or "",
+        }
+        # None leaves a key as it is (in a merge patch it would delete it).
+        annotations = {key: value for key, value in wanted.items() if value is not None}
         if not step.flags:
             self._annotate(annotations)
             return
@@ -441,8 +422,7 @@ class _Run:
 
     def _flag(self, target: steps.PodTarget) -> Pod | NotFound | None:
         """The keep-snapshot flag, CAS on the pod the gate verified (Conflict: re-read), else
-        best-effort (None): a lost flag costs a registry pull on wake, a blocked delete the
-        seat. May run beside another write, so it reads only `target`."""
+        best-effort (None: a lost flag costs a pull on wake). Reads only `target`."""
         flag = {k.ANN_KEEP_SNAPSHOT: k.TRUE}
         meta = {"uid": target.uid, "resourceVersion": target.resource_version, "annotations": flag}
         try:
@@ -461,8 +441,7 @@ class _Run:
             return None
 
     def _flagged(self, target: steps.PodTarget, answer: Pod | NotFound | None) -> str | None:
-        """Fold a flag's answer into the view: the resourceVersion to delete the pod at,
-        None when it is gone."""
+        """Fold a flag's answer into the view: the version to delete the pod at (None: gone)."""
         self.flag_tried.add(target.uid)
         if isinstance(answer, NotFound):
             self._drop_pod(target.name)
@@ -480,9 +459,8 @@ class _Run:
                 rv = self._flagged(target, self._flag(target))
                 if rv is None:
                     continue
-            # uid: never a newer pod under the name; resourceVersion: only the pod as
-            # verified, and only once (a duplicate gets 409). The count is ReportReleased's:
-            # a lost answer to this DELETE would lose it.
+            # uid: never a newer pod under the name; resourceVersion: only the pod as verified.
+            # The count is ReportReleased's: a lost answer to this DELETE would lose it.
             deleted = self.kube.delete_pod(ns, target.name, uid=target.uid, resource_version=rv)
             self._drop_pod(target.name)
             if deleted:
@@ -500,37 +478,26 @@ class _Run:
 
     def _stamp_start(self) -> None:
         """The wake's start (the sweep's deadline clock), sent beside the main pod's create.
-        Best-effort: until it lands the sweep's clock is the pod's creation. A merge patch
-        of one key by the phase CAS's winner needs no precondition."""
+        Best-effort: until it lands the sweep's clock is the pod's creation."""
         patch = {"metadata": {"annotations": {k.ANN_WAKE_STARTED: format_rfc3339(self.now)}}}
-
-        def send() -> CocoonSet | None:
-            try:
-                return self.kube.patch_set(self.ref, patch)
-            except (TransientError, NotFound, AdmissionDenied) as e:
-                log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
-                return None
-
-        self.stamp = (beside(send), self.set.metadata.resource_version)
+        pending = beside(lambda: self.kube.patch_set(self.ref, patch))
+        self.stamp = (pending, self.set.metadata.resource_version)
 
     def _settle_stamp(self, *, quiet: bool = False) -> None:
         """Wait for the start stamp in flight; take the set it returns unless the run has
-        read or written the set since. `quiet`: the run is already failing."""
+        read or written the set since. `quiet`: the run is already failing, so no error raises."""
         if self.stamp is None:
             return
         (pending, base), self.stamp = self.stamp, None
         try:
             stamped = pending.result()
         except Exception as e:
-            if not quiet:
+            if not quiet and not isinstance(e, TransientError | NotFound | AdmissionDenied):
                 raise
             log.warning("could not stamp the wake start", set=str(self.ref), error=str(e))
             return
-        if (
-            stamped is not None
-            and self.cs is not None
-            and self.cs.metadata.resource_version == base
-        ):
+        cs = self.cs
+        if cs is not None and cs.metadata.resource_version == base:
             self.cs = stamped
 
     def create_main(self, step: steps.CreateMain) -> None:
@@ -557,8 +524,7 @@ class _Run:
     def drop_snapshot(self, step: steps.DropSnapshot) -> None:
         assert self.registry is not None
         if self.registry.drop_snapshot(step.vm) is False:
-            # Shared with another tag, which a delete would take too; a stale `:hibernate` is
-            # harmless (the next gate checks the generation).
+            # Shared with another tag, which a delete would take too; a stale one is harmless.
             log.warning("kept a shared :hibernate manifest", set=str(self.ref), vm=step.vm)
         self.dropped.add(step.vm)
 
@@ -605,27 +571,33 @@ class _Run:
         """The wake's durations, from the records the CAS just cleared: only its winner gets
         here, so each wake is observed once. A record that does not parse is no sample."""
         ns = self.ref.namespace
-        started = before.metadata.annotations.get(k.ANN_WAKE_STARTED)
-        if started:
-            with contextlib.suppress(ValueError):
-                waited = self.now - parse_rfc3339(started)
-                log.observe(
-                    k.METRIC_WAKE_DURATION,
-                    waited.total_seconds(),
-                    namespace=ns,
-                    placement=placement,
-                )
+        with contextlib.suppress(ValueError):  # also when no start was recorded
+            started = parse_rfc3339(before.metadata.annotations.get(k.ANN_WAKE_STARTED, ""))
+            waited = (self.now - started).total_seconds()
+            log.observe(k.METRIC_WAKE_DURATION, waited, namespace=ns, placement=placement)
         wait = SeatWait.decode(before.metadata.annotations.get(k.ANN_SEAT_WAIT))
         if wait is not None:
             log.observe(k.METRIC_SEAT_WAIT, (self.now - wait.since).total_seconds(), namespace=ns)
 
-    def report_released(self, step: steps.ReportReleased) -> None:
-        self._release_event(self.set, step)
-        self._finish_released(step)
+    def report_released(self, step: steps.ReportReleased, beside: Phase | None = None) -> None:
+        """`beside`: the phase written at once; the Event is named by the round and the phase
+        is a CAS, so either may land alone and the next decision finishes the other."""
+        before = self.set
+        if beside is None:
+            self._release_event(before, step)
+        else:
+            together(lambda: self._write_phase(beside), lambda: self._release_event(before, step))
+        cs = self.set
+        event = lifecycle.released(
+            cs, deleted_pods=step.pods, hint=cs.hint, now=self.now, occurrence=f"g{step.round}"
+        )
+        lifecycle.publish(self.publisher, event)
+        # No precondition: every reporter writes the same value (a newer round's stays owed).
+        self._annotate({k.ANN_RELEASE_REPORTED: step.round}, cas=False)
 
     def _release_event(self, cs: CocoonSet, step: steps.ReportReleased) -> None:
-        """The round's SeatReleased, whose create decides the count. May run beside the phase
-        write, so it reads `cs` as passed."""
+        """The round's SeatReleased, whose create decides the count; reads `cs` as passed (it
+        may run beside the phase write)."""
         identity = owed.release_identity(cs, step.round)
         n = len(step.pods)
         # No pods recorded: cocoon-operator's own slot release deleted them.
@@ -640,42 +612,23 @@ class _Run:
         if created and n:
             self._count(k.METRIC_PODS_DELETED, n)
 
-    def _finish_released(self, step: steps.ReportReleased) -> None:
-        cs = self.set
-        lifecycle.publish(
-            self.publisher,
-            lifecycle.released(
-                cs, deleted_pods=step.pods, hint=cs.hint, now=self.now, occurrence=f"g{step.round}"
-            ),
-        )
-        # No precondition: every reporter writes the same value, and a newer round's
-        # stamp differs from it, so it stays owed.
-        self._annotate({k.ANN_RELEASE_REPORTED: step.round}, cas=False)
-
     def report_woken(self, step: steps.ReportWoken) -> None:
-        cs = self.set
+        cs, uid = self.set, step.pod_uid
         requester = cs.metadata.annotations.get(k.ANN_WAKE_REQUESTED_BY)
         asked = f", requested by {requester}" if requester else ""
         created = self.required_event(
             k.REASON_WAKE_COMPLETED,
             f"Restored from the hibernation snapshot (placement: {step.placement}, "
             f"hint node: {step.hint or 'none'}{asked})",
-            key=owed.wake_identity(cs, step.pod_uid),
+            key=owed.wake_identity(cs, uid),
         )
         if created:
             self._count(k.METRIC_WAKE, placement=step.placement)
-        main = next((p for p in self.pods if p.metadata.uid == step.pod_uid), None)
-        lifecycle.publish(
-            self.publisher,
-            lifecycle.woken(
-                cs,
-                placement=step.placement,
-                node=main.spec.node_name if main is not None else None,
-                hint=step.hint,
-                now=self.now,
-                occurrence=step.pod_uid,
-            ),
+        node = next((p.spec.node_name for p in self.pods if p.metadata.uid == uid), None)
+        event = lifecycle.woken(
+            cs, placement=step.placement, node=node, hint=step.hint, now=self.now, occurrence=uid
         )
+        lifecycle.publish(self.publisher, event)
         # CAS: only this occurrence's marker goes, and its requester (the next wake's is new).
         self._annotate({k.ANN_WAKE_REPORT_OWED: None, k.ANN_WAKE_REQUESTED_BY: None})
 
@@ -689,7 +642,7 @@ class _Run:
         on: CocoonSet | None = None,
     ) -> bool:
         """An Event named by `key` about `on` (default: the set); True when this call created
-        it. Not best-effort: a failure fails the invocation, so an owed report stays owed."""
+        it. A failure fails the invocation, so an owed report stays owed."""
         about = on if on is not None else self.set
         return self.kube.emit_event(about, reason=reason, message=message, type=type, key=key)
 
@@ -792,10 +745,8 @@ def request_wake(
     if cs.spec.suspend:
         # Desired state: no precondition, so concurrent requests all succeed and agree.
         who = requester or "an unnamed caller"
-        patch = {
-            "spec": {"suspend": False},
-            "metadata": {"annotations": {k.ANN_WAKE_REQUESTED_BY: who}},
-        }
+        annotations = {k.ANN_WAKE_REQUESTED_BY: who}
+        patch = {"spec": {"suspend": False}, "metadata": {"annotations": annotations}}
         try:
             cs = kube.patch_set(ref, patch)
         except AdmissionDenied as e:
@@ -803,8 +754,7 @@ def request_wake(
             report_refusal(kube, cs, "Unsuspend", e)
             return Outcome(ref, OutcomeResult.REFUSED, f"Unsuspend: {e.server_message}")
         did = ("Unsuspend",)
-        # One Event per request that woke the set. Best-effort: who asked is also on the
-        # set, and a failed POST must not fail a wake whose unsuspend already landed.
+        # Best-effort: who asked is also on the set, and the unsuspend has landed.
         try:
             kube.emit_event(
                 cs,

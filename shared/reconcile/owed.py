@@ -1,7 +1,6 @@
 """Reports that survive a crash: the write that makes an effect real records that its report
 is owed, the report is named by the occurrence (AlreadyExists = done), and the record is
-cleared only after it went out. Release: `release-round` != `release-reported`; wake:
-`wake-report-owed` = `<placement>:<pod uid>:<hint>`. Pure.
+cleared only after it went out (release: `release-round` != `release-reported`). Pure.
 """
 
 from __future__ import annotations
@@ -13,13 +12,10 @@ from shared.models import CocoonSet
 from shared.reconcile.steps import ReportReleased, ReportWoken
 
 
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(sorted({p.strip() for p in value.split(",") if p.strip()}))
-
-
 def stamped_round(cs: CocoonSet) -> tuple[str, tuple[str, ...]]:
     ann = cs.metadata.annotations
-    return ann.get(k.ANN_RELEASE_ROUND, ""), _split(ann.get(k.ANN_RELEASE_ROUND_PODS, ""))
+    pods = {p.strip() for p in ann.get(k.ANN_RELEASE_ROUND_PODS, "").split(",")} - {""}
+    return ann.get(k.ANN_RELEASE_ROUND, ""), tuple(sorted(pods))
 
 
 def round_to_stamp(cs: CocoonSet, deleting: Iterable[str]) -> tuple[str, str] | None:

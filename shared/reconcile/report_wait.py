@@ -52,13 +52,7 @@ def observe_seat_freed(ref: SetRef, pod: str, report: Report | None, *, now: dat
 
 
 def settle(
-    ref: SetRef,
-    vm: str,
-    first: Outcome,
-    *,
-    kube: KubeApi,
-    reconcile: Reconcile,
-    budget: timedelta,
+    ref: SetRef, vm: str, first: Outcome, *, kube: KubeApi, reconcile: Reconcile, budget: timedelta
 ) -> Outcome:
     """`first` (a waiting outcome) or the outcome after vk-cocoon's report, within `budget`."""
     bound = budget.total_seconds()
@@ -72,30 +66,24 @@ def settle(
         if cs is None or pod_name is None:
             return out
         left = bound - (time.monotonic() - started)
-        reported = immediate = False
-        report: Report | None = None
-        for seen, pod in enumerate(kube.watch_pod(ref.namespace, pod_name, timeout=max(left, 0.0))):
-            if not awaiting_report(cs, pod, vm):
-                reported, immediate = True, seen == 0
-                if (
-                    not immediate
-                    and pod is not None
-                    and pod.lifecycle_state is LifecycleState.HIBERNATED
-                ):
-                    # The watch saw the report land: the one precise time of it we have.
-                    report = Report(ref.namespace, pod_name, datetime.now(UTC), "push")
+        seen, pod = -1, None  # the first state past the wait and its place in the watch
+        for i, state in enumerate(kube.watch_pod(ref.namespace, pod_name, timeout=max(left, 0.0))):
+            if not awaiting_report(cs, state, vm):
+                seen, pod = i, state
                 break
-        if reported and immediate and round_no > 0:
+        # The watch saw the report land: the one precise time of it we have.
+        landed = seen > 0 and pod is not None and pod.lifecycle_state is LifecycleState.HIBERNATED
+        report = Report(ref.namespace, pod_name, datetime.now(UTC), "push") if landed else None
+        if seen == 0 and round_no > 0:
             return out  # the reconcile just saw this report and still waits: not ours to fix
         about = {"cocoonset": str(ref), "vm": vm, "waited_s": round(time.monotonic() - started, 3)}
-        if not reported:
-            why = "the report's own event or the sweep releases the seat"
+        if seen < 0:
             log.info(
                 "push acknowledged without vk-cocoon's report",
                 **about,
                 decision="acknowledge",
                 bound_s=bound,
-                reason=why,
+                reason="the report's own event or the sweep releases the seat",
             )
             return out
         log.info(

@@ -58,8 +58,7 @@ def build_status(
     observed_generation: bool = True,
 ) -> dict[str, Any]:
     """The `status` merge patch for `phase` from the owned pods (those being deleted left out).
-    `observed_generation` False leaves that field out: beside a cocoon-operator it is the
-    operator's proof of what its cache has seen, so only it may write it."""
+    `observed_generation` False: left to a cocoon-operator, its proof of what it has seen."""
     live = [p for p in pods if not p.terminating]
     main = next((p for p in live if p.role == k.ROLE_MAIN), None)
     subs = sorted(

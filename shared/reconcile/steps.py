@@ -89,8 +89,7 @@ class _PodStamp:
 
 
 class RequestHibernation(_PodStamp):
-    """Stamp `hibernate: "true"` and the generation in one patch: vk-cocoon echoes the pod's
-    stamp (never the set's) in its report, so a stale stamp would never pass the gate."""
+    """`hibernate: "true"` and the generation in one patch: vk-cocoon echoes the pod's stamp."""
 
 
 class StampGeneration(_PodStamp):
@@ -99,8 +98,7 @@ class StampGeneration(_PodStamp):
 
 @dataclass(frozen=True, slots=True)
 class SetPhase:
-    """Write `status.phase` (compare-and-swap). `report`: a release settling `Suspended`
-    with its round's SeatReleased owed, created beside the phase write."""
+    """Write `status.phase` (CAS); `report`: a round's SeatReleased owed, sent beside it."""
 
     phase: CocoonSetPhase
     reason: str
@@ -173,8 +171,7 @@ class RereadMain:
 
 
 class ClearStaleHint(_Because):
-    """The main is alive and no restore made it: the release never completed. Clear the hint
-    (it blocks idle suspend); the `delete-vm-names` stash stays for teardown."""
+    """The main is alive and no restore made it: clear the hint (the stash stays for teardown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +193,7 @@ class ReportWoken:
 
 @dataclass(frozen=True, slots=True)
 class WaitInLine:
-    """The restored main pod is held by the seat line's gate: an older wake waits for the
-    same seats. Tend the line; the pod goes when its turn comes."""
+    """The restored main pod is held by the seat line's gate: tend the line, wait its turn."""
 
     pod_uid: str
     pod_name: str
@@ -205,8 +201,7 @@ class WaitInLine:
 
 @dataclass(frozen=True, slots=True)
 class JoinLine:
-    """A restore pod cocoon-operator created waits outside the seat line: give it its place
-    (the pod's creation) and stamp the wake's start on the set if nobody did."""
+    """A restore pod cocoon-operator created waits outside the seat line: give it its place."""
 
     pod_name: str
     pod_uid: str
@@ -223,8 +218,7 @@ class CheckSharedNames:
 
 @dataclass(frozen=True, slots=True)
 class SharedVMName:
-    """Terminal: another set records the same VM name; nothing is released or restored under
-    it, and a Warning on every set that shares it says so, once."""
+    """Terminal: another set records the VM name; nothing acts under it, a Warning says so."""
 
     vm: str
     others: tuple[str, ...]  # "ns/name" of the other sets
@@ -232,50 +226,29 @@ class SharedVMName:
 
 @dataclass(frozen=True, slots=True)
 class LostSnapshot:
-    """Terminal: the set was released but `<vm>:hibernate` is gone. A restore pod would
-    fail and a fresh boot would silently lose the VM: nothing is created, a Warning says so."""
+    """Terminal: released but `<vm>:hibernate` is gone; a fresh boot would lose the VM: warn."""
 
     vm: str
 
 
 @dataclass(frozen=True, slots=True)
 class DiscardSnapshot:
-    """The image changed since the release: drop `:hibernate` and the release record so the
-    normal flow boots the new image fresh (vk-cocoon refuses a restore across images)."""
+    """The image changed since the release (vk-cocoon restores no other): drop the snapshot
+    and the release record, so the normal flow boots the new image fresh."""
 
     vm: str
     was: str
     now: str
 
 
-Step = (
-    Done
-    | CheckSharedNames
-    | SharedVMName
-    | LostSnapshot
-    | DiscardSnapshot
-    | JoinLine
-    | Wait
-    | WaitInLine
-    | NotOurs
-    | Retry
-    | Refuse
-    | ReportNoCapacity
-    | ProbeRegistry
-    | RequestHibernation
-    | StampGeneration
-    | SetPhase
-    | Stash
-    | FlagAndDelete
-    | PersistWaking
-    | CreateMain
-    | DropSnapshot
-    | CompleteWake
-    | RereadMain
-    | ClearStaleHint
-    | ReportReleased
-    | ReportWoken
-)
+# Terminal steps end the invocation (the warned ones with a Warning Event); looks only read.
+Terminal = Done | Wait | WaitInLine | NotOurs | Retry | Refuse
+Warned = ReportNoCapacity | SharedVMName | LostSnapshot
+Look = ProbeRegistry | CheckSharedNames | RereadMain
+ReleaseWrite = RequestHibernation | Stash | FlagAndDelete | ClearStaleHint
+WakeWrite = PersistWaking | CreateMain | JoinLine | DropSnapshot | DiscardSnapshot | CompleteWake
+Write = SetPhase | StampGeneration | ReportReleased | ReportWoken
+Step = Terminal | Warned | Look | ReleaseWrite | WakeWrite | Write
 
 
 class OutcomeResult(StrEnum):

@@ -36,8 +36,7 @@ def worse(first: BaseException, second: BaseException) -> BaseException:
 
 def together(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
     """Run `second` on a pool thread while `first` runs here; both are always waited for.
-    Each applies its own lasting effects before it returns: when one fails, the other's
-    result is dropped with the run's view, which the caller re-reads."""
+    When one fails, the other's result is dropped with the view, which the caller re-reads."""
     pending = beside(second)
     try:
         a = first()
