@@ -16,8 +16,7 @@ from shared.durations import parse_duration
 from shared.models import CocoonSet
 from shared.sweep.decide import parsed, read_time, steady
 
-# Kubernetes quantity suffixes that matter for CPU, as powers of ten (binary ones are legal
-# but absurd).
+# CPU quantity suffixes as powers of ten (binary ones are legal but absurd for CPU).
 _EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9}
 _QUANTITY = re.compile(r"^([+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(n|u|m|k|M|G)?$")
 # When no timeout is configured, how often a busy VM's stamp is refreshed.

@@ -99,8 +99,8 @@ def decide_schedule(
     applied = read_time(when) if parsed(Tick, kind) is not None else None
     if (applied is not None and applied >= at) or cs.metadata.deletion_timestamp is not None:
         return None
-    # First sight is a baseline, not an order (a sleep tick added at 10:00 for 20:00 must not
-    # suspend the set at once); a set already where the tick wants it only records it.
+    # First sight is a baseline, not an order; a set already where the tick wants it only
+    # records it.
     if applied is None or (tick is Tick.WAKE) != cs.suspended:
         return ScheduleDecision(ScheduleAction.RECORD, tick, at)
     if tick is Tick.WAKE:

@@ -16,12 +16,7 @@ from shared.models import CocoonSet
 from shared.names import SetRef, main_pod_name
 from shared.ports import KubeApi
 from shared.seats.activity import Activity, cpu_by_pod, cpu_nanocores, evaluate_activity
-from shared.seats.schedule import (
-    Deferred,
-    ScheduleAction,
-    decide_schedule,
-    parse_schedule,
-)
+from shared.seats.schedule import Deferred, ScheduleAction, decide_schedule, parse_schedule
 from shared.sweep.decide import config_action, parsed, problem
 from shared.sweep.report import ActionKind, SweepReport
 
@@ -114,8 +109,7 @@ class SeatSweep:
                 return updated
         elif ev.state not in (Activity.UNKNOWN, Activity.BAD_CONFIG):
             return cs  # not measured (not opted in, not Running), or measured and recorded
-        # Not measurable, no data, or active and not recorded (a dry run, a lost write):
-        # never idle-suspended on a guess.
+        # No data, or active and not recorded (dry run, lost write): never suspended on a guess.
         self._unknown.add(SetRef(cs.namespace, cs.name))
         return cs
 
@@ -155,8 +149,7 @@ class SeatSweep:
             warning=False,
             key=decision.record,
         )
-        # No reconcile here: the page carries the updated set, so the safety net starts
-        # the release (or the restore) in this same run, exactly once.
+        # No reconcile: the safety net starts the release (or restore) from the updated page.
         return updated
 
     def _patch(

@@ -55,14 +55,12 @@ class WakeSeats:
         """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
         started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
         if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
-            # The wake's start (the sweep's deadline clock): the operator persists
-            # `Waking` and creates the pod in one pass, so its creation is the start.
+            # The operator persists `Waking` as it creates the pod: its creation starts the wake.
             cs = self.kube.patch_set(
                 ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: since}}}
             )
         place = parse_rfc3339(started) if started else self.now
-        # Labels and a place only: a gate cannot be added after creation, so it waits
-        # ungated, but in the line.
+        # No gate (one cannot be added after creation): it waits ungated, but in the line.
         patch = {"metadata": {"uid": pod_uid}}
         join_line(patch, pool=pool_of(cs), queued_at=place, gate=False)
         pod = self.kube.patch_pod(ref.namespace, pod_name, patch)

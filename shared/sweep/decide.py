@@ -51,10 +51,6 @@ class SafetyNeed(StrEnum):
     UNFINISHED_WAKE = "unfinished-wake"  # release, unsuspended, hint still set
     REPORT_OWED = "report-owed"  # a SeatReleased or WakeCompleted a crash left owed
 
-    @property
-    def needs_pods(self) -> bool:
-        return self in (SafetyNeed.SUSPENDED_CHECK, SafetyNeed.WAKING)
-
 
 class ConfigAction(StrEnum):
     WARN = "warn"  # new bad value(s): record the fingerprint (CAS) and emit one Warning
@@ -90,9 +86,6 @@ class SetDecision:
 class WakeTimeout:
     key: str  # the wake's identity, stored in ANN_WAKE_TIMEOUT_REPORTED
     message: str
-
-
-# --- idle ------------------------------------------------------------------------------
 
 
 def problem(key: str, raw: str) -> str:
@@ -151,8 +144,7 @@ def exempt_reason(cs: CocoonSet, *, now: datetime) -> str | None:
     raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
     if raw is None:
         return None
-    until = read_time(raw)
-    if until is None:
+    if (until := read_time(raw)) is None:
         return "idle-exempt-until does not parse"
     return "idle-exempt-until is in the future" if now < until else None
 
@@ -185,9 +177,6 @@ def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None
     if fingerprint:
         return None if recorded == fingerprint else ConfigAction.WARN
     return ConfigAction.CLEAR if recorded is not None else None
-
-
-# --- safety net ------------------------------------------------------------------------
 
 
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
@@ -255,9 +244,6 @@ def check_wake_deadline(
     return WakeTimeout(key=key, message=message)
 
 
-# --- per set -----------------------------------------------------------------------------
-
-
 def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
     idle = evaluate_idle(cs, now=now)
     ref = SetRef(cs.namespace, cs.name)
@@ -273,9 +259,6 @@ def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
     return SetDecision(
         ref, idle, candidate, config_action(recorded, idle.fingerprint), safety_need(cs)
     )
-
-
-# --- the per-run cap ---------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -304,9 +287,6 @@ class IdleQueue:
         return out
 
 
-# --- pod look-ups ------------------------------------------------------------------------
-
-
 def unlabelable(names: Iterable[str]) -> list[str]:
     """The set names `name_selectors` leaves out: too long for a label value, so such a
     set has no labelled pods, and one such value would make the whole selector a 400."""
@@ -317,18 +297,15 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     """Set-based label selectors (`name in (a,b)`) covering `names`, each at most ~max_chars:
     one pod list per chunk instead of one per set, the request line under proxy limits."""
     prefix = f"{k.LABEL_SET_NAME} in ("
-    out: list[str] = []
-    chunk: list[str] = []
-    size = len(prefix) + 1
+    chunks: list[list[str]] = []
+    size = max_chars  # full: the first name starts a chunk
     for name in sorted({n for n in names if n and is_label_value(n)}):
-        if chunk and size + len(name) + 1 > max_chars:
-            out.append(prefix + ",".join(chunk) + ")")
-            chunk, size = [], len(prefix) + 1
-        chunk.append(name)
+        if size + len(name) + 1 > max_chars:
+            chunks.append([])
+            size = len(prefix) + 1
+        chunks[-1].append(name)
         size += len(name) + 1
-    if chunk:
-        out.append(prefix + ",".join(chunk) + ")")
-    return out
+    return [prefix + ",".join(chunk) + ")" for chunk in chunks]
 
 
 def format_duration(value: timedelta) -> str:

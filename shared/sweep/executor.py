@@ -125,7 +125,7 @@ class _Run:
                 self.queue.offer(cand)
             if decision.safety is None:
                 continue
-            if decision.safety.needs_pods:
+            if decision.safety in (SafetyNeed.SUSPENDED_CHECK, SafetyNeed.WAKING):
                 pod_checks.append((cs, decision.safety))
                 continue
             if decision.safety is SafetyNeed.RELEASE_PENDING:
@@ -157,8 +157,7 @@ class _Run:
                         if key in pods:
                             pods[key].append(pod)
         except CocoonError as err:
-            # Without the pods none of this page's checks can be judged: one failure,
-            # all of them undone (the next run, or the retry, repeats them).
+            # Without the pods no check of this page can be judged: all are left to the retry.
             self.report.error(None, "list pods", err, sets=str(len(checks)), scope=scope or "*")
             return
         for cs, need in checks:
@@ -200,12 +199,8 @@ class _Run:
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
         ref, kind = SetRef(cs.namespace, cs.name), ActionKind.WAKE_TIMED_OUT
-        current: CocoonSet | None = cs
         for attempt in (1, 2):
-            assert current is not None
-            due = check_wake_deadline(
-                current, pods, now=self.now, deadline=self.settings.wake_deadline
-            )
+            due = check_wake_deadline(cs, pods, now=self.now, deadline=self.settings.wake_deadline)
             if due is None:
                 return  # not due, completed, or someone else reported it
             if self.report.dry_run:
@@ -214,7 +209,7 @@ class _Run:
             patch = {"metadata": {"annotations": {k.ANN_WAKE_TIMEOUT_REPORTED: due.key}}}
             try:
                 updated = self.kube.patch_set(
-                    ref, patch, resource_version=current.metadata.resource_version
+                    ref, patch, resource_version=cs.metadata.resource_version
                 )
             except Conflict:
                 if attempt == 2:
@@ -223,13 +218,14 @@ class _Run:
                 # The reconcile just ran and may have written the set: re-read, re-decide.
                 log.count(k.METRIC_RETRIES, operation="wake-timeout-record")
                 try:
-                    current = self.kube.get_set(ref)
+                    fresh = self.kube.get_set(ref)
                 except CocoonError as err:
                     self.report.error(ref, "re-read set", err, kind=kind)
                     return
-                if current is None:
+                if fresh is None:
                     self.report.act(kind, ref, Result.GONE, due.message)
                     return
+                cs = fresh
                 continue
             except CocoonError as err:
                 self.report.error(ref, "record wake timeout", err, kind=kind)

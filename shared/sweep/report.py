@@ -229,8 +229,13 @@ class SweepReport:
         self.summary.errors += 1
         if transient:
             self.summary.transient_errors += 1
-        if isinstance(err, AdmissionDenied) and ref is not None:
-            self._refused(ref, what, err)
+        if isinstance(err, AdmissionDenied) and ref is not None and not self.dry_run:
+            # The owner gets the reconciler's one Warning; the next sweep tries again.
+            try:
+                if (cs := self.kube.get_set(ref)) is not None:
+                    report_refusal(self.kube, cs, what, err)
+            except CocoonError as e:
+                log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))
         if ref is not None and kind is not None:
             self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, failure))
         else:
@@ -245,13 +250,3 @@ class SweepReport:
             transient=transient,
             **fields,
         )
-
-    def _refused(self, ref: SetRef, what: str, err: AdmissionDenied) -> None:
-        """A write refused by admission: the owner gets the reconciler's one Warning, and
-        the next sweep tries again (at its pace, not a redelivery storm)."""
-        try:
-            cs = self.kube.get_set(ref)
-            if cs is not None and not self.dry_run:
-                report_refusal(self.kube, cs, what, err)
-        except CocoonError as e:
-            log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))

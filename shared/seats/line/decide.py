@@ -88,25 +88,21 @@ def waiter_of(pod: Pod) -> Waiter | None:
     since = read_time(pod.annotations.get(k.ANN_QUEUED_AT)) or created
     if since is None:
         return None
-    gates = pod.scheduling_gates
-    selector = spec.get("nodeSelector") or {}
-    if k.GATE_SEAT_ORDER in gates:
+    if k.GATE_SEAT_ORDER in pod.scheduling_gates:
         state = State.GATED
-    elif pod.unschedulable_message() is not None:
-        state = State.BLOCKED
     else:
-        state = State.PENDING
+        state = State.BLOCKED if pod.unschedulable_message() is not None else State.PENDING
     return Waiter(
         namespace=pod.metadata.namespace or "",
         name=pod.name,
         uid=pod.metadata.uid or "",
         since=since,
         pool=pool,
-        cpu_class=selector.get(k.LABEL_SNAPSHOT_CPU_CLASS) or None,
+        cpu_class=(spec.get("nodeSelector") or {}).get(k.LABEL_SNAPSHOT_CPU_CLASS) or None,
         pin=_pin(spec),
         requests=_requests(spec),
         state=state,
-        gates=gates,
+        gates=pod.scheduling_gates,
         schedulable_since=read_time(pod.annotations.get(k.ANN_UNGATED_AT)) or created,
     )
 

@@ -53,10 +53,8 @@ class SeatWait:
     @classmethod
     def decode(cls, raw: str | None) -> SeatWait | None:
         """None for an absent or unreadable record (it is ours: rewritten from scratch)."""
-        if not raw:
-            return None
         try:
-            data = json.loads(raw)
+            data = json.loads(raw or "")
             times = {t: parse_rfc3339(str(data[t])) for t in ("since", "at", "freed") if t in data}
             victim = str(data["victim"]) if "victim" in data else None
             return cls(

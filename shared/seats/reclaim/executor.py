@@ -233,17 +233,13 @@ def _report(
     now: datetime,
     publisher: LifecyclePublisher | None,
 ) -> None:
-    idle = format_duration(cand.idle_for)
-    messages = (
-        (
-            victim,
-            f"Suspended after {idle} idle (reclaimable-after "
-            f"{format_duration(cand.reclaimable_after)}): its seat goes to the waiting wake "
-            f"of {set_key(waker)}",
-        ),
-        (waker, f"Reclaimed the seat of {set_key(victim)} (idle {idle}) for this wake"),
+    idle, after = format_duration(cand.idle_for), format_duration(cand.reclaimable_after)
+    to_victim = (
+        f"Suspended after {idle} idle (reclaimable-after {after}): its seat goes to the waiting "
+        f"wake of {set_key(waker)}"
     )
-    for cs, message in messages:
+    to_waker = f"Reclaimed the seat of {set_key(victim)} (idle {idle}) for this wake"
+    for cs, message in ((victim, to_victim), (waker, to_waker)):
         try:
             kube.emit_event(
                 cs, reason=k.REASON_SEAT_RECLAIMED, message=message, key=f"reclaim/{pod_uid}"
