@@ -130,25 +130,19 @@ class SeatSweep:
                 reason=decision.reason,
             )
             return cs
-        action = decision.action
+        action, tick, at = decision.action, decision.tick.value, format_rfc3339(decision.at)
         kind = ActionKind(f"schedule-{action.value}")
-        detail = f"{decision.tick.value} tick of {format_rfc3339(decision.at)}"
         applied = {k.ANN_SCHEDULE_APPLIED: decision.record}
         patch: dict[str, Any] = {"metadata": {"annotations": applied}}
         if action is not ScheduleAction.RECORD:
             patch["spec"] = {"suspend": action is ScheduleAction.SUSPEND}
-        updated = self._patch(cs, patch, kind, detail)
+        updated = self._patch(cs, patch, kind, f"{tick} tick of {at}")
         if updated is None or action is ScheduleAction.RECORD:
             return updated or cs
         suspend = action is ScheduleAction.SUSPEND
-        self.report.event(
-            updated,
-            k.REASON_SCHEDULE_SUSPENDED if suspend else k.REASON_SCHEDULE_WOKEN,
-            f"{'suspended' if suspend else 'woken'} by the {decision.tick.value} schedule "
-            f"(tick {format_rfc3339(decision.at)})",
-            warning=False,
-            key=decision.record,
-        )
+        reason = k.REASON_SCHEDULE_SUSPENDED if suspend else k.REASON_SCHEDULE_WOKEN
+        message = f"{'suspended' if suspend else 'woken'} by the {tick} schedule (tick {at})"
+        self.report.event(updated, reason, message, warning=False, key=decision.record)
         # No reconcile: the safety net starts the release (or restore) from the updated page.
         return updated
 

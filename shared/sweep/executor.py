@@ -237,17 +237,12 @@ class _Run:
             return
 
     def _suspend(self, cand: IdleCandidate) -> None:
-        ref = cand.ref
+        ref, rv, suspend = cand.ref, cand.resource_version, {"spec": {"suspend": True}}
         idle, timeout = format_duration(cand.idle_for), format_duration(cand.timeout)
         detail = f"idle for {idle} (idle-timeout {timeout})"
         # CAS on the listed version: anything changed since, and it is not known idle.
         updated = self.report.patch(
-            ref,
-            {"spec": {"suspend": True}},
-            ActionKind.SUSPEND,
-            detail,
-            resource_version=cand.resource_version,
-            what="idle suspend",
+            ref, suspend, ActionKind.SUSPEND, detail, resource_version=rv, what="idle suspend"
         )
         if updated is not None:
             self.report.event(
