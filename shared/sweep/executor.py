@@ -130,8 +130,7 @@ class _Run:
                 continue
             if decision.safety is SafetyNeed.RELEASE_PENDING:
                 # Counted every run: the stuck-Suspending alert fires on a steady count.
-                ref = decision.ref
-                log.count(k.METRIC_RELEASE_PENDING, namespace=ref.namespace, cocoonset=ref.name)
+                log.count(k.METRIC_RELEASE_PENDING, namespace=cs.namespace, cocoonset=cs.name)
             self._reconcile(decision.ref, decision.safety.value)
         if pod_checks:
             self._check_with_pods(pod_checks)
@@ -164,9 +163,8 @@ class _Run:
             ref = SetRef(cs.namespace, cs.name)
             # A labelled pod the set does not control is not its pod (as the operator keeps them).
             owned = [p for p in pods[(cs.namespace, cs.name)] if p.controlled_by(cs.metadata.uid)]
-            if need is SafetyNeed.SUSPENDED_CHECK:
-                if pods_left(owned):
-                    self._reconcile(ref, "suspended-with-pods")
+            if need is SafetyNeed.SUSPENDED_CHECK and pods_left(owned):
+                self._reconcile(ref, "suspended-with-pods")
             elif need is SafetyNeed.WAKING:
                 self._reconcile(ref, need.value)
                 self._wake_deadline(cs, owned)

@@ -139,14 +139,12 @@ class SweepReport:
     ) -> None:
         self.summary.actions.append(SweepAction(kind, ref, result, detail, outcome))
         verb = {
-            Result.DONE: "sweep: done",
-            Result.WOULD: "sweep: would",
-            Result.CONFLICT: "sweep: skipped (changed meanwhile)",
-            Result.GONE: "sweep: skipped (set gone)",
-            Result.ERROR: "sweep: failed",
-        }[result]
+            Result.CONFLICT: "skipped (changed meanwhile)",
+            Result.GONE: "skipped (set gone)",
+            Result.ERROR: "failed",
+        }.get(result, result.value)  # done, would
         log.info(
-            f"{verb} {kind.value} {ref}",
+            f"sweep: {verb} {kind.value} {ref}",
             action=kind.value,
             result=result.value,
             namespace=ref.namespace,

@@ -125,10 +125,8 @@ def ahead(other: Waiter, me: Waiter) -> bool:
 
 def _holds(other: Waiter, now: datetime) -> bool:
     """Does `other` hold the line for those behind it (as they see it now)?"""
-    if other.state is not State.PENDING:
-        return True
     started = other.schedulable_since
-    return started is None or now - started < STALE_PENDING
+    return other.state is not State.PENDING or started is None or now - started < STALE_PENDING
 
 
 def gate_at_create(me: Waiter, line: Iterable[Waiter]) -> Waiter | None:

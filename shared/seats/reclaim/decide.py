@@ -93,9 +93,6 @@ class Search:
         return cls(replace(wait, victim=None, at=None, freed=None), exclude)
 
 
-WaitStep = Stamp | Hold | MarkFreed | Search
-
-
 def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
     """The victim the waker's record names for this pod (the caller re-reads it)."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
@@ -111,7 +108,7 @@ def decide_wait(
     now: datetime,
     grace: timedelta,
     victim: CocoonSet | None = None,
-) -> WaitStep:
+) -> Stamp | Hold | MarkFreed | Search:
     """The next reclaim step for a waker whose restore pod `pod_uid` is unschedulable.
     `victim`: the victim the record names (`recorded_victim`) as re-read, None if gone."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
@@ -171,9 +168,7 @@ class Candidate:
 
 def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidate:
     """Why `cs` cannot give its seat to `waker` (a reason), or the candidate it is."""
-    ann = cs.metadata.annotations
-    raw = ann.get(k.ANN_RECLAIMABLE_AFTER)
-    if raw is None:
+    if (raw := cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER)) is None:
         return "not reclaimable"
     if set_key(cs) == set_key(waker):
         return "the waker itself"
@@ -199,8 +194,7 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
     if waker.spec.node_name and cs.spec.node_name != waker.spec.node_name:
         # Without a pod list, the only set known to be on that node is one pinned there.
         return "not on the waker's pinned node"
-    last = measured_last_activity(cs)
-    if last is None:
+    if (last := measured_last_activity(cs)) is None:
         return "no readable activity stamp"
     idle_for = now - last
     if idle_for < after:
@@ -218,8 +212,7 @@ def choose_victim(
     """Every candidate for `waker`, best first: longest idle, then namespace/name."""
     judged = (why_not(cs, waker, now=now) for cs in sets if set_key(cs) not in exclude)
     found = [c for c in judged if isinstance(c, Candidate)]
-    found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
-    return found
+    return sorted(found, key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
 
 
 def older_waiter_first(
