@@ -60,12 +60,9 @@ def refresh_every(cs: CocoonSet) -> timedelta:
 
 def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> ActivityEval:
     """`usage`: the main pod's CPU in nanocores from PodMetrics, None when it has none."""
-    raw = cs.metadata.annotations.get(k.ANN_IDLE_CPU_BELOW)
-    if raw is None:
+    if (raw := cs.metadata.annotations.get(k.ANN_IDLE_CPU_BELOW)) is None:
         return ActivityEval(Activity.NOT_OPTED_IN)
-    try:
-        threshold = cpu_nanocores(raw)
-    except ValueError:
+    if (threshold := parsed(cpu_nanocores, raw)) is None:
         return ActivityEval(Activity.BAD_CONFIG)
     if not steady(cs):
         return ActivityEval(Activity.NOT_RUNNING, threshold=threshold)

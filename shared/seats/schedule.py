@@ -99,8 +99,7 @@ def decide_schedule(
     applied = read_time(when) if parsed(Tick, kind) is not None else None
     if (applied is not None and applied >= at) or cs.metadata.deletion_timestamp is not None:
         return None
-    # First sight is a baseline, not an order; a set already where the tick wants it only
-    # records it.
+    # A first sight is a baseline, not an order; a set already as the tick wants is only recorded.
     if applied is None or (tick is Tick.WAKE) != cs.suspended:
         return ScheduleDecision(ScheduleAction.RECORD, tick, at)
     if tick is Tick.WAKE:

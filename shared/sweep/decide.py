@@ -96,8 +96,7 @@ def problem(key: str, raw: str) -> str:
 def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     """Whether `cs` is idle past its timeout, from its annotations alone."""
     ann = cs.metadata.annotations
-    raw_timeout = ann.get(k.ANN_IDLE_TIMEOUT)
-    if raw_timeout is None:
+    if (raw_timeout := ann.get(k.ANN_IDLE_TIMEOUT)) is None:
         return IdleEval(IdleState.NOT_OPTED_IN)
 
     problems: list[str] = []
@@ -105,16 +104,14 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
         problems.append(problem(k.ANN_IDLE_TIMEOUT, raw_timeout))
 
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
-        raw = ann.get(key)
-        if raw is not None and read_time(raw) is None:
+        if (raw := ann.get(key)) is not None and read_time(raw) is None:
             problems.append(problem(key, raw))
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
         return IdleEval(IdleState.BAD_CONFIG, fingerprint=";".join(problems))
     assert timeout is not None
 
-    last = measured_last_activity(cs)
-    if not steady(cs) or last is None:
+    if not steady(cs) or (last := measured_last_activity(cs)) is None:
         return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
     idle_for = now - last
     if exempt_reason(cs, now=now) is not None:
@@ -230,7 +227,6 @@ def check_wake_deadline(
         return None
     if cs.metadata.annotations.get(k.ANN_WAKE_TIMEOUT_REPORTED) == key:
         return None
-    age = now - started
     if main is None:
         why = "the main pod does not exist yet"
     elif (unschedulable := main.unschedulable_message()) is not None:
@@ -238,7 +234,7 @@ def check_wake_deadline(
     else:
         why = "the restored VM is not live yet"
     message = (
-        f"wake has not completed after {format_duration(age)} "
+        f"wake has not completed after {format_duration(now - started)} "
         f"(deadline {format_duration(deadline)}): {why}; still waiting"
     )
     return WakeTimeout(key=key, message=message)
