@@ -149,6 +149,5 @@ class SeatSweep:
     def _patch(
         self, cs: CocoonSet, patch: dict[str, Any], kind: ActionKind, detail: str
     ) -> CocoonSet | None:
-        ref = SetRef(cs.namespace, cs.name)
-        rv = cs.metadata.resource_version
+        ref, rv = SetRef(cs.namespace, cs.name), cs.metadata.resource_version
         return self.report.patch(ref, patch, kind, detail, resource_version=rv)

@@ -170,16 +170,17 @@ class _Run:
                 self._wake_deadline(cs, owned)
 
     def _reconcile(self, ref: SetRef, why: str) -> None:
+        kind = ActionKind.RECONCILE
         if self.report.dry_run:
-            self.report.act(ActionKind.RECONCILE, ref, Result.WOULD, why)
+            self.report.act(kind, ref, Result.WOULD, why)
             return
         try:
             outcome = self.reconcile_fn(ref)
         except NotFound:
-            self.report.act(ActionKind.RECONCILE, ref, Result.GONE, why)
+            self.report.act(kind, ref, Result.GONE, why)
             return
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
-            self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            self.report.error(ref, f"reconcile ({why})", err, kind=kind)
             return
         # The reconcile's Outcome is a layer above: read by its fields.
         reason, steps = getattr(outcome, "reason", None), getattr(outcome, "steps", ())
@@ -187,12 +188,9 @@ class _Run:
         described = f"{reason}{done}" if isinstance(reason, str) else str(outcome)
         result = getattr(outcome, "result", None)
         word = getattr(result, "value", result)
+        detail = f"{why}: {'ok' if outcome is None else log.clip(described)}"
         self.report.act(
-            ActionKind.RECONCILE,
-            ref,
-            Result.DONE,
-            f"{why}: {'ok' if outcome is None else log.clip(described)}",
-            outcome=word if isinstance(word, str) else "",
+            kind, ref, Result.DONE, detail, outcome=word if isinstance(word, str) else ""
         )
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:

@@ -192,20 +192,13 @@ class SweepReport:
     ) -> CocoonSet | None:
         """Record the bad `subject` annotation values (`fingerprint`) in `key` with one
         Warning, or clear the record ("" once they are fixed)."""
-        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
-        detail = (
-            f"invalid {subject} annotation(s), {skipped}: {fingerprint}"
-            if fingerprint
-            else f"{subject} annotations valid again"
-        )
-        updated = self.patch(
-            SetRef(cs.namespace, cs.name),
-            {"metadata": {"annotations": {key: fingerprint or None}}},
-            kind,
-            detail,
-            resource_version=cs.metadata.resource_version,
-            what=what,
-        )
+        kind, detail = ActionKind.CONFIG_CLEARED, f"{subject} annotations valid again"
+        if fingerprint:
+            kind = ActionKind.CONFIG_WARNING
+            detail = f"invalid {subject} annotation(s), {skipped}: {fingerprint}"
+        ref, rv = SetRef(cs.namespace, cs.name), cs.metadata.resource_version
+        record = {"metadata": {"annotations": {key: fingerprint or None}}}
+        updated = self.patch(ref, record, kind, detail, resource_version=rv, what=what)
         if updated is not None and fingerprint:
             self.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
         return updated
