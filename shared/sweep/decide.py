@@ -138,8 +138,7 @@ def read_time(raw: str | None) -> datetime | None:
 
 def exempt_reason(cs: CocoonSet, *, now: datetime) -> str | None:
     """Why `idle-exempt-until` protects `cs` from an idle, scheduled or reclaim suspend now."""
-    raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if raw is None:
+    if (raw := cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)) is None:
         return None
     if (until := read_time(raw)) is None:
         return "idle-exempt-until does not parse"
@@ -157,8 +156,7 @@ def measured_last_activity(cs: CocoonSet) -> datetime | None:
     None when a stamp does not parse or none is there: never act on a guess."""
     stamps: list[datetime] = []
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE):
-        raw = cs.metadata.annotations.get(key)
-        if raw is None:
+        if (raw := cs.metadata.annotations.get(key)) is None:
             continue
         if (stamp := read_time(raw)) is None:
             return None
