@@ -28,7 +28,6 @@ def cpu_nanocores(quantity: str) -> int:
     m = _QUANTITY.match(quantity.strip())
     if m is None:
         raise ValueError(f"invalid CPU quantity {quantity!r} (expected e.g. 50m, 0.5, 1)")
-    # The pattern admits only what Decimal reads: no InvalidOperation to catch.
     value = Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""])
     return int(value * Decimal(10**9))
 

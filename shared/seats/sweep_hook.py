@@ -94,8 +94,7 @@ class SeatSweep:
                         reason=f"{type(err).__name__}: {err}",
                     )
                 self._metrics[ns] = None
-        pods = self._metrics[ns]
-        return None if pods is None else pods.get(main_pod_name(cs.name))
+        return (self._metrics[ns] or {}).get(main_pod_name(cs.name))
 
     def _activity(self, cs: CocoonSet) -> CocoonSet:
         ev = evaluate_activity(cs, None, now=self.now)
