@@ -116,8 +116,7 @@ class SeatSweep:
         # A bad schedule is left out (and warned about once by the config check).
         sleep = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_SLEEP_SCHEDULE))
         wake = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_WAKE_SCHEDULE))
-        decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
-        if decision is None:
+        if (decision := decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)) is None:
             return cs
         if isinstance(decision, Deferred):
             log.info(

@@ -93,8 +93,7 @@ class WakeSeats:
         when its turn came and the gate could not be removed)."""
         key = f"{ref.namespace}/{pod_name}"
         # Strict: a gated pod whose line cannot be read is retried, not left to the sweep.
-        res = self.tend(ref, main, "gated", strict=True)
-        if res is None:
+        if (res := self.tend(ref, main, "gated", strict=True)) is None:
             return leave_gate(self.kube, main, pod_name, now=self.now)
         if key in res.ungated:
             return f"{pod_name}: its turn in the seat line: ungated"

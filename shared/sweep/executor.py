@@ -119,8 +119,7 @@ class _Run:
                     skipped="idle suspend skipped",
                     what="record idle config error",
                 )
-            cand = decision.candidate
-            if cand is not None and self.page_hook.idle_allowed(cand.ref):
+            if (cand := decision.candidate) is not None and self.page_hook.idle_allowed(cand.ref):
                 self.report.summary.idle_candidates += 1
                 self.queue.offer(cand)
             if decision.safety is None:

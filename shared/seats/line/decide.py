@@ -161,8 +161,7 @@ def advance(line: Sequence[Waiter], *, now: datetime) -> list[Ungate | KeepGated
     for w in sorted(line, key=lambda x: x.place):
         if w.state is not State.GATED:
             continue
-        behind = blocker(w, current.values(), now=now)
-        if behind is None:
+        if (behind := blocker(w, current.values(), now=now)) is None:
             out.append(Ungate(w))
             current[w.uid] = replace(w, state=State.PENDING, schedulable_since=now)
         else:
@@ -193,8 +192,7 @@ def micro(value: datetime) -> str:
 def queued_at(wake_started: str | None, *, now: datetime) -> datetime:
     """A restore pod's place: its wake's request time when older than now (a pod recreated
     during a long wait keeps its place)."""
-    started = read_time(wake_started)
-    if started is not None and now - started >= timedelta(seconds=1):
+    if (started := read_time(wake_started)) is not None and now - started >= timedelta(seconds=1):
         return started
     return now
 

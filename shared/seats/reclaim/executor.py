@@ -108,8 +108,7 @@ def reclaim_for(
 ) -> ReclaimResult:
     """One step of the reclaim for `waker`, whose restore pod `pod_uid` is unschedulable.
     Raises CocoonError; a lost compare-and-swap is an answer ("conflict")."""
-    grace = settings.seat_reclaim_grace
-    if grace is None:
+    if (grace := settings.seat_reclaim_grace) is None:
         return ReclaimResult("off", "COCOON_SEAT_RECLAIM_GRACE=off")
     victim_ref = recorded_victim(waker, pod_uid)
     victim = kube.get_set(victim_ref) if victim_ref is not None else None
