@@ -34,8 +34,7 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
         (k.ANN_IDLE_CPU_BELOW, cpu_nanocores),
     )
     for key, parse in checks:
-        raw = ann.get(key)
-        if raw is not None and parsed(parse, raw) is None:
+        if (raw := ann.get(key)) is not None and parsed(parse, raw) is None:
             problems.append(problem(key, raw))
         elif raw is not None and key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
             # Valid but void (a retain set keeps its seat while suspended): say so.
