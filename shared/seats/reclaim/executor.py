@@ -133,18 +133,16 @@ def reclaim_for(
             pool=waker.spec.node_pool,
         )
         return ReclaimResult("none", "no reclaimable set fits")
-    current = waker
+    current, wait = waker, step.wait
     for cand in candidates[:MAX_TRIES]:
-        first = older_waiter_first(waker, step.wait, cand, sets, now=now, grace=grace)
+        first = older_waiter_first(waker, wait, cand, sets, now=now, grace=grace)
         if first is not None:
             # Fair order: the longest waiting wake this seat fits reclaims it first.
             return ReclaimResult("held", f"{first} has waited longer for a seat like {cand.ref}")
         if (why := _cpu_says_keep(kube, cand, now)) is not None:
             log.info("seat reclaim: candidate skipped", victim=str(cand.ref), reason=why)
             continue
-        claim = replace(
-            step.wait, victim=set_key(cand.cs), at=now, freed=None, count=step.wait.count + 1
-        )
+        claim = replace(wait, victim=set_key(cand.cs), at=now, freed=None, count=wait.count + 1)
         try:
             current = _write_wait(kube, current, claim)
         except Conflict:
@@ -155,7 +153,7 @@ def reclaim_for(
         if taken is None:
             continue
         _report(kube, current, taken, cand, pod_uid, now=now, publisher=publisher)
-        log.observe(k.METRIC_RECLAIM_GRACE, (now - step.wait.since).total_seconds(), pool=cand.pool)
+        log.observe(k.METRIC_RECLAIM_GRACE, (now - wait.since).total_seconds(), pool=cand.pool)
         if start_release is not None:
             try:
                 start_release(cand.ref)
