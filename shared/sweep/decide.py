@@ -249,10 +249,8 @@ def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
         candidate = IdleCandidate(
             ref, rv, cs.is_release, idle.idle_for, idle.timeout, idle.last_activity
         )
-    recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
-    return SetDecision(
-        ref, idle, candidate, config_action(recorded, idle.fingerprint), safety_need(cs)
-    )
+    config = config_action(cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR), idle.fingerprint)
+    return SetDecision(ref, idle, candidate, config, safety_need(cs))
 
 
 @dataclass(slots=True)

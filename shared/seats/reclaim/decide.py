@@ -114,8 +114,7 @@ def decide_wait(
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid:
         return Stamp(SeatWait(pod=pod_uid, since=now))
-    waited = now - wait.since
-    if waited < grace:
+    if (waited := now - wait.since) < grace:
         return Hold(f"unschedulable for {_secs(waited)}, grace {_secs(grace)}")
     if wait.victim is None:
         return Search(wait)
@@ -137,8 +136,7 @@ def decide_wait(
         return Hold(f"reclaim in flight: {wait.victim} is releasing its seat (phase {phase})")
     if wait.freed is None:
         return MarkFreed(replace(wait, freed=now))
-    settled = now - wait.freed
-    if settled < max(grace, SETTLE_FLOOR):
+    if (settled := now - wait.freed) < max(grace, SETTLE_FLOOR):
         return Hold(f"{wait.victim}'s seat was freed {_secs(settled)} ago: the scheduler's turn")
     if wait.count >= MAX_RECLAIMS_PER_WAKE:
         # Freed seats keep going elsewhere, or one is not enough for it: stop here.
