@@ -27,8 +27,7 @@ def cpu_nanocores(quantity: str) -> int:
     """A CPU quantity (`50m`, `0.5`, `1`, `12345n`) in nanocores; ValueError otherwise."""
     if (m := _QUANTITY.match(quantity.strip())) is None:
         raise ValueError(f"invalid CPU quantity {quantity!r} (expected e.g. 50m, 0.5, 1)")
-    value = Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""])
-    return int(value * Decimal(10**9))
+    return int(Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""]) * Decimal(10**9))
 
 
 class Activity(StrEnum):

@@ -32,8 +32,7 @@ class Schedule:
         """The latest tick at or before `now` (UTC); cronsim's reverse iteration excludes its
         start, so it starts one minute past now's minute."""
         local = now.astimezone(self.zone).replace(second=0, microsecond=0)
-        tick = next(CronSim(self.expr, local + timedelta(minutes=1), reverse=True))
-        return tick.astimezone(UTC)
+        return next(CronSim(self.expr, local + timedelta(minutes=1), reverse=True)).astimezone(UTC)
 
 
 def parse_schedule(raw: str) -> Schedule:

@@ -122,8 +122,7 @@ def decide_wait(
     if victim is not None and not (victim.suspended and claimant == set_key(waker)):
         # Our victim write never landed, or is landing now in a concurrent invocation:
         # wait one grace before giving the claim up, so no two seats are taken.
-        claimed = wait.at or wait.since
-        if now - claimed < max(grace, SETTLE_FLOOR):
+        if now - (wait.at or wait.since) < max(grace, SETTLE_FLOOR):
             return Hold(f"claim on {wait.victim} in flight")
         # The same set may be chosen again: it is judged afresh.
         return Search.again(wait)
