@@ -185,8 +185,7 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     if cs.suspended:
         if phase is CocoonSetPhase.SUSPENDED:
             # A stamped release round whose SeatReleased is not reported yet.
-            rnd = ann.get(k.ANN_RELEASE_ROUND)
-            if rnd and ann.get(k.ANN_RELEASE_REPORTED) != rnd:
+            if (rnd := ann.get(k.ANN_RELEASE_ROUND)) and ann.get(k.ANN_RELEASE_REPORTED) != rnd:
                 return SafetyNeed.REPORT_OWED
             return SafetyNeed.SUSPENDED_CHECK
         if phase is CocoonSetPhase.FAILED:

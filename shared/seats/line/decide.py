@@ -112,9 +112,7 @@ def covers(older: Waiter, younger: Waiter) -> bool:
     pin, no larger requests)? Then a gate never holds a pod a freed seat fits."""
     if older.pool != younger.pool:
         return False
-    if older.cpu_class is not None and older.cpu_class != younger.cpu_class:
-        return False
-    if older.pin is not None and older.pin != younger.pin:
+    if older.cpu_class not in (None, younger.cpu_class) or older.pin not in (None, younger.pin):
         return False
     return all(v <= younger.requests.get(name, Fraction(0)) for name, v in older.requests.items())
 
