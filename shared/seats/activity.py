@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -16,8 +16,7 @@ from shared.durations import parse_duration
 from shared.models import CocoonSet
 from shared.sweep.decide import parsed, read_time, steady
 
-# Kubernetes quantity suffixes that matter for CPU, as powers of ten (binary ones are legal
-# but absurd).
+# CPU quantity suffixes as powers of ten (binary ones are legal but absurd for CPU).
 _EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9}
 _QUANTITY = re.compile(r"^([+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(n|u|m|k|M|G)?$")
 # When no timeout is configured, how often a busy VM's stamp is refreshed.
@@ -26,14 +25,9 @@ DEFAULT_REFRESH = timedelta(minutes=1)
 
 def cpu_nanocores(quantity: str) -> int:
     """A CPU quantity (`50m`, `0.5`, `1`, `12345n`) in nanocores; ValueError otherwise."""
-    m = _QUANTITY.match(quantity.strip())
-    if m is None:
+    if (m := _QUANTITY.match(quantity.strip())) is None:
         raise ValueError(f"invalid CPU quantity {quantity!r} (expected e.g. 50m, 0.5, 1)")
-    try:
-        value = Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""])
-    except InvalidOperation:
-        raise ValueError(f"invalid CPU quantity {quantity!r}") from None
-    return int(value * Decimal(10**9))
+    return int(Decimal(m.group(1)).scaleb(_EXPONENT[m.group(2) or ""]) * Decimal(10**9))
 
 
 class Activity(StrEnum):
@@ -63,12 +57,9 @@ def refresh_every(cs: CocoonSet) -> timedelta:
 
 def evaluate_activity(cs: CocoonSet, usage: int | None, *, now: datetime) -> ActivityEval:
     """`usage`: the main pod's CPU in nanocores from PodMetrics, None when it has none."""
-    raw = cs.metadata.annotations.get(k.ANN_IDLE_CPU_BELOW)
-    if raw is None:
+    if (raw := cs.metadata.annotations.get(k.ANN_IDLE_CPU_BELOW)) is None:
         return ActivityEval(Activity.NOT_OPTED_IN)
-    try:
-        threshold = cpu_nanocores(raw)
-    except ValueError:
+    if (threshold := parsed(cpu_nanocores, raw)) is None:
         return ActivityEval(Activity.BAD_CONFIG)
     if not steady(cs):
         return ActivityEval(Activity.NOT_RUNNING, threshold=threshold)

@@ -52,9 +52,8 @@ def seat_view(sets: Iterable[CocoonSet], pods: Iterable[Pod], *, now: datetime) 
         key = (pod.metadata.namespace or "", pod.labels.get(k.LABEL_SET_NAME, ""))
         if pod.is_main and (waiter := waiter_of(pod)) is not None:
             in_line[f"{key[0]}/{key[1]}"] = waiter
-        pool = pool_of_set.get(key)
         # A bound pod holds its seat until it is gone (terminating included).
-        if pool is not None and pod.spec.node_name and not pod.terminal:
+        if (pool := pool_of_set.get(key)) is not None and pod.spec.node_name and not pod.terminal:
             pools.setdefault(pool, PoolSeats(pool)).used += 1
     for cs in sets:
         entry = pools.setdefault(pool_of(cs), PoolSeats(pool_of(cs)))

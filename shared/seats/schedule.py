@@ -32,8 +32,7 @@ class Schedule:
         """The latest tick at or before `now` (UTC); cronsim's reverse iteration excludes its
         start, so it starts one minute past now's minute."""
         local = now.astimezone(self.zone).replace(second=0, microsecond=0)
-        tick = next(CronSim(self.expr, local + timedelta(minutes=1), reverse=True))
-        return tick.astimezone(UTC)
+        return next(CronSim(self.expr, local + timedelta(minutes=1), reverse=True)).astimezone(UTC)
 
 
 def parse_schedule(raw: str) -> Schedule:
@@ -99,8 +98,7 @@ def decide_schedule(
     applied = read_time(when) if parsed(Tick, kind) is not None else None
     if (applied is not None and applied >= at) or cs.metadata.deletion_timestamp is not None:
         return None
-    # First sight is a baseline, not an order (a sleep tick added at 10:00 for 20:00 must not
-    # suspend the set at once); a set already where the tick wants it only records it.
+    # A first sight is a baseline, not an order; a set already as the tick wants is only recorded.
     if applied is None or (tick is Tick.WAKE) != cs.suspended:
         return ScheduleDecision(ScheduleAction.RECORD, tick, at)
     if tick is Tick.WAKE:

@@ -16,12 +16,7 @@ from shared.models import CocoonSet
 from shared.names import SetRef, main_pod_name
 from shared.ports import KubeApi
 from shared.seats.activity import Activity, cpu_by_pod, cpu_nanocores, evaluate_activity
-from shared.seats.schedule import (
-    Deferred,
-    ScheduleAction,
-    decide_schedule,
-    parse_schedule,
-)
+from shared.seats.schedule import Deferred, ScheduleAction, decide_schedule, parse_schedule
 from shared.sweep.decide import config_action, parsed, problem
 from shared.sweep.report import ActionKind, SweepReport
 
@@ -39,8 +34,7 @@ def config_problems(cs: CocoonSet) -> tuple[str, ...]:
         (k.ANN_IDLE_CPU_BELOW, cpu_nanocores),
     )
     for key, parse in checks:
-        raw = ann.get(key)
-        if raw is not None and parsed(parse, raw) is None:
+        if (raw := ann.get(key)) is not None and parsed(parse, raw) is None:
             problems.append(problem(key, raw))
         elif raw is not None and key == k.ANN_RECLAIMABLE_AFTER and not cs.is_release:
             # Valid but void (a retain set keeps its seat while suspended): say so.
@@ -99,8 +93,7 @@ class SeatSweep:
                         reason=f"{type(err).__name__}: {err}",
                     )
                 self._metrics[ns] = None
-        pods = self._metrics[ns]
-        return None if pods is None else pods.get(main_pod_name(cs.name))
+        return (self._metrics[ns] or {}).get(main_pod_name(cs.name))
 
     def _activity(self, cs: CocoonSet) -> CocoonSet:
         ev = evaluate_activity(cs, None, now=self.now)
@@ -114,8 +107,7 @@ class SeatSweep:
                 return updated
         elif ev.state not in (Activity.UNKNOWN, Activity.BAD_CONFIG):
             return cs  # not measured (not opted in, not Running), or measured and recorded
-        # Not measurable, no data, or active and not recorded (a dry run, a lost write):
-        # never idle-suspended on a guess.
+        # No data, or active and not recorded (dry run, lost write): never suspended on a guess.
         self._unknown.add(SetRef(cs.namespace, cs.name))
         return cs
 
@@ -123,8 +115,7 @@ class SeatSweep:
         # A bad schedule is left out (and warned about once by the config check).
         sleep = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_SLEEP_SCHEDULE))
         wake = parsed(parse_schedule, cs.metadata.annotations.get(k.ANN_WAKE_SCHEDULE))
-        decision = decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)
-        if decision is None:
+        if (decision := decide_schedule(cs, sleep=sleep, wake=wake, now=self.now)) is None:
             return cs
         if isinstance(decision, Deferred):
             log.info(
@@ -136,32 +127,24 @@ class SeatSweep:
                 reason=decision.reason,
             )
             return cs
-        action = decision.action
+        action, tick, at = decision.action, decision.tick.value, format_rfc3339(decision.at)
         kind = ActionKind(f"schedule-{action.value}")
-        detail = f"{decision.tick.value} tick of {format_rfc3339(decision.at)}"
         applied = {k.ANN_SCHEDULE_APPLIED: decision.record}
         patch: dict[str, Any] = {"metadata": {"annotations": applied}}
         if action is not ScheduleAction.RECORD:
             patch["spec"] = {"suspend": action is ScheduleAction.SUSPEND}
-        updated = self._patch(cs, patch, kind, detail)
+        updated = self._patch(cs, patch, kind, f"{tick} tick of {at}")
         if updated is None or action is ScheduleAction.RECORD:
             return updated or cs
         suspend = action is ScheduleAction.SUSPEND
-        self.report.event(
-            updated,
-            k.REASON_SCHEDULE_SUSPENDED if suspend else k.REASON_SCHEDULE_WOKEN,
-            f"{'suspended' if suspend else 'woken'} by the {decision.tick.value} schedule "
-            f"(tick {format_rfc3339(decision.at)})",
-            warning=False,
-            key=decision.record,
-        )
-        # No reconcile here: the page carries the updated set, so the safety net starts
-        # the release (or the restore) in this same run, exactly once.
+        reason = k.REASON_SCHEDULE_SUSPENDED if suspend else k.REASON_SCHEDULE_WOKEN
+        message = f"{'suspended' if suspend else 'woken'} by the {tick} schedule (tick {at})"
+        self.report.event(updated, reason, message, warning=False, key=decision.record)
+        # No reconcile: the safety net starts the release (or restore) from the updated page.
         return updated
 
     def _patch(
         self, cs: CocoonSet, patch: dict[str, Any], kind: ActionKind, detail: str
     ) -> CocoonSet | None:
-        ref = SetRef(cs.namespace, cs.name)
-        rv = cs.metadata.resource_version
+        ref, rv = SetRef(cs.namespace, cs.name), cs.metadata.resource_version
         return self.report.patch(ref, patch, kind, detail, resource_version=rv)

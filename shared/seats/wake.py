@@ -55,14 +55,12 @@ class WakeSeats:
         """cocoon-operator's restore pod joins its pool's line; the set and pod as written."""
         started = cs.metadata.annotations.get(k.ANN_WAKE_STARTED) or since
         if k.ANN_WAKE_STARTED not in cs.metadata.annotations and since:
-            # The wake's start (the sweep's deadline clock): the operator persists
-            # `Waking` and creates the pod in one pass, so its creation is the start.
+            # The operator persists `Waking` as it creates the pod: its creation starts the wake.
             cs = self.kube.patch_set(
                 ref, {"metadata": {"annotations": {k.ANN_WAKE_STARTED: since}}}
             )
         place = parse_rfc3339(started) if started else self.now
-        # Labels and a place only: a gate cannot be added after creation, so it waits
-        # ungated, but in the line.
+        # No gate (one cannot be added after creation): it waits ungated, but in the line.
         patch = {"metadata": {"uid": pod_uid}}
         join_line(patch, pool=pool_of(cs), queued_at=place, gate=False)
         pod = self.kube.patch_pod(ref.namespace, pod_name, patch)
@@ -95,8 +93,7 @@ class WakeSeats:
         when its turn came and the gate could not be removed)."""
         key = f"{ref.namespace}/{pod_name}"
         # Strict: a gated pod whose line cannot be read is retried, not left to the sweep.
-        res = self.tend(ref, main, "gated", strict=True)
-        if res is None:
+        if (res := self.tend(ref, main, "gated", strict=True)) is None:
             return leave_gate(self.kube, main, pod_name, now=self.now)
         if key in res.ungated:
             return f"{pod_name}: its turn in the seat line: ungated"

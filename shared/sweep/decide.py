@@ -51,10 +51,6 @@ class SafetyNeed(StrEnum):
     UNFINISHED_WAKE = "unfinished-wake"  # release, unsuspended, hint still set
     REPORT_OWED = "report-owed"  # a SeatReleased or WakeCompleted a crash left owed
 
-    @property
-    def needs_pods(self) -> bool:
-        return self in (SafetyNeed.SUSPENDED_CHECK, SafetyNeed.WAKING)
-
 
 class ConfigAction(StrEnum):
     WARN = "warn"  # new bad value(s): record the fingerprint (CAS) and emit one Warning
@@ -92,9 +88,6 @@ class WakeTimeout:
     message: str
 
 
-# --- idle ------------------------------------------------------------------------------
-
-
 def problem(key: str, raw: str) -> str:
     """One bad annotation value as a warn-once fingerprint records it."""
     return f"{key.rsplit('/', 1)[-1]}={clip(raw, _FINGERPRINT_VALUE_MAX)}"
@@ -103,8 +96,7 @@ def problem(key: str, raw: str) -> str:
 def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
     """Whether `cs` is idle past its timeout, from its annotations alone."""
     ann = cs.metadata.annotations
-    raw_timeout = ann.get(k.ANN_IDLE_TIMEOUT)
-    if raw_timeout is None:
+    if (raw_timeout := ann.get(k.ANN_IDLE_TIMEOUT)) is None:
         return IdleEval(IdleState.NOT_OPTED_IN)
 
     problems: list[str] = []
@@ -112,16 +104,14 @@ def evaluate_idle(cs: CocoonSet, *, now: datetime) -> IdleEval:
         problems.append(problem(k.ANN_IDLE_TIMEOUT, raw_timeout))
 
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE, k.ANN_IDLE_EXEMPT_UNTIL):
-        raw = ann.get(key)
-        if raw is not None and read_time(raw) is None:
+        if (raw := ann.get(key)) is not None and read_time(raw) is None:
             problems.append(problem(key, raw))
     if problems:
         # Config is judged whatever the phase: a user learns of a typo before it matters.
         return IdleEval(IdleState.BAD_CONFIG, fingerprint=";".join(problems))
     assert timeout is not None
 
-    last = measured_last_activity(cs)
-    if not steady(cs) or last is None:
+    if not steady(cs) or (last := measured_last_activity(cs)) is None:
         return IdleEval(IdleState.NOT_ELIGIBLE, timeout=timeout)
     idle_for = now - last
     if exempt_reason(cs, now=now) is not None:
@@ -148,11 +138,9 @@ def read_time(raw: str | None) -> datetime | None:
 
 def exempt_reason(cs: CocoonSet, *, now: datetime) -> str | None:
     """Why `idle-exempt-until` protects `cs` from an idle, scheduled or reclaim suspend now."""
-    raw = cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)
-    if raw is None:
+    if (raw := cs.metadata.annotations.get(k.ANN_IDLE_EXEMPT_UNTIL)) is None:
         return None
-    until = read_time(raw)
-    if until is None:
+    if (until := read_time(raw)) is None:
         return "idle-exempt-until does not parse"
     return "idle-exempt-until is in the future" if now < until else None
 
@@ -168,8 +156,7 @@ def measured_last_activity(cs: CocoonSet) -> datetime | None:
     None when a stamp does not parse or none is there: never act on a guess."""
     stamps: list[datetime] = []
     for key in (k.ANN_LAST_ACTIVITY, k.ANN_LAST_WAKE):
-        raw = cs.metadata.annotations.get(key)
-        if raw is None:
+        if (raw := cs.metadata.annotations.get(key)) is None:
             continue
         if (stamp := read_time(raw)) is None:
             return None
@@ -187,9 +174,6 @@ def config_action(recorded: str | None, fingerprint: str) -> ConfigAction | None
     return ConfigAction.CLEAR if recorded is not None else None
 
 
-# --- safety net ------------------------------------------------------------------------
-
-
 def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     phase, ann = cs.phase, cs.metadata.annotations
     if ann.get(k.ANN_WAKE_REPORT_OWED):
@@ -201,8 +185,7 @@ def safety_need(cs: CocoonSet) -> SafetyNeed | None:
     if cs.suspended:
         if phase is CocoonSetPhase.SUSPENDED:
             # A stamped release round whose SeatReleased is not reported yet.
-            rnd = ann.get(k.ANN_RELEASE_ROUND)
-            if rnd and ann.get(k.ANN_RELEASE_REPORTED) != rnd:
+            if (rnd := ann.get(k.ANN_RELEASE_ROUND)) and ann.get(k.ANN_RELEASE_REPORTED) != rnd:
                 return SafetyNeed.REPORT_OWED
             return SafetyNeed.SUSPENDED_CHECK
         if phase is CocoonSetPhase.FAILED:
@@ -241,7 +224,6 @@ def check_wake_deadline(
         return None
     if cs.metadata.annotations.get(k.ANN_WAKE_TIMEOUT_REPORTED) == key:
         return None
-    age = now - started
     if main is None:
         why = "the main pod does not exist yet"
     elif (unschedulable := main.unschedulable_message()) is not None:
@@ -249,13 +231,10 @@ def check_wake_deadline(
     else:
         why = "the restored VM is not live yet"
     message = (
-        f"wake has not completed after {format_duration(age)} "
+        f"wake has not completed after {format_duration(now - started)} "
         f"(deadline {format_duration(deadline)}): {why}; still waiting"
     )
     return WakeTimeout(key=key, message=message)
-
-
-# --- per set -----------------------------------------------------------------------------
 
 
 def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
@@ -269,13 +248,8 @@ def decide_set(cs: CocoonSet, *, now: datetime) -> SetDecision:
         candidate = IdleCandidate(
             ref, rv, cs.is_release, idle.idle_for, idle.timeout, idle.last_activity
         )
-    recorded = cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR)
-    return SetDecision(
-        ref, idle, candidate, config_action(recorded, idle.fingerprint), safety_need(cs)
-    )
-
-
-# --- the per-run cap ---------------------------------------------------------------------
+    config = config_action(cs.metadata.annotations.get(k.ANN_IDLE_CONFIG_ERROR), idle.fingerprint)
+    return SetDecision(ref, idle, candidate, config, safety_need(cs))
 
 
 @dataclass(slots=True)
@@ -304,9 +278,6 @@ class IdleQueue:
         return out
 
 
-# --- pod look-ups ------------------------------------------------------------------------
-
-
 def unlabelable(names: Iterable[str]) -> list[str]:
     """The set names `name_selectors` leaves out: too long for a label value, so such a
     set has no labelled pods, and one such value would make the whole selector a 400."""
@@ -317,18 +288,15 @@ def name_selectors(names: Iterable[str], *, max_chars: int = 4000) -> list[str]:
     """Set-based label selectors (`name in (a,b)`) covering `names`, each at most ~max_chars:
     one pod list per chunk instead of one per set, the request line under proxy limits."""
     prefix = f"{k.LABEL_SET_NAME} in ("
-    out: list[str] = []
-    chunk: list[str] = []
-    size = len(prefix) + 1
+    chunks: list[list[str]] = []
+    size = max_chars  # full: the first name starts a chunk
     for name in sorted({n for n in names if n and is_label_value(n)}):
-        if chunk and size + len(name) + 1 > max_chars:
-            out.append(prefix + ",".join(chunk) + ")")
-            chunk, size = [], len(prefix) + 1
-        chunk.append(name)
+        if size + len(name) + 1 > max_chars:
+            chunks.append([])
+            size = len(prefix) + 1
+        chunks[-1].append(name)
         size += len(name) + 1
-    if chunk:
-        out.append(prefix + ",".join(chunk) + ")")
-    return out
+    return [prefix + ",".join(chunk) + ")" for chunk in chunks]
 
 
 def format_duration(value: timedelta) -> str:

@@ -119,19 +119,17 @@ class _Run:
                     skipped="idle suspend skipped",
                     what="record idle config error",
                 )
-            cand = decision.candidate
-            if cand is not None and self.page_hook.idle_allowed(cand.ref):
+            if (cand := decision.candidate) is not None and self.page_hook.idle_allowed(cand.ref):
                 self.report.summary.idle_candidates += 1
                 self.queue.offer(cand)
             if decision.safety is None:
                 continue
-            if decision.safety.needs_pods:
+            if decision.safety in (SafetyNeed.SUSPENDED_CHECK, SafetyNeed.WAKING):
                 pod_checks.append((cs, decision.safety))
                 continue
             if decision.safety is SafetyNeed.RELEASE_PENDING:
                 # Counted every run: the stuck-Suspending alert fires on a steady count.
-                ref = decision.ref
-                log.count(k.METRIC_RELEASE_PENDING, namespace=ref.namespace, cocoonset=ref.name)
+                log.count(k.METRIC_RELEASE_PENDING, namespace=cs.namespace, cocoonset=cs.name)
             self._reconcile(decision.ref, decision.safety.value)
         if pod_checks:
             self._check_with_pods(pod_checks)
@@ -157,32 +155,31 @@ class _Run:
                         if key in pods:
                             pods[key].append(pod)
         except CocoonError as err:
-            # Without the pods none of this page's checks can be judged: one failure,
-            # all of them undone (the next run, or the retry, repeats them).
+            # Without the pods no check of this page can be judged: all are left to the retry.
             self.report.error(None, "list pods", err, sets=str(len(checks)), scope=scope or "*")
             return
         for cs, need in checks:
             ref = SetRef(cs.namespace, cs.name)
             # A labelled pod the set does not control is not its pod (as the operator keeps them).
             owned = [p for p in pods[(cs.namespace, cs.name)] if p.controlled_by(cs.metadata.uid)]
-            if need is SafetyNeed.SUSPENDED_CHECK:
-                if pods_left(owned):
-                    self._reconcile(ref, "suspended-with-pods")
+            if need is SafetyNeed.SUSPENDED_CHECK and pods_left(owned):
+                self._reconcile(ref, "suspended-with-pods")
             elif need is SafetyNeed.WAKING:
                 self._reconcile(ref, need.value)
                 self._wake_deadline(cs, owned)
 
     def _reconcile(self, ref: SetRef, why: str) -> None:
+        kind = ActionKind.RECONCILE
         if self.report.dry_run:
-            self.report.act(ActionKind.RECONCILE, ref, Result.WOULD, why)
+            self.report.act(kind, ref, Result.WOULD, why)
             return
         try:
             outcome = self.reconcile_fn(ref)
         except NotFound:
-            self.report.act(ActionKind.RECONCILE, ref, Result.GONE, why)
+            self.report.act(kind, ref, Result.GONE, why)
             return
         except Exception as err:  # noqa: BLE001 - one set's bug must not stop the safety net for all others
-            self.report.error(ref, f"reconcile ({why})", err, kind=ActionKind.RECONCILE)
+            self.report.error(ref, f"reconcile ({why})", err, kind=kind)
             return
         # The reconcile's Outcome is a layer above: read by its fields.
         reason, steps = getattr(outcome, "reason", None), getattr(outcome, "steps", ())
@@ -190,22 +187,15 @@ class _Run:
         described = f"{reason}{done}" if isinstance(reason, str) else str(outcome)
         result = getattr(outcome, "result", None)
         word = getattr(result, "value", result)
+        detail = f"{why}: {'ok' if outcome is None else log.clip(described)}"
         self.report.act(
-            ActionKind.RECONCILE,
-            ref,
-            Result.DONE,
-            f"{why}: {'ok' if outcome is None else log.clip(described)}",
-            outcome=word if isinstance(word, str) else "",
+            kind, ref, Result.DONE, detail, outcome=word if isinstance(word, str) else ""
         )
 
     def _wake_deadline(self, cs: CocoonSet, pods: list[Pod]) -> None:
         ref, kind = SetRef(cs.namespace, cs.name), ActionKind.WAKE_TIMED_OUT
-        current: CocoonSet | None = cs
         for attempt in (1, 2):
-            assert current is not None
-            due = check_wake_deadline(
-                current, pods, now=self.now, deadline=self.settings.wake_deadline
-            )
+            due = check_wake_deadline(cs, pods, now=self.now, deadline=self.settings.wake_deadline)
             if due is None:
                 return  # not due, completed, or someone else reported it
             if self.report.dry_run:
@@ -214,7 +204,7 @@ class _Run:
             patch = {"metadata": {"annotations": {k.ANN_WAKE_TIMEOUT_REPORTED: due.key}}}
             try:
                 updated = self.kube.patch_set(
-                    ref, patch, resource_version=current.metadata.resource_version
+                    ref, patch, resource_version=cs.metadata.resource_version
                 )
             except Conflict:
                 if attempt == 2:
@@ -223,13 +213,14 @@ class _Run:
                 # The reconcile just ran and may have written the set: re-read, re-decide.
                 log.count(k.METRIC_RETRIES, operation="wake-timeout-record")
                 try:
-                    current = self.kube.get_set(ref)
+                    fresh = self.kube.get_set(ref)
                 except CocoonError as err:
                     self.report.error(ref, "re-read set", err, kind=kind)
                     return
-                if current is None:
+                if fresh is None:
                     self.report.act(kind, ref, Result.GONE, due.message)
                     return
+                cs = fresh
                 continue
             except CocoonError as err:
                 self.report.error(ref, "record wake timeout", err, kind=kind)
@@ -241,17 +232,12 @@ class _Run:
             return
 
     def _suspend(self, cand: IdleCandidate) -> None:
-        ref = cand.ref
+        ref, rv, suspend = cand.ref, cand.resource_version, {"spec": {"suspend": True}}
         idle, timeout = format_duration(cand.idle_for), format_duration(cand.timeout)
         detail = f"idle for {idle} (idle-timeout {timeout})"
         # CAS on the listed version: anything changed since, and it is not known idle.
         updated = self.report.patch(
-            ref,
-            {"spec": {"suspend": True}},
-            ActionKind.SUSPEND,
-            detail,
-            resource_version=cand.resource_version,
-            what="idle suspend",
+            ref, suspend, ActionKind.SUSPEND, detail, resource_version=rv, what="idle suspend"
         )
         if updated is not None:
             self.report.event(

@@ -139,14 +139,12 @@ class SweepReport:
     ) -> None:
         self.summary.actions.append(SweepAction(kind, ref, result, detail, outcome))
         verb = {
-            Result.DONE: "sweep: done",
-            Result.WOULD: "sweep: would",
-            Result.CONFLICT: "sweep: skipped (changed meanwhile)",
-            Result.GONE: "sweep: skipped (set gone)",
-            Result.ERROR: "sweep: failed",
-        }[result]
+            Result.CONFLICT: "skipped (changed meanwhile)",
+            Result.GONE: "skipped (set gone)",
+            Result.ERROR: "failed",
+        }.get(result, result.value)  # done, would
         log.info(
-            f"{verb} {kind.value} {ref}",
+            f"sweep: {verb} {kind.value} {ref}",
             action=kind.value,
             result=result.value,
             namespace=ref.namespace,
@@ -194,20 +192,13 @@ class SweepReport:
     ) -> CocoonSet | None:
         """Record the bad `subject` annotation values (`fingerprint`) in `key` with one
         Warning, or clear the record ("" once they are fixed)."""
-        kind = ActionKind.CONFIG_WARNING if fingerprint else ActionKind.CONFIG_CLEARED
-        detail = (
-            f"invalid {subject} annotation(s), {skipped}: {fingerprint}"
-            if fingerprint
-            else f"{subject} annotations valid again"
-        )
-        updated = self.patch(
-            SetRef(cs.namespace, cs.name),
-            {"metadata": {"annotations": {key: fingerprint or None}}},
-            kind,
-            detail,
-            resource_version=cs.metadata.resource_version,
-            what=what,
-        )
+        kind, detail = ActionKind.CONFIG_CLEARED, f"{subject} annotations valid again"
+        if fingerprint:
+            kind = ActionKind.CONFIG_WARNING
+            detail = f"invalid {subject} annotation(s), {skipped}: {fingerprint}"
+        ref, rv = SetRef(cs.namespace, cs.name), cs.metadata.resource_version
+        record = {"metadata": {"annotations": {key: fingerprint or None}}}
+        updated = self.patch(ref, record, kind, detail, resource_version=rv, what=what)
         if updated is not None and fingerprint:
             self.event(updated, k.REASON_BAD_ANNOTATION, detail, warning=True)
         return updated
@@ -229,8 +220,13 @@ class SweepReport:
         self.summary.errors += 1
         if transient:
             self.summary.transient_errors += 1
-        if isinstance(err, AdmissionDenied) and ref is not None:
-            self._refused(ref, what, err)
+        if isinstance(err, AdmissionDenied) and ref is not None and not self.dry_run:
+            # The owner gets the reconciler's one Warning; the next sweep tries again.
+            try:
+                if (cs := self.kube.get_set(ref)) is not None:
+                    report_refusal(self.kube, cs, what, err)
+            except CocoonError as e:
+                log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))
         if ref is not None and kind is not None:
             self.summary.actions.append(SweepAction(kind, ref, Result.ERROR, failure))
         else:
@@ -245,13 +241,3 @@ class SweepReport:
             transient=transient,
             **fields,
         )
-
-    def _refused(self, ref: SetRef, what: str, err: AdmissionDenied) -> None:
-        """A write refused by admission: the owner gets the reconciler's one Warning, and
-        the next sweep tries again (at its pace, not a redelivery storm)."""
-        try:
-            cs = self.kube.get_set(ref)
-            if cs is not None and not self.dry_run:
-                report_refusal(self.kube, cs, what, err)
-        except CocoonError as e:
-            log.warning("sweep: refusal not recorded", set=str(ref), error=str(e))

@@ -88,25 +88,21 @@ def waiter_of(pod: Pod) -> Waiter | None:
     since = read_time(pod.annotations.get(k.ANN_QUEUED_AT)) or created
     if since is None:
         return None
-    gates = pod.scheduling_gates
-    selector = spec.get("nodeSelector") or {}
-    if k.GATE_SEAT_ORDER in gates:
+    if k.GATE_SEAT_ORDER in pod.scheduling_gates:
         state = State.GATED
-    elif pod.unschedulable_message() is not None:
-        state = State.BLOCKED
     else:
-        state = State.PENDING
+        state = State.BLOCKED if pod.unschedulable_message() is not None else State.PENDING
     return Waiter(
         namespace=pod.metadata.namespace or "",
         name=pod.name,
         uid=pod.metadata.uid or "",
         since=since,
         pool=pool,
-        cpu_class=selector.get(k.LABEL_SNAPSHOT_CPU_CLASS) or None,
+        cpu_class=(spec.get("nodeSelector") or {}).get(k.LABEL_SNAPSHOT_CPU_CLASS) or None,
         pin=_pin(spec),
         requests=_requests(spec),
         state=state,
-        gates=gates,
+        gates=pod.scheduling_gates,
         schedulable_since=read_time(pod.annotations.get(k.ANN_UNGATED_AT)) or created,
     )
 
@@ -116,9 +112,7 @@ def covers(older: Waiter, younger: Waiter) -> bool:
     pin, no larger requests)? Then a gate never holds a pod a freed seat fits."""
     if older.pool != younger.pool:
         return False
-    if older.cpu_class is not None and older.cpu_class != younger.cpu_class:
-        return False
-    if older.pin is not None and older.pin != younger.pin:
+    if older.cpu_class not in (None, younger.cpu_class) or older.pin not in (None, younger.pin):
         return False
     return all(v <= younger.requests.get(name, Fraction(0)) for name, v in older.requests.items())
 
@@ -129,10 +123,8 @@ def ahead(other: Waiter, me: Waiter) -> bool:
 
 def _holds(other: Waiter, now: datetime) -> bool:
     """Does `other` hold the line for those behind it (as they see it now)?"""
-    if other.state is not State.PENDING:
-        return True
     started = other.schedulable_since
-    return started is None or now - started < STALE_PENDING
+    return other.state is not State.PENDING or started is None or now - started < STALE_PENDING
 
 
 def gate_at_create(me: Waiter, line: Iterable[Waiter]) -> Waiter | None:
@@ -167,8 +159,7 @@ def advance(line: Sequence[Waiter], *, now: datetime) -> list[Ungate | KeepGated
     for w in sorted(line, key=lambda x: x.place):
         if w.state is not State.GATED:
             continue
-        behind = blocker(w, current.values(), now=now)
-        if behind is None:
+        if (behind := blocker(w, current.values(), now=now)) is None:
             out.append(Ungate(w))
             current[w.uid] = replace(w, state=State.PENDING, schedulable_since=now)
         else:
@@ -199,8 +190,7 @@ def micro(value: datetime) -> str:
 def queued_at(wake_started: str | None, *, now: datetime) -> datetime:
     """A restore pod's place: its wake's request time when older than now (a pod recreated
     during a long wait keeps its place)."""
-    started = read_time(wake_started)
-    if started is not None and now - started >= timedelta(seconds=1):
+    if (started := read_time(wake_started)) is not None and now - started >= timedelta(seconds=1):
         return started
     return now
 

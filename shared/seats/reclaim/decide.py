@@ -53,10 +53,8 @@ class SeatWait:
     @classmethod
     def decode(cls, raw: str | None) -> SeatWait | None:
         """None for an absent or unreadable record (it is ours: rewritten from scratch)."""
-        if not raw:
-            return None
         try:
-            data = json.loads(raw)
+            data = json.loads(raw or "")
             times = {t: parse_rfc3339(str(data[t])) for t in ("since", "at", "freed") if t in data}
             victim = str(data["victim"]) if "victim" in data else None
             return cls(
@@ -95,9 +93,6 @@ class Search:
         return cls(replace(wait, victim=None, at=None, freed=None), exclude)
 
 
-WaitStep = Stamp | Hold | MarkFreed | Search
-
-
 def recorded_victim(waker: CocoonSet, pod_uid: str) -> SetRef | None:
     """The victim the waker's record names for this pod (the caller re-reads it)."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
@@ -113,14 +108,13 @@ def decide_wait(
     now: datetime,
     grace: timedelta,
     victim: CocoonSet | None = None,
-) -> WaitStep:
+) -> Stamp | Hold | MarkFreed | Search:
     """The next reclaim step for a waker whose restore pod `pod_uid` is unschedulable.
     `victim`: the victim the record names (`recorded_victim`) as re-read, None if gone."""
     wait = SeatWait.decode(waker.metadata.annotations.get(k.ANN_SEAT_WAIT))
     if wait is None or wait.pod != pod_uid:
         return Stamp(SeatWait(pod=pod_uid, since=now))
-    waited = now - wait.since
-    if waited < grace:
+    if (waited := now - wait.since) < grace:
         return Hold(f"unschedulable for {_secs(waited)}, grace {_secs(grace)}")
     if wait.victim is None:
         return Search(wait)
@@ -128,8 +122,7 @@ def decide_wait(
     if victim is not None and not (victim.suspended and claimant == set_key(waker)):
         # Our victim write never landed, or is landing now in a concurrent invocation:
         # wait one grace before giving the claim up, so no two seats are taken.
-        claimed = wait.at or wait.since
-        if now - claimed < max(grace, SETTLE_FLOOR):
+        if now - (wait.at or wait.since) < max(grace, SETTLE_FLOOR):
             return Hold(f"claim on {wait.victim} in flight")
         # The same set may be chosen again: it is judged afresh.
         return Search.again(wait)
@@ -142,8 +135,7 @@ def decide_wait(
         return Hold(f"reclaim in flight: {wait.victim} is releasing its seat (phase {phase})")
     if wait.freed is None:
         return MarkFreed(replace(wait, freed=now))
-    settled = now - wait.freed
-    if settled < max(grace, SETTLE_FLOOR):
+    if (settled := now - wait.freed) < max(grace, SETTLE_FLOOR):
         return Hold(f"{wait.victim}'s seat was freed {_secs(settled)} ago: the scheduler's turn")
     if wait.count >= MAX_RECLAIMS_PER_WAKE:
         # Freed seats keep going elsewhere, or one is not enough for it: stop here.
@@ -173,9 +165,7 @@ class Candidate:
 
 def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidate:
     """Why `cs` cannot give its seat to `waker` (a reason), or the candidate it is."""
-    ann = cs.metadata.annotations
-    raw = ann.get(k.ANN_RECLAIMABLE_AFTER)
-    if raw is None:
+    if (raw := cs.metadata.annotations.get(k.ANN_RECLAIMABLE_AFTER)) is None:
         return "not reclaimable"
     if set_key(cs) == set_key(waker):
         return "the waker itself"
@@ -201,8 +191,7 @@ def why_not(cs: CocoonSet, waker: CocoonSet, *, now: datetime) -> str | Candidat
     if waker.spec.node_name and cs.spec.node_name != waker.spec.node_name:
         # Without a pod list, the only set known to be on that node is one pinned there.
         return "not on the waker's pinned node"
-    last = measured_last_activity(cs)
-    if last is None:
+    if (last := measured_last_activity(cs)) is None:
         return "no readable activity stamp"
     idle_for = now - last
     if idle_for < after:
@@ -220,8 +209,7 @@ def choose_victim(
     """Every candidate for `waker`, best first: longest idle, then namespace/name."""
     judged = (why_not(cs, waker, now=now) for cs in sets if set_key(cs) not in exclude)
     found = [c for c in judged if isinstance(c, Candidate)]
-    found.sort(key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
-    return found
+    return sorted(found, key=lambda c: (-c.idle_for.total_seconds(), c.cs.namespace, c.cs.name))
 
 
 def older_waiter_first(

@@ -108,8 +108,7 @@ def reclaim_for(
 ) -> ReclaimResult:
     """One step of the reclaim for `waker`, whose restore pod `pod_uid` is unschedulable.
     Raises CocoonError; a lost compare-and-swap is an answer ("conflict")."""
-    grace = settings.seat_reclaim_grace
-    if grace is None:
+    if (grace := settings.seat_reclaim_grace) is None:
         return ReclaimResult("off", "COCOON_SEAT_RECLAIM_GRACE=off")
     victim_ref = recorded_victim(waker, pod_uid)
     victim = kube.get_set(victim_ref) if victim_ref is not None else None
@@ -134,18 +133,16 @@ def reclaim_for(
             pool=waker.spec.node_pool,
         )
         return ReclaimResult("none", "no reclaimable set fits")
-    current = waker
+    current, wait = waker, step.wait
     for cand in candidates[:MAX_TRIES]:
-        first = older_waiter_first(waker, step.wait, cand, sets, now=now, grace=grace)
+        first = older_waiter_first(waker, wait, cand, sets, now=now, grace=grace)
         if first is not None:
             # Fair order: the longest waiting wake this seat fits reclaims it first.
             return ReclaimResult("held", f"{first} has waited longer for a seat like {cand.ref}")
         if (why := _cpu_says_keep(kube, cand, now)) is not None:
             log.info("seat reclaim: candidate skipped", victim=str(cand.ref), reason=why)
             continue
-        claim = replace(
-            step.wait, victim=set_key(cand.cs), at=now, freed=None, count=step.wait.count + 1
-        )
+        claim = replace(wait, victim=set_key(cand.cs), at=now, freed=None, count=wait.count + 1)
         try:
             current = _write_wait(kube, current, claim)
         except Conflict:
@@ -156,7 +153,7 @@ def reclaim_for(
         if taken is None:
             continue
         _report(kube, current, taken, cand, pod_uid, now=now, publisher=publisher)
-        log.observe(k.METRIC_RECLAIM_GRACE, (now - step.wait.since).total_seconds(), pool=cand.pool)
+        log.observe(k.METRIC_RECLAIM_GRACE, (now - wait.since).total_seconds(), pool=cand.pool)
         if start_release is not None:
             try:
                 start_release(cand.ref)
@@ -233,17 +230,13 @@ def _report(
     now: datetime,
     publisher: LifecyclePublisher | None,
 ) -> None:
-    idle = format_duration(cand.idle_for)
-    messages = (
-        (
-            victim,
-            f"Suspended after {idle} idle (reclaimable-after "
-            f"{format_duration(cand.reclaimable_after)}): its seat goes to the waiting wake "
-            f"of {set_key(waker)}",
-        ),
-        (waker, f"Reclaimed the seat of {set_key(victim)} (idle {idle}) for this wake"),
+    idle, after = format_duration(cand.idle_for), format_duration(cand.reclaimable_after)
+    to_victim = (
+        f"Suspended after {idle} idle (reclaimable-after {after}): its seat goes to the waiting "
+        f"wake of {set_key(waker)}"
     )
-    for cs, message in messages:
+    to_waker = f"Reclaimed the seat of {set_key(victim)} (idle {idle}) for this wake"
+    for cs, message in ((victim, to_victim), (waker, to_waker)):
         try:
             kube.emit_event(
                 cs, reason=k.REASON_SEAT_RECLAIMED, message=message, key=f"reclaim/{pod_uid}"
