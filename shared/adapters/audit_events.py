@@ -169,8 +169,8 @@ def report_time(event: Mapping[str, Any]) -> datetime | None:
         return None
     if event.get("verb") != "patch" or (ref.get("subresource") or "") not in ("", "status"):
         return None
-    annotations = dig(event, "requestObject", "metadata", "annotations")
-    if dig(annotations, ANN_LIFECYCLE_STATE) != LifecycleState.HIBERNATED.value:
+    state = dig(event, "requestObject", "metadata", "annotations", ANN_LIFECYCLE_STATE)
+    if state != LifecycleState.HIBERNATED.value:
         return None
     received = event.get("requestReceivedTimestamp")
     if not isinstance(received, str):

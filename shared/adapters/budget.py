@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 from shared.triggers import SnapshotPushed, Trigger
 
-# Sets one request may make the functions look at. A release of a real set costs
-# a handful of requests, a candidate that does not exist one GET: 100 sets keep
-# one request under about 300 API requests (tests/e2e/test_hostile_input.py).
+# A real set's release costs a handful of API requests, a candidate that does not exist
+# one GET (tests/e2e/test_hostile_input.py bounds a request's total).
 MAX_SETS_PER_REQUEST = 100
 
 

@@ -1,8 +1,6 @@
-"""CloudEvent -> triggers, for `release`, `wake` and `sweep`.
-
-Read by duck typing (`event["type"]`, `get_attributes()`, `.data`), so the product never
-imports `cloudevents`. A type outside `accept` is dropped and acknowledged; a Pub/Sub
-message's effective type (`pubsub_messages.classify_pubsub`) must be accepted too.
+"""CloudEvent -> triggers, for `release`, `wake` and `sweep`. Read by duck typing, so the
+product never imports `cloudevents`. A type outside `accept` is dropped and acknowledged; so
+is a Pub/Sub message whose effective type (`classify_pubsub`) is not accepted.
 """
 
 from __future__ import annotations
