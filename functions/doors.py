@@ -1,8 +1,7 @@
 """Who may come in at which door, and what they may ask for (docs/security.md).
 
-`authenticate` sees headers only, before the body; `authorize` sees the parsed triggers,
-before any client. The per-target functions on Cloud Run are `PLATFORM`: authenticated in
-front, unless COCOON_TARGET_AUTH=doors has them check credentials like `serve`.
+`authenticate` sees headers only, before the body; `authorize` the parsed triggers, before any
+client. Per-target Cloud Run functions are `PLATFORM` unless COCOON_TARGET_AUTH=doors.
 """
 
 from __future__ import annotations
@@ -131,10 +130,9 @@ def authenticate(secret: str, doors: Sequence[Door], config: Settings) -> Caller
     return found or _reviewed(secret, doors, config)
 
 
-# Positive TokenReview answers, by the token's hash: a source sends the same token with
-# every delivery until it renews it, and one API request per event would let a burst of
-# events become a burst of reviews. Kept briefly (and never past the token's `exp`), so a
-# deleted ServiceAccount stops working soon; refusals are never kept.
+# Positive TokenReview answers by the token's hash, so a burst of events is not a burst of
+# reviews; kept briefly (never past the token's `exp`) so a deleted ServiceAccount stops
+# working soon. Refusals are never kept.
 REVIEW_TTL = 30.0
 _reviews: dict[bytes, tuple[float, str]] = {}
 _reviews_lock = threading.Lock()
@@ -254,8 +252,7 @@ def admit(
         if caller is None and fallback is not None:
             return fallback(secret)
     if caller is None:
-        # Never log the header itself: a producer configured without the `Bearer `
-        # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
+        # Never the header itself: Harbor sends `auth_header` verbatim (presented_secret).
         log.warning(f"{who}request unauthenticated", route=route, presented=presented)
         return UNAUTHENTICATED
     return caller
@@ -345,9 +342,7 @@ def guarded(app: WSGIApp, route: str, *, platform: bool = False) -> WSGIApp:
 
 def cap_current_app() -> None:
     """Put `guarded` and `capped` in front of the CloudEvent target functions-framework is
-    loading us for. The framework imports the source inside its app's context and names the
-    app after the target; `ingest` guards itself (credential first), so it is left alone.
-    """
+    loading us for (it imports the source inside the app, named after the target)."""
     if not flask.has_app_context():
         return
     app = flask.current_app

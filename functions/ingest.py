@@ -48,11 +48,10 @@ class Dispatch(Protocol):
     def __call__(self, triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None: ...
 
 
-# Injection points (module attributes, read per request).
+# Injection points, read per request: None = `functions.dispatch.run` (imported lazily) and
+# `shared.clients.oidc`'s verification of a Google OIDC token for an audience.
 dispatch: Dispatch | None = None
-"""Acts on the triggers; None = `functions.dispatch.run` (imported lazily)."""
 verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
-"""Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
 
 
 def _reply(status: int, body: Mapping[str, object]) -> Reply:
@@ -70,28 +69,23 @@ def _refuse(refusal: doors.Refusal) -> Reply:
     )
 
 
-def _parse(route: str, body: bytes, content_type: str | None, config: Settings) -> Parsed:
-    if route == ROUTE_REGISTRY:
-        return parse_registry_webhook(body, content_type, config)
-    if route == ROUTE_AUDIT:
-        return parse_audit_eventlist(body, config)
-    return parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH)
-
-
-# The credentials each route accepts (functions.doors).
-_ROUTES: dict[str, tuple[Door, ...]] = {
-    ROUTE_REGISTRY: (Door.REGISTRY,),
-    ROUTE_AUDIT: (Door.AUDIT,),
-    ROUTE_PUBSUB: (Door.WAKE, Door.SWEEP, Door.PUSH),
+# Each route's credentials (functions.doors) and parser (body, Content-Type, settings).
+_ROUTES: dict[str, tuple[tuple[Door, ...], Callable[[bytes, str | None, Settings], Parsed]]] = {
+    ROUTE_REGISTRY: ((Door.REGISTRY,), parse_registry_webhook),
+    ROUTE_AUDIT: ((Door.AUDIT,), lambda body, _, config: parse_audit_eventlist(body, config)),
+    ROUTE_PUBSUB: (
+        (Door.WAKE, Door.SWEEP, Door.PUSH),
+        lambda body, _, config: parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH),
+    ),
 }
 
 
 def handle(request: Any) -> Reply:
     """One webhook delivery (a `flask.Request`) -> (body, status, headers)."""
     route = request.path.rstrip("/")
-    accepted = _ROUTES.get(route)
-    if accepted is None:
+    if route not in _ROUTES:
         return _refuse((404, {"error": "not found"}, {}))
+    accepted, parse = _ROUTES[route]
     if request.method != "POST":
         return _refuse(doors.NOT_POST)
     try:
@@ -110,7 +104,7 @@ def handle(request: Any) -> Reply:
         return _refuse(doors.TOO_LARGE)
 
     try:
-        parsed = _parse(route, body, request.content_type, config)
+        parsed = parse(body, request.content_type, config)
     except PermanentError as err:
         reason = DropReason.INVALID_NAME if isinstance(err, InvalidName) else DropReason.MALFORMED
         log.count(METRIC_DROPPED, target="ingest", reason=reason.value)

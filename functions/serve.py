@@ -28,9 +28,6 @@ from shared.errors import ConfigError
 
 CLOUDEVENT_DOORS = doors.CLOUDEVENT_DOORS
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
-HEALTH_PATH = "/healthz"
-READY_PATH = "/readyz"
-METRICS_PATH = "/metrics"
 
 
 def default_source() -> Path:
@@ -48,10 +45,8 @@ def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list
 
 
 def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
-    """Why the configuration cannot work, one sentence each; empty when it can.
-
-    No request is sent: a briefly unreachable cluster or registry is the retry path's business.
-    """
+    """Why the configuration cannot work, one sentence each; empty when it can. No request is
+    sent: a briefly unreachable cluster or registry is the retry path's business."""
     from shared.clients.kube import KubeClient  # noqa: PLC0415 - builds no connection
     from shared.config import Settings  # noqa: PLC0415
 
@@ -95,16 +90,12 @@ def create_app(source: Path | None = None) -> Any:
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
-        if path == HEALTH_PATH:
+        if path in ("/healthz", "/readyz"):
+            if path == "/readyz" and (problems := readiness_problems()):
+                body = "\n".join(problems).encode()
+                return _plain("503 Service Unavailable", body, start_response)
             return _plain("200 OK", b"ok", start_response)
-        if path == READY_PATH:
-            problems = readiness_problems()
-            if problems:
-                return _plain(
-                    "503 Service Unavailable", "\n".join(problems).encode(), start_response
-                )
-            return _plain("200 OK", b"ok", start_response)
-        if path == METRICS_PATH:
+        if path == "/metrics":
             return metrics_app(environ, start_response)
         if path in INGEST_PATHS:
             return ingest_app(environ, start_response)
@@ -123,8 +114,7 @@ def create_app(source: Path | None = None) -> Any:
 
 
 def _server_options() -> dict[str, Any]:
-    """gunicorn >= 25.1's control socket off: unused, and on a read-only root it logs an
-    error at every start."""
+    """gunicorn >= 25.1's control socket off: unused, it logs an error on a read-only root."""
     from gunicorn.config import Config  # noqa: PLC0415 - the server's own dependency, at start
 
     return {"control_socket_disable": True} if "control_socket_disable" in Config().settings else {}
