@@ -84,8 +84,7 @@ def presented_secret(headers: Mapping[str, str]) -> tuple[str, bool]:
     scheme, _, value = (headers.get("Authorization") or "").partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip(), True
-    extension = (headers.get(EXTENSION_HEADER) or "").strip()
-    if extension:
+    if extension := (headers.get(EXTENSION_HEADER) or "").strip():
         return extension, True
     # A producer configured without the `Bearer ` prefix puts the secret in
     # "scheme": report it as presented, never what it was.

@@ -26,7 +26,6 @@ from functions import doors
 from functions.metrics import install
 from shared.errors import ConfigError
 
-CLOUDEVENT_DOORS = doors.CLOUDEVENT_DOORS
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
 
 
@@ -64,7 +63,7 @@ def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
         problems.append(
             "COCOON_INGEST_TOKEN is not set: ingest refuses the registry's notifications"
         )
-    for target, accepted in CLOUDEVENT_DOORS.items():
+    for target, accepted in doors.CLOUDEVENT_DOORS.items():
         if not doors.configured(accepted, settings):
             needed = " or ".join(doors.VARIABLES[d] for d in accepted)
             problems.append(f"{needed} is not set: /{target} refuses every request")
@@ -83,7 +82,7 @@ def create_app(source: Path | None = None) -> Any:
             functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
             "/" + target,
         )
-        for target in CLOUDEVENT_DOORS
+        for target in doors.CLOUDEVENT_DOORS
     }
     ingest_app: doors.WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
     metrics_app: doors.WSGIApp = prometheus_client.make_wsgi_app(install())

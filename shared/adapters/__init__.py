@@ -7,6 +7,7 @@ builds any client: `parse_cloudevent` for the CloudEvent targets, `parse_registr
 
 from __future__ import annotations
 
+from shared.adapters.audit_events import parse_audit_eventlist
 from shared.adapters.cloudevent import (
     ACCEPT_PUBSUB_PUSH,
     ACCEPT_REGISTRY,
@@ -15,7 +16,7 @@ from shared.adapters.cloudevent import (
     ACCEPT_WAKE,
     parse_cloudevent,
 )
-from shared.adapters.http import parse_audit_eventlist, parse_pubsub_push, parse_registry_webhook
+from shared.adapters.http import parse_pubsub_push, parse_registry_webhook
 from shared.adapters.result import Drop, DropReason, Parsed
 
 __all__ = [

@@ -319,13 +319,11 @@ def parse_knative(
         namespace, name, obj = opt_str(body, "namespace"), opt_str(body, "name"), None
     kind = opt_str(body, "kind") or _str_attr(attributes, "kind")
     api_version = opt_str(body, "apiVersion") or _str_attr(attributes, "apiversion") or ""
-    group = api_version.rpartition("/")[0]
-    resource = {"Pod": PODS, "CocoonSet": PLURAL}.get(kind or "")
     object_changed(
         out,
         verb=verb,
-        resource=resource if resource is not None else show(kind),
-        group=group,
+        resource={"Pod": PODS, "CocoonSet": PLURAL}.get(kind or "", show(kind)),
+        group=api_version.rpartition("/")[0],
         subresource=None,
         namespace=namespace or _str_attr(attributes, "namespace"),
         name=name or _str_attr(attributes, "name"),

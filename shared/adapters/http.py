@@ -6,7 +6,6 @@ an audit `EventList`; `/pubsub`: a push envelope with a wake request or a sweep 
 
 from __future__ import annotations
 
-from shared.adapters.audit_events import parse_audit_eventlist
 from shared.adapters.cloudevent import ACCEPT_REGISTRY, parse_parts, parse_structured
 from shared.adapters.push_events import parse_distribution, parse_ecr, parse_harbor_default
 from shared.adapters.result import Parsed, as_object, loads, show
@@ -14,8 +13,6 @@ from shared.config import Settings
 from shared.constants import CE_PUBSUB_PUBLISHED
 from shared.errors import MalformedEvent
 from shared.log import clip
-
-__all__ = ["parse_audit_eventlist", "parse_pubsub_push", "parse_registry_webhook"]
 
 
 def parse_registry_webhook(body: bytes, content_type: str | None, settings: Settings) -> Parsed:

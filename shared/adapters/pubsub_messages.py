@@ -60,14 +60,13 @@ def _foreign_cloudevent(message: PubSubMessage) -> str | None:
         declared = message.attributes.get(key)
         if declared and declared.startswith(CE_LIFECYCLE_PREFIX):
             return declared
-    content_type = next(
-        (v for key, v in message.attributes.items() if key.lower() == "content-type"), ""
-    )
     data = message.data
-    structured = content_type.lower().startswith("application/cloudevents") or (
-        isinstance(data, Mapping) and "specversion" in data
+    if not isinstance(data, Mapping):
+        return None
+    content_type = next(
+        (v for k, v in message.attributes.items() if k.lower() == "content-type"), ""
     )
-    if structured and isinstance(data, Mapping):
+    if "specversion" in data or content_type.lower().startswith("application/cloudevents"):
         inner = data.get("type")
         if isinstance(inner, str) and inner and inner not in CANONICAL_TYPES:
             return clip(inner)

@@ -110,8 +110,6 @@ def guarded(out: Parsed, event_id: str | None, item: Callable[[], None]) -> None
 
 def show(value: object) -> str:
     """Untrusted JSON value as a clipped string for a log detail; never raises."""
-    if isinstance(value, str):
-        return clip(value)
     try:
         return clip(str(value))
     except ValueError:  # int too large to print (sys.set_int_max_str_digits)
