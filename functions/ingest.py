@@ -1,8 +1,7 @@
 """The HTTP `ingest` target: `/registry`, `/kubernetes/audit`, `/pubsub`.
 
-Each route is a door with its own credential (functions.doors, docs/security.md), checked
-before the body. Distribution retries any non-2xx forever, so everything permanent is
-acknowledged (202, with a log line); only transient failures and misconfiguration get 503.
+Each route is a door with its own credential (functions.doors), checked before the body.
+Distribution retries a non-2xx forever: only transient failures and misconfiguration get 503.
 """
 
 from __future__ import annotations

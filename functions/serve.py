@@ -1,8 +1,7 @@
 """All four targets in one process, path-routed, for a plain Deployment or Knative.
 
-Each CloudEvent route is functions-framework's own app for that target behind a door
-(`doors.guarded`): credential, method and size are checked before the body is read, since
-`serve` has no Eventarc or invoker IAM in front. The `ingest` routes guard themselves.
+Each CloudEvent route is functions-framework's app for that target behind `doors.guarded`,
+since `serve` has no Eventarc or invoker IAM in front; the `ingest` routes guard themselves.
 """
 
 from __future__ import annotations

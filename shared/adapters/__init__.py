@@ -1,8 +1,7 @@
 """Event adapters: every event source in, the trigger shapes of `shared.triggers` out.
 
 Pure (no network, no client), so a target acknowledges an irrelevant event before it
-builds any client: `parse_cloudevent` for the CloudEvent targets, `parse_registry_webhook`,
-`parse_audit_eventlist`, `parse_pubsub_push` for `ingest`.
+builds any client.
 """
 
 from __future__ import annotations

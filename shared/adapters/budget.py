@@ -1,8 +1,7 @@
 """At most `MAX_SETS_PER_REQUEST` candidate sets per request, each at least one API read.
 
-Triggers past the budget are deferred, never dropped: the caller answers a 2xx naming
-the count (a batch's sender would retry the kept work too) and the sweep converges
-them. The first trigger is always kept, so a single event always makes progress.
+Triggers past it are deferred (a 2xx naming the count, since a retried batch would redo the
+kept work too; the sweep converges them). The first is always kept, so one event progresses.
 """
 
 from __future__ import annotations
