@@ -56,9 +56,8 @@ GRANTS: Mapping[Door, tuple[type[Trigger], ...]] = {
     Door.PLATFORM: (SnapshotPushed, SetChanged, WakeRequested, SweepTick),
 }
 
-# A Knative event source sets no header of its own; its `ceOverrides`
-# extensions travel as `ce-<name>` headers in binary mode, so a source carries
-# its door's secret as the extension `cocoonauth` (infra/k8s/knative/sources.yaml).
+# A Knative source sets no header of its own but sends its `ceOverrides` extensions as
+# `ce-<name>` headers: its door's secret rides as `cocoonauth` (infra/k8s/knative/sources.yaml).
 EXTENSION_HEADER = "Ce-Cocoonauth"
 ENVIRON_KEY = "cocoon.caller"  # where serve hands the caller to the target it routes to
 
@@ -86,8 +85,7 @@ def presented_secret(headers: Mapping[str, str]) -> tuple[str, bool]:
         return value.strip(), True
     if extension := (headers.get(EXTENSION_HEADER) or "").strip():
         return extension, True
-    # A producer configured without the `Bearer ` prefix puts the secret in
-    # "scheme": report it as presented, never what it was.
+    # A secret sent without the `Bearer ` prefix is in "scheme": presented, never logged.
     return "", bool(scheme)
 
 
@@ -122,8 +120,7 @@ def authenticate(secret: str, doors: Sequence[Door], config: Settings) -> Caller
     found: Caller | None = None
     presented = secret.encode()
     for token, caller in _candidates(doors, config):
-        # Every candidate is compared (no break): the time taken does not
-        # depend on which one matched.
+        # No break: the time taken does not depend on which candidate matched.
         if hmac.compare_digest(presented, token.encode()) and found is None:
             found = caller
     return found or _reviewed(secret, doors, config)
@@ -190,9 +187,8 @@ def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
 
 # A CloudEvent is a few hundred bytes; an audit batch of 400 Metadata-level events fits.
 MAX_BODY = 1 << 20
-# The credentials each CloudEvent target accepts: a registry's CloudEvents and the
-# cluster's event sources release; wake requests and the sources' set changes wake;
-# only the sweep door ticks.
+# The credentials each CloudEvent target accepts: registries and the cluster's sources
+# release; wake requests and the sources' set changes wake; only the sweep door ticks.
 CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
     "release": (Door.REGISTRY, Door.AUDIT),
     "wake": (Door.WAKE, Door.AUDIT),

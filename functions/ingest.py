@@ -136,8 +136,7 @@ def _verify_oidc(token: str, config: Settings) -> Caller | doors.Refusal:
     verify = verify_push_token or (lambda t, a: oidc.verify_push_token(t, audience=a))
     try:
         claims = verify(token, config.push_audience)
-        # Outside the injectable verifier: a valid Google token for our
-        # audience is any Google account; only the allowlist authorises.
+        # Kept outside the injectable verifier: only the allowlist authorises a Google token.
         caller = oidc.require_caller(claims, config.push_service_accounts)
     except oidc.TokenRejected as err:
         log.warning("ingest push token rejected", route=ROUTE_PUBSUB, error=str(err))
@@ -164,8 +163,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
     kept, deferred = within_budget(parsed.triggers)
     counts: dict[str, object] = {"accepted": len(kept), "dropped": len(parsed.dropped)}
     if deferred:
-        # Not dropped in silence: the answer and a Warning say how many, and the
-        # sweep converges every set these hints were about (shared.adapters.budget).
+        # Not dropped in silence: the answer and a Warning say how many; the sweep converges.
         log.count(METRIC_DROPPED, target="ingest", reason=DropReason.OVER_BUDGET.value)
         log.warning(
             "ingest deferred work over the per-request budget; the sweep converges it",
@@ -190,8 +188,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
             **describe(trigger),
         )
     if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):
-        # A `:hibernate` push we cannot place: once the variable is set the
-        # registry's redelivery succeeds, so ask for it.
+        # A `:hibernate` push we cannot place: its redelivery succeeds once this is set.
         log.error("ingest cannot place a snapshot: COCOON_REGISTRY_BASE is not set")
         return _reply(503, {**counts, "error": "misconfigured"})
     if not kept:

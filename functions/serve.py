@@ -19,8 +19,7 @@ import prometheus_client
 # behaviour as the per-target deployments. Private module, pinned with functions-framework 3.10.
 from functions_framework._http import create_server
 
-# Only `serve` (a long-running process) imports these: the per-target Cloud Run
-# functions count in log lines, and never pay prometheus-client's import.
+# Only `serve` (long-running) pays prometheus-client's import; Cloud Run functions log counts.
 from functions import doors
 from functions.metrics import install
 from shared.errors import ConfigError
