@@ -198,11 +198,8 @@ def _full_object(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if obj is None or not isinstance(obj.get("metadata"), Mapping):
         return None
     at_type = obj.get("@type")
-    if obj.get("kind") in ("Pod", "CocoonSet") or (
-        isinstance(at_type, str) and at_type.endswith(("/v1.Pod", "/v1.CocoonSet"))
-    ):
-        return obj
-    return None
+    typed = isinstance(at_type, str) and at_type.endswith(("/v1.Pod", "/v1.CocoonSet"))
+    return obj if typed or obj.get("kind") in ("Pod", "CocoonSet") else None
 
 
 # --- GKE audit logs via Eventarc ---------------------------------------------------
@@ -225,10 +222,9 @@ def parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
 def _gke_resource(resource_name: str) -> tuple[str | None, str | None]:
     """(namespace, name) from `core/v1/namespaces/NS/pods/NAME[/sub]`."""
     parts = resource_name.split("/")
-    try:
-        i = parts.index("namespaces")
-    except ValueError:
+    if "namespaces" not in parts:
         return None, None
+    i = parts.index("namespaces")
     ns = parts[i + 1] if len(parts) > i + 1 else None
     name = parts[i + 3] if len(parts) > i + 3 else None
     return ns or None, name or None

@@ -90,9 +90,7 @@ def parse_structured(
 
 def _json(data: Any, *, what: str) -> Any:
     """CloudEvent data as JSON: the SDK hands over bytes/str when it could not decode it."""
-    if isinstance(data, bytes | bytearray | str):
-        return loads(bytes(data) if isinstance(data, bytearray) else data, what=what)
-    return data
+    return loads(data, what=what) if isinstance(data, bytes | bytearray | str) else data
 
 
 def parse_parts(

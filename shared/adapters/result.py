@@ -119,7 +119,7 @@ def show(value: object) -> str:
 # --- reading untrusted JSON ---------------------------------------------------
 
 
-def loads(body: bytes | str, *, what: str) -> Any:
+def loads(body: bytes | bytearray | str, *, what: str) -> Any:
     """JSON from the wire; anything unreadable is a MalformedEvent."""
     try:
         return json.loads(body)
