@@ -49,9 +49,8 @@ def _reconcile_candidates(trigger: SnapshotPushed, s: Settings) -> list[dict[str
                     reconcile=partial(reconcile_set, ref, kube=kube, registry=registry, settings=s),
                     budget=s.report_wait,
                 )
-            # Still waiting with the tag absent although its push was just announced: a
-            # registry may notify before it links the tag, so "retry" lets it redeliver at
-            # once. Asked only when the reconcile waits: a normal release pays no HEAD.
+            # Still waiting and the announced tag absent: a registry may notify before it
+            # links the tag, so retry (asked only when waiting: a release pays no HEAD).
             if (
                 out.result == OutcomeResult.WAITING
                 and registry is not None

@@ -1,8 +1,7 @@
 """Who may come in at which door, and what they may ask for (docs/security.md).
 
-`authenticate` sees headers only, before the body; `authorize` sees the parsed triggers,
-before any client. The per-target functions on Cloud Run are `PLATFORM`: authenticated in
-front, unless COCOON_TARGET_AUTH=doors has them check credentials like `serve`.
+`authenticate` sees headers only, before the body; `authorize` the parsed triggers, before any
+client. Per-target Cloud Run functions are `PLATFORM` unless COCOON_TARGET_AUTH=doors.
 """
 
 from __future__ import annotations
@@ -57,9 +56,8 @@ GRANTS: Mapping[Door, tuple[type[Trigger], ...]] = {
     Door.PLATFORM: (SnapshotPushed, SetChanged, WakeRequested, SweepTick),
 }
 
-# A Knative event source sets no header of its own; its `ceOverrides`
-# extensions travel as `ce-<name>` headers in binary mode, so a source carries
-# its door's secret as the extension `cocoonauth` (infra/k8s/knative/sources.yaml).
+# A Knative source sets no header of its own but sends its `ceOverrides` extensions as
+# `ce-<name>` headers: its door's secret rides as `cocoonauth` (infra/k8s/knative/sources.yaml).
 EXTENSION_HEADER = "Ce-Cocoonauth"
 ENVIRON_KEY = "cocoon.caller"  # where serve hands the caller to the target it routes to
 
@@ -85,11 +83,9 @@ def presented_secret(headers: Mapping[str, str]) -> tuple[str, bool]:
     scheme, _, value = (headers.get("Authorization") or "").partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip(), True
-    extension = (headers.get(EXTENSION_HEADER) or "").strip()
-    if extension:
+    if extension := (headers.get(EXTENSION_HEADER) or "").strip():
         return extension, True
-    # A producer configured without the `Bearer ` prefix puts the secret in
-    # "scheme": report it as presented, never what it was.
+    # A secret sent without the `Bearer ` prefix is in "scheme": presented, never logged.
     return "", bool(scheme)
 
 
@@ -124,17 +120,15 @@ def authenticate(secret: str, doors: Sequence[Door], config: Settings) -> Caller
     found: Caller | None = None
     presented = secret.encode()
     for token, caller in _candidates(doors, config):
-        # Every candidate is compared (no break): the time taken does not
-        # depend on which one matched.
+        # No break: the time taken does not depend on which candidate matched.
         if hmac.compare_digest(presented, token.encode()) and found is None:
             found = caller
     return found or _reviewed(secret, doors, config)
 
 
-# Positive TokenReview answers, by the token's hash: a source sends the same token with
-# every delivery until it renews it, and one API request per event would let a burst of
-# events become a burst of reviews. Kept briefly (and never past the token's `exp`), so a
-# deleted ServiceAccount stops working soon; refusals are never kept.
+# Positive TokenReview answers by the token's hash, so a burst of events is not a burst of
+# reviews; kept briefly (never past the token's `exp`) so a deleted ServiceAccount stops
+# working soon. Refusals are never kept.
 REVIEW_TTL = 30.0
 _reviews: dict[bytes, tuple[float, str]] = {}
 _reviews_lock = threading.Lock()
@@ -193,9 +187,8 @@ def authorize(caller: Caller, triggers: Iterable[Trigger]) -> str | None:
 
 # A CloudEvent is a few hundred bytes; an audit batch of 400 Metadata-level events fits.
 MAX_BODY = 1 << 20
-# The credentials each CloudEvent target accepts: a registry's CloudEvents and the
-# cluster's event sources release; wake requests and the sources' set changes wake;
-# only the sweep door ticks.
+# The credentials each CloudEvent target accepts: registries and the cluster's sources
+# release; wake requests and the sources' set changes wake; only the sweep door ticks.
 CLOUDEVENT_DOORS: dict[str, tuple[Door, ...]] = {
     "release": (Door.REGISTRY, Door.AUDIT),
     "wake": (Door.WAKE, Door.AUDIT),
@@ -254,8 +247,7 @@ def admit(
         if caller is None and fallback is not None:
             return fallback(secret)
     if caller is None:
-        # Never log the header itself: a producer configured without the `Bearer `
-        # prefix (Harbor sends `auth_header` verbatim) puts the secret in "scheme".
+        # Never the header itself: Harbor sends `auth_header` verbatim (presented_secret).
         log.warning(f"{who}request unauthenticated", route=route, presented=presented)
         return UNAUTHENTICATED
     return caller
@@ -345,9 +337,7 @@ def guarded(app: WSGIApp, route: str, *, platform: bool = False) -> WSGIApp:
 
 def cap_current_app() -> None:
     """Put `guarded` and `capped` in front of the CloudEvent target functions-framework is
-    loading us for. The framework imports the source inside its app's context and names the
-    app after the target; `ingest` guards itself (credential first), so it is left alone.
-    """
+    loading us for (it imports the source inside the app, named after the target)."""
     if not flask.has_app_context():
         return
     app = flask.current_app

@@ -1,8 +1,7 @@
 """The HTTP `ingest` target: `/registry`, `/kubernetes/audit`, `/pubsub`.
 
-Each route is a door with its own credential (functions.doors, docs/security.md), checked
-before the body. Distribution retries any non-2xx forever, so everything permanent is
-acknowledged (202, with a log line); only transient failures and misconfiguration get 503.
+Each route is a door with its own credential (functions.doors), checked before the body.
+Distribution retries a non-2xx forever: only transient failures and misconfiguration get 503.
 """
 
 from __future__ import annotations
@@ -48,11 +47,10 @@ class Dispatch(Protocol):
     def __call__(self, triggers: Sequence[Trigger], *, settings: Settings, target: str) -> None: ...
 
 
-# Injection points (module attributes, read per request).
+# Injection points, read per request: None = `functions.dispatch.run` (imported lazily) and
+# `shared.clients.oidc`'s verification of a Google OIDC token for an audience.
 dispatch: Dispatch | None = None
-"""Acts on the triggers; None = `functions.dispatch.run` (imported lazily)."""
 verify_push_token: Callable[[str, str], Mapping[str, Any]] | None = None
-"""Verifies a Google OIDC token for an audience; None = `shared.clients.oidc`."""
 
 
 def _reply(status: int, body: Mapping[str, object]) -> Reply:
@@ -70,28 +68,23 @@ def _refuse(refusal: doors.Refusal) -> Reply:
     )
 
 
-def _parse(route: str, body: bytes, content_type: str | None, config: Settings) -> Parsed:
-    if route == ROUTE_REGISTRY:
-        return parse_registry_webhook(body, content_type, config)
-    if route == ROUTE_AUDIT:
-        return parse_audit_eventlist(body, config)
-    return parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH)
-
-
-# The credentials each route accepts (functions.doors).
-_ROUTES: dict[str, tuple[Door, ...]] = {
-    ROUTE_REGISTRY: (Door.REGISTRY,),
-    ROUTE_AUDIT: (Door.AUDIT,),
-    ROUTE_PUBSUB: (Door.WAKE, Door.SWEEP, Door.PUSH),
+# Each route's credentials (functions.doors) and parser (body, Content-Type, settings).
+_ROUTES: dict[str, tuple[tuple[Door, ...], Callable[[bytes, str | None, Settings], Parsed]]] = {
+    ROUTE_REGISTRY: ((Door.REGISTRY,), parse_registry_webhook),
+    ROUTE_AUDIT: ((Door.AUDIT,), lambda body, _, config: parse_audit_eventlist(body, config)),
+    ROUTE_PUBSUB: (
+        (Door.WAKE, Door.SWEEP, Door.PUSH),
+        lambda body, _, config: parse_pubsub_push(body, config, accept=ACCEPT_PUBSUB_PUSH),
+    ),
 }
 
 
 def handle(request: Any) -> Reply:
     """One webhook delivery (a `flask.Request`) -> (body, status, headers)."""
     route = request.path.rstrip("/")
-    accepted = _ROUTES.get(route)
-    if accepted is None:
+    if route not in _ROUTES:
         return _refuse((404, {"error": "not found"}, {}))
+    accepted, parse = _ROUTES[route]
     if request.method != "POST":
         return _refuse(doors.NOT_POST)
     try:
@@ -110,7 +103,7 @@ def handle(request: Any) -> Reply:
         return _refuse(doors.TOO_LARGE)
 
     try:
-        parsed = _parse(route, body, request.content_type, config)
+        parsed = parse(body, request.content_type, config)
     except PermanentError as err:
         reason = DropReason.INVALID_NAME if isinstance(err, InvalidName) else DropReason.MALFORMED
         log.count(METRIC_DROPPED, target="ingest", reason=reason.value)
@@ -143,8 +136,7 @@ def _verify_oidc(token: str, config: Settings) -> Caller | doors.Refusal:
     verify = verify_push_token or (lambda t, a: oidc.verify_push_token(t, audience=a))
     try:
         claims = verify(token, config.push_audience)
-        # Outside the injectable verifier: a valid Google token for our
-        # audience is any Google account; only the allowlist authorises.
+        # Kept outside the injectable verifier: only the allowlist authorises a Google token.
         caller = oidc.require_caller(claims, config.push_service_accounts)
     except oidc.TokenRejected as err:
         log.warning("ingest push token rejected", route=ROUTE_PUBSUB, error=str(err))
@@ -171,8 +163,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
     kept, deferred = within_budget(parsed.triggers)
     counts: dict[str, object] = {"accepted": len(kept), "dropped": len(parsed.dropped)}
     if deferred:
-        # Not dropped in silence: the answer and a Warning say how many, and the
-        # sweep converges every set these hints were about (shared.adapters.budget).
+        # Not dropped in silence: the answer and a Warning say how many; the sweep converges.
         log.count(METRIC_DROPPED, target="ingest", reason=DropReason.OVER_BUDGET.value)
         log.warning(
             "ingest deferred work over the per-request budget; the sweep converges it",
@@ -197,8 +188,7 @@ def _act(route: str, parsed: Parsed, config: Settings) -> Reply:
             **describe(trigger),
         )
     if any(d.reason is DropReason.NO_REGISTRY_BASE for d in parsed.dropped):
-        # A `:hibernate` push we cannot place: once the variable is set the
-        # registry's redelivery succeeds, so ask for it.
+        # A `:hibernate` push we cannot place: its redelivery succeeds once this is set.
         log.error("ingest cannot place a snapshot: COCOON_REGISTRY_BASE is not set")
         return _reply(503, {**counts, "error": "misconfigured"})
     if not kept:

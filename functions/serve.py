@@ -1,8 +1,7 @@
 """All four targets in one process, path-routed, for a plain Deployment or Knative.
 
-Each CloudEvent route is functions-framework's own app for that target behind a door
-(`doors.guarded`): credential, method and size are checked before the body is read, since
-`serve` has no Eventarc or invoker IAM in front. The `ingest` routes guard themselves.
+Each CloudEvent route is functions-framework's app for that target behind `doors.guarded`,
+since `serve` has no Eventarc or invoker IAM in front; the `ingest` routes guard themselves.
 """
 
 from __future__ import annotations
@@ -20,17 +19,12 @@ import prometheus_client
 # behaviour as the per-target deployments. Private module, pinned with functions-framework 3.10.
 from functions_framework._http import create_server
 
-# Only `serve` (a long-running process) imports these: the per-target Cloud Run
-# functions count in log lines, and never pay prometheus-client's import.
+# Only `serve` (long-running) pays prometheus-client's import; Cloud Run functions log counts.
 from functions import doors
 from functions.metrics import install
 from shared.errors import ConfigError
 
-CLOUDEVENT_DOORS = doors.CLOUDEVENT_DOORS
 INGEST_PATHS = ("/registry", "/kubernetes/audit")
-HEALTH_PATH = "/healthz"
-READY_PATH = "/readyz"
-METRICS_PATH = "/metrics"
 
 
 def default_source() -> Path:
@@ -48,10 +42,8 @@ def _plain(status: str, body: bytes, start_response: Callable[..., Any]) -> list
 
 
 def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
-    """Why the configuration cannot work, one sentence each; empty when it can.
-
-    No request is sent: a briefly unreachable cluster or registry is the retry path's business.
-    """
+    """Why the configuration cannot work, one sentence each; empty when it can. No request is
+    sent: a briefly unreachable cluster or registry is the retry path's business."""
     from shared.clients.kube import KubeClient  # noqa: PLC0415 - builds no connection
     from shared.config import Settings  # noqa: PLC0415
 
@@ -69,7 +61,7 @@ def readiness_problems(env: Mapping[str, str] | None = None) -> list[str]:
         problems.append(
             "COCOON_INGEST_TOKEN is not set: ingest refuses the registry's notifications"
         )
-    for target, accepted in CLOUDEVENT_DOORS.items():
+    for target, accepted in doors.CLOUDEVENT_DOORS.items():
         if not doors.configured(accepted, settings):
             needed = " or ".join(doors.VARIABLES[d] for d in accepted)
             problems.append(f"{needed} is not set: /{target} refuses every request")
@@ -88,23 +80,19 @@ def create_app(source: Path | None = None) -> Any:
             functions_framework.create_app(target=target, source=src),  # type: ignore[no-untyped-call]  # functions-framework is unannotated
             "/" + target,
         )
-        for target in CLOUDEVENT_DOORS
+        for target in doors.CLOUDEVENT_DOORS
     }
     ingest_app: doors.WSGIApp = functions_framework.create_app(target="ingest", source=src)  # type: ignore[no-untyped-call]  # unannotated
     metrics_app: doors.WSGIApp = prometheus_client.make_wsgi_app(install())
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
-        if path == HEALTH_PATH:
+        if path in ("/healthz", "/readyz"):
+            if path == "/readyz" and (problems := readiness_problems()):
+                body = "\n".join(problems).encode()
+                return _plain("503 Service Unavailable", body, start_response)
             return _plain("200 OK", b"ok", start_response)
-        if path == READY_PATH:
-            problems = readiness_problems()
-            if problems:
-                return _plain(
-                    "503 Service Unavailable", "\n".join(problems).encode(), start_response
-                )
-            return _plain("200 OK", b"ok", start_response)
-        if path == METRICS_PATH:
+        if path == "/metrics":
             return metrics_app(environ, start_response)
         if path in INGEST_PATHS:
             return ingest_app(environ, start_response)
@@ -123,8 +111,7 @@ def create_app(source: Path | None = None) -> Any:
 
 
 def _server_options() -> dict[str, Any]:
-    """gunicorn >= 25.1's control socket off: unused, and on a read-only root it logs an
-    error at every start."""
+    """gunicorn >= 25.1's control socket off: unused, it logs an error on a read-only root."""
     from gunicorn.config import Config  # noqa: PLC0415 - the server's own dependency, at start
 
     return {"control_socket_disable": True} if "control_socket_disable" in Config().settings else {}

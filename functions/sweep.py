@@ -7,6 +7,7 @@ run never needs `COCOON_REGISTRY_BASE`.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from functions import process
 from shared.config import Settings
@@ -17,7 +18,7 @@ from shared.ports import KubeApi, SnapshotRegistry
 from shared.reconcile import Outcome, reconcile_set
 from shared.seats.sweep_hook import SeatSweep
 from shared.sweep.executor import sweep
-from shared.sweep.report import SweepIncomplete, SweepReport, SweepSummary
+from shared.sweep.report import SweepIncomplete, SweepSummary
 
 __all__ = ["SweepIncomplete", "SweepSummary", "run_sweep"]
 
@@ -36,17 +37,12 @@ def run_sweep(
     client: KubeApi = kube if kube is not None else process.kube_client(settings)
     at = now or utcnow()
     events = resolve_publisher(publisher, settings)
-    snapshots: list[SnapshotRegistry | None] = [registry] if registry is not None else []
 
     def reconcile(ref: SetRef) -> Outcome:
-        if not snapshots:
-            snapshots.append(process.registry_client(settings))
+        snapshots = registry if registry is not None else process.registry_client(settings)
         return reconcile_set(
-            ref, kube=client, registry=snapshots[0], settings=settings, now=at, publisher=events
+            ref, kube=client, registry=snapshots, settings=settings, now=at, publisher=events
         )
-
-    def seats(report: SweepReport) -> SeatSweep:
-        return SeatSweep(report=report, kube=client, now=at)
 
     return sweep(
         kube=client,
@@ -55,5 +51,5 @@ def run_sweep(
         now=at,
         dry_run=dry_run,
         publisher=events,
-        page_hook=seats,
+        page_hook=partial(SeatSweep, kube=client, now=at),
     )

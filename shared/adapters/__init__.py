@@ -1,12 +1,12 @@
 """Event adapters: every event source in, the trigger shapes of `shared.triggers` out.
 
 Pure (no network, no client), so a target acknowledges an irrelevant event before it
-builds any client: `parse_cloudevent` for the CloudEvent targets, `parse_registry_webhook`,
-`parse_audit_eventlist`, `parse_pubsub_push` for `ingest`.
+builds any client.
 """
 
 from __future__ import annotations
 
+from shared.adapters.audit_events import parse_audit_eventlist
 from shared.adapters.cloudevent import (
     ACCEPT_PUBSUB_PUSH,
     ACCEPT_REGISTRY,
@@ -15,7 +15,7 @@ from shared.adapters.cloudevent import (
     ACCEPT_WAKE,
     parse_cloudevent,
 )
-from shared.adapters.http import parse_audit_eventlist, parse_pubsub_push, parse_registry_webhook
+from shared.adapters.http import parse_pubsub_push, parse_registry_webhook
 from shared.adapters.result import Drop, DropReason, Parsed
 
 __all__ = [

@@ -7,7 +7,7 @@ pod of one (by its set label, else its `<set>-<slot>` name), in an allowed names
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -33,7 +33,7 @@ from shared.errors import MalformedEvent
 from shared.log import clip
 from shared.names import SetRef, check_name, check_namespace, pod_set_candidates
 from shared.ports import Report
-from shared.triggers import SetChanged, Source
+from shared.triggers import SetChanged, Source, Trigger
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 READ_VERBS = frozenset({"get", "list", "watch"})
@@ -42,23 +42,10 @@ PODS = "pods"
 # reports a pod; an eviction deletes the pod without a separate audit event of its own;
 # other subresources (exec, log, binding, ...) change nothing the reconcile reads.
 WATCHED_SUBRESOURCES = frozenset({"", "status", "eviction"})
-AUDIT_STAGE_DONE = "ResponseComplete"
-GKE_SERVICE = "k8s.io"
 # GKE spells the API group reversed in method names: `io.k8s.core.v1.pods.patch`,
 # `io.cocoonstack.cocoonset.v1.cocoonsets.patch` (docs/design.md#gke-audit-methods).
-_GKE_METHOD_PREFIXES: dict[str, tuple[str, str]] = {
-    "io.k8s.core.": ("", PODS),
-    ".".join(reversed(GROUP.split("."))) + ".": (GROUP, PLURAL),
-}
+_GKE_METHOD_PREFIXES = {"io.k8s.core.": "", ".".join(reversed(GROUP.split("."))) + ".": GROUP}
 _VERSION = re.compile(r"^v[0-9]+(?:(?:alpha|beta)[0-9]+)?$")
-
-
-def _watched(resource: str | None, group: str | None) -> bool:
-    if resource == PLURAL:
-        return group == GROUP
-    if resource == PODS:
-        return not group  # core group: "" or absent
-    return False
 
 
 def object_changed(
@@ -86,7 +73,7 @@ def object_changed(
     if verb not in WRITE_VERBS:
         out.drop(DropReason.VERB, show(verb), event_id)
         return
-    if not _watched(resource, group):
+    if (resource, group or "") not in ((PLURAL, GROUP), (PODS, "")):  # pods: the core group
         out.drop(DropReason.RESOURCE, clip(f"{group or 'core'}/{resource}"), event_id)
         return
     if (subresource or "") not in WATCHED_SUBRESOURCES:
@@ -143,7 +130,7 @@ def parse_audit_eventlist(body: bytes | str, settings: Settings) -> Parsed:
 def _audit_one(out: Parsed, raw: object, event_id: str | None, settings: Settings) -> None:
     event = as_object(raw, what="items[]")
     stage = event.get("stage")
-    if stage != AUDIT_STAGE_DONE:
+    if stage != "ResponseComplete":
         out.drop(DropReason.STAGE, show(stage), event_id)
         return
     status = opt_object(event, "responseStatus") or {}
@@ -174,19 +161,16 @@ def _audit_one(out: Parsed, raw: object, event_id: str | None, settings: Setting
 
 
 def report_time(event: Mapping[str, Any]) -> datetime | None:
-    """When the kube-apiserver received vk-cocoon's `hibernated` report, if this event is one.
-
-    Only a pod patch whose request body sets the lifecycle annotation to `hibernated` says
-    this write made the report (a PUT of the whole pod would show it without setting it);
-    anything else is None, never an error: the event is still a hint.
-    """
+    """When the kube-apiserver received vk-cocoon's `hibernated` report, if this event is one:
+    a pod patch setting the lifecycle annotation to `hibernated` (a PUT of the whole pod would
+    show it without setting it). Anything else is None, never an error."""
     ref = event.get("objectRef")
     if not isinstance(ref, Mapping) or ref.get("resource") != "pods" or ref.get("apiGroup"):
         return None
     if event.get("verb") != "patch" or (ref.get("subresource") or "") not in ("", "status"):
         return None
-    annotations = dig(event, "requestObject", "metadata", "annotations")
-    if dig(annotations, ANN_LIFECYCLE_STATE) != LifecycleState.HIBERNATED.value:
+    state = dig(event, "requestObject", "metadata", "annotations", ANN_LIFECYCLE_STATE)
+    if state != LifecycleState.HIBERNATED.value:
         return None
     received = event.get("requestReceivedTimestamp")
     if not isinstance(received, str):
@@ -200,8 +184,7 @@ def report_time(event: Mapping[str, Any]) -> datetime | None:
 def _written(
     verb: str | None, name: str | None, event: Mapping[str, Any], response: str, request: str
 ) -> tuple[Mapping[str, Any] | None, str | None]:
-    """The Pod or CocoonSet the event carries (the response, else a create's request), if any,
-    and the object's name when the event names none."""
+    """The Pod or CocoonSet carried (the response, else a create's request) and its name."""
     obj = _full_object(opt_object(event, response))
     if obj is None and verb == "create":
         obj = _full_object(opt_object(event, request))
@@ -215,22 +198,17 @@ def _full_object(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if obj is None or not isinstance(obj.get("metadata"), Mapping):
         return None
     at_type = obj.get("@type")
-    if obj.get("kind") in ("Pod", "CocoonSet") or (
-        isinstance(at_type, str) and at_type.endswith(("/v1.Pod", "/v1.CocoonSet"))
-    ):
-        return obj
-    return None
+    typed = isinstance(at_type, str) and at_type.endswith(("/v1.Pod", "/v1.CocoonSet"))
+    return obj if typed or obj.get("kind") in ("Pod", "CocoonSet") else None
 
 
 # --- GKE audit logs via Eventarc ---------------------------------------------------
 
 
 def parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
-    """`io.k8s.core.v1.pods.status.patch` -> (group, resource, subresource, verb).
-
-    None for a group this project does not watch.
-    """
-    for prefix, (group, _) in _GKE_METHOD_PREFIXES.items():
+    """`io.k8s.core.v1.pods.status.patch` -> (group, resource, subresource, verb); None for a
+    group this project does not watch."""
+    for prefix, group in _GKE_METHOD_PREFIXES.items():
         if not method.startswith(prefix):
             continue
         # `v1.pods.patch` or `v1.pods.status.patch`: version, resource, [subresource,] verb.
@@ -244,10 +222,9 @@ def parse_gke_method(method: str) -> tuple[str, str, str | None, str] | None:
 def _gke_resource(resource_name: str) -> tuple[str | None, str | None]:
     """(namespace, name) from `core/v1/namespaces/NS/pods/NAME[/sub]`."""
     parts = resource_name.split("/")
-    try:
-        i = parts.index("namespaces")
-    except ValueError:
+    if "namespaces" not in parts:
         return None, None
+    i = parts.index("namespaces")
     ns = parts[i + 1] if len(parts) > i + 1 else None
     name = parts[i + 3] if len(parts) > i + 3 else None
     return ns or None, name or None
@@ -269,7 +246,7 @@ def parse_gke_audit(
         return _str_attr(attributes, ce_key) or opt_str(payload, payload_key)
 
     service = attr("servicename", "serviceName")
-    if service != GKE_SERVICE:
+    if service != "k8s.io":
         out.drop(DropReason.SERVICE, show(service))
         return out
     method = attr("methodname", "methodName")
@@ -338,13 +315,11 @@ def parse_knative(
         namespace, name, obj = opt_str(body, "namespace"), opt_str(body, "name"), None
     kind = opt_str(body, "kind") or _str_attr(attributes, "kind")
     api_version = opt_str(body, "apiVersion") or _str_attr(attributes, "apiversion") or ""
-    group = api_version.rpartition("/")[0]
-    resource = {"Pod": PODS, "CocoonSet": PLURAL}.get(kind or "")
     object_changed(
         out,
         verb=verb,
-        resource=resource if resource is not None else show(kind),
-        group=group,
+        resource={"Pod": PODS, "CocoonSet": PLURAL}.get(kind or "", show(kind)),
+        group=api_version.rpartition("/")[0],
         subresource=None,
         namespace=namespace or _str_attr(attributes, "namespace"),
         name=name or _str_attr(attributes, "name"),
@@ -364,17 +339,19 @@ def _str_attr(attributes: Mapping[str, Any], key: str) -> str | None:
 # --- canonical io.cocoonstack.cocoonset.changed -------------------------------------
 
 
-def set_ref(data: Any) -> SetRef:
-    """`{"namespace", "name"}` of the canonical set events, validated."""
+def set_event(
+    out: Parsed, data: Any, settings: Settings, make: Callable[[SetRef], Trigger]
+) -> Parsed:
+    """`{"namespace", "name"}` of the canonical set events -> `make(ref)`, namespace allowed."""
     body = as_object(data, what="data")
-    return SetRef(check_namespace(body.get("namespace")), check_name(body.get("name")))
+    ref = SetRef(check_namespace(body.get("namespace")), check_name(body.get("name")))
+    if settings.namespace_allowed(ref.namespace):
+        out.add(make(ref))
+    else:
+        out.drop(DropReason.NAMESPACE, str(ref))
+    return out
 
 
 def parse_set_changed(data: Any, settings: Settings, event_id: str | None) -> Parsed:
-    out = Parsed(kind="set-changed", event_id=event_id)
-    ref = set_ref(data)
-    if not settings.namespace_allowed(ref.namespace):
-        out.drop(DropReason.NAMESPACE, str(ref))
-        return out
-    out.add(SetChanged(ref, "cocoonset.changed", Source.CANONICAL, event_id=event_id))
-    return out
+    make = partial(SetChanged, why="cocoonset.changed", source=Source.CANONICAL, event_id=event_id)
+    return set_event(Parsed(kind="set-changed", event_id=event_id), data, settings, make)

@@ -1,8 +1,7 @@
 """At most `MAX_SETS_PER_REQUEST` candidate sets per request, each at least one API read.
 
-Triggers past the budget are deferred, never dropped: the caller answers a 2xx naming
-the count (a batch's sender would retry the kept work too) and the sweep converges
-them. The first trigger is always kept, so a single event always makes progress.
+Triggers past it are deferred (a 2xx naming the count, since a retried batch would redo the
+kept work too; the sweep converges them). The first is always kept, so one event progresses.
 """
 
 from __future__ import annotations
@@ -11,9 +10,8 @@ from collections.abc import Sequence
 
 from shared.triggers import SnapshotPushed, Trigger
 
-# Sets one request may make the functions look at. A release of a real set costs
-# a handful of requests, a candidate that does not exist one GET: 100 sets keep
-# one request under about 300 API requests (tests/e2e/test_hostile_input.py).
+# A real set's release costs a handful of API requests, a candidate that does not exist
+# one GET (tests/e2e/test_hostile_input.py bounds a request's total).
 MAX_SETS_PER_REQUEST = 100
 
 

@@ -1,8 +1,6 @@
-"""CloudEvent -> triggers, for `release`, `wake` and `sweep`.
-
-Read by duck typing (`event["type"]`, `get_attributes()`, `.data`), so the product never
-imports `cloudevents`. A type outside `accept` is dropped and acknowledged; a Pub/Sub
-message's effective type (`pubsub_messages.classify_pubsub`) must be accepted too.
+"""CloudEvent -> triggers, for `release`, `wake` and `sweep`. Read by duck typing, so the
+product never imports `cloudevents`. A type outside `accept` is dropped and acknowledged; so
+is a Pub/Sub message whose effective type (`classify_pubsub`) is not accepted.
 """
 
 from __future__ import annotations
@@ -92,9 +90,7 @@ def parse_structured(
 
 def _json(data: Any, *, what: str) -> Any:
     """CloudEvent data as JSON: the SDK hands over bytes/str when it could not decode it."""
-    if isinstance(data, bytes | bytearray | str):
-        return loads(bytes(data) if isinstance(data, bytearray) else data, what=what)
-    return data
+    return loads(data, what=what) if isinstance(data, bytes | bytearray | str) else data
 
 
 def parse_parts(

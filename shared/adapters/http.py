@@ -6,25 +6,17 @@ an audit `EventList`; `/pubsub`: a push envelope with a wake request or a sweep 
 
 from __future__ import annotations
 
-from shared.adapters.audit_events import parse_audit_eventlist
 from shared.adapters.cloudevent import ACCEPT_REGISTRY, parse_parts, parse_structured
-from shared.adapters.push_events import (
-    parse_distribution,
-    parse_ecr,
-    parse_harbor_default,
-    parse_registry_json,
-)
-from shared.adapters.result import Parsed, loads, show
+from shared.adapters.push_events import parse_distribution, parse_ecr, parse_harbor_default
+from shared.adapters.result import Parsed, as_object, loads, show
 from shared.config import Settings
 from shared.constants import CE_PUBSUB_PUBLISHED
 from shared.errors import MalformedEvent
 from shared.log import clip
 
-__all__ = ["parse_audit_eventlist", "parse_pubsub_push", "parse_registry_webhook"]
-
 
 def parse_registry_webhook(body: bytes, content_type: str | None, settings: Settings) -> Parsed:
-    envelope = parse_registry_json(body)
+    envelope = as_object(loads(body, what="registry notification"), what="registry notification")
     if "events" in envelope:
         return parse_distribution(envelope, settings)
     if "specversion" in envelope:

@@ -1,9 +1,6 @@
-"""The Pub/Sub envelope: unwrap a message and decide which canonical type it stands for.
-
-Every Pub/Sub message arrives as `messagePublished`, so it is classified by an explicit
-`type` attribute, else by its data; a sweep tick is recognised by its shape, never by the
-absence of anything else. A message declaring another CloudEvent type (our own lifecycle
-events included, whose data would pass for a tick or a wake) is dropped.
+"""The Pub/Sub envelope: unwrap a message, decide which canonical type it stands for (a
+`type` attribute, else its data's shape). A message declaring another CloudEvent type (our
+own lifecycle events, whose data would pass for a tick or a wake) is dropped.
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ def unwrap_pubsub(envelope: Any) -> PubSubMessage:
     message = as_object(body.get("message"), what="message")
     attributes = opt_object(message, "attributes") or {}
     attrs = {str(k): v for k, v in attributes.items() if isinstance(v, str)}
-    encoded = message.get("data")
     raw = b""
-    if encoded is not None:
+    if (encoded := message.get("data")) is not None:
         raw = from_base64(encoded, what="message.data", expected="a base64 string")
     data: Any = None
     if raw.strip():
@@ -55,12 +51,7 @@ def unwrap_pubsub(envelope: Any) -> PubSubMessage:
             data = loads(raw, what="message.data")
         except MalformedEvent:
             data = None  # a scheduler may send any bytes: a tick need not be JSON
-    return PubSubMessage(
-        message_id=event_id_of(message, "messageId", "message_id"),
-        attributes=attrs,
-        raw=raw,
-        data=data,
-    )
+    return PubSubMessage(event_id_of(message, "messageId", "message_id"), attrs, raw, data)
 
 
 def _foreign_cloudevent(message: PubSubMessage) -> str | None:
@@ -69,14 +60,13 @@ def _foreign_cloudevent(message: PubSubMessage) -> str | None:
         declared = message.attributes.get(key)
         if declared and declared.startswith(CE_LIFECYCLE_PREFIX):
             return declared
-    content_type = next(
-        (v for key, v in message.attributes.items() if key.lower() == "content-type"), ""
-    )
     data = message.data
-    structured = content_type.lower().startswith("application/cloudevents") or (
-        isinstance(data, Mapping) and "specversion" in data
+    if not isinstance(data, Mapping):
+        return None
+    content_type = next(
+        (v for k, v in message.attributes.items() if k.lower() == "content-type"), ""
     )
-    if structured and isinstance(data, Mapping):
+    if "specversion" in data or content_type.lower().startswith("application/cloudevents"):
         inner = data.get("type")
         if isinstance(inner, str) and inner and inner not in CANONICAL_TYPES:
             return clip(inner)
@@ -105,21 +95,13 @@ def classify_pubsub(message: PubSubMessage) -> str | None:
     return CE_SWEEP_REQUESTED if is_tick(message) else None
 
 
-# Cloud Scheduler adds no attribute of its own: `origin=scheduler` is the
-# convention for jobs whose data is free-form (docs/design.md#scheduler-ticks).
-SCHEDULER_ATTRIBUTE = ("origin", "scheduler")
-_TICK_KEYS = frozenset({"dryRun", "dry_run"})
-
-
 def is_tick(message: PubSubMessage) -> bool:
     """Empty data, data of nothing but `dryRun`/`dry_run` (the Terraform job's
-    `{"dryRun": false}`), or any data under the attribute `origin=scheduler`."""
-    key, value = SCHEDULER_ATTRIBUTE
-    if message.attributes.get(key) == value:
+    `{"dryRun": false}`), or any data under the attribute `origin=scheduler`: Cloud Scheduler
+    adds no attribute of its own, so that is the convention for free-form jobs."""
+    if message.attributes.get("origin") == "scheduler" or not message.raw.strip():
         return True
-    if not message.raw.strip():
-        return True
-    return isinstance(message.data, Mapping) and set(message.data) <= _TICK_KEYS
+    return isinstance(message.data, Mapping) and set(message.data) <= {"dryRun", "dry_run"}
 
 
 def describe_unrecognised(message: PubSubMessage) -> str:

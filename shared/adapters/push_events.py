@@ -1,8 +1,7 @@
 """Registry push notifications (Distribution, Harbor, Artifact Registry, ECR) -> `SnapshotPushed`.
 
-Only a `hibernate` tag on a repository directly under `COCOON_REGISTRY_BASE` named like a
-VM of an allowed namespace can matter; the filter runs on the payload alone, since a
-registry reports every blob and tag it holds. A bad item of a batch drops alone.
+Only a `hibernate` tag on a repository directly under `COCOON_REGISTRY_BASE` named like a VM
+of an allowed namespace matters, judged on the payload alone. A bad item of a batch drops alone.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from shared.adapters.result import (
     as_object,
     event_id_of,
     guarded,
-    loads,
     opt_str,
     opt_strs,
     show,
@@ -29,10 +27,6 @@ from shared.errors import MalformedEvent
 from shared.log import clip
 from shared.names import check_digest, check_repository, check_tag, parse_vm_name
 from shared.triggers import SnapshotPushed, Source
-
-HARBOR_PUSH = "PUSH_ARTIFACT"
-ECR_DETAIL_TYPE = "ECR Image Action"
-AR_INSERT = "INSERT"
 
 
 def snapshot_pushed(
@@ -117,7 +111,7 @@ def parse_harbor_default(payload: Mapping[str, Any], settings: Settings) -> Pars
     """Harbor's "Default" payload format: `{"type": "PUSH_ARTIFACT", "event_data": {...}}`."""
     out = Parsed(kind="harbor")
     kind = payload.get("type")
-    if kind != HARBOR_PUSH:
+    if kind != "PUSH_ARTIFACT":
         out.drop(DropReason.NOT_PUSH, f"type={show(kind)}")
         return out
     harbor_event_data(out, as_object(payload.get("event_data"), what="event_data"), settings, None)
@@ -156,11 +150,8 @@ def _harbor_resource(
 
 
 def split_qualified(ref: str, sep: str) -> tuple[str, str, str]:
-    """`HOST[:PORT]/PATH<sep>REF` -> (host, path, ref); the host may carry a port.
-
-    `sep` is `@` for a digest, `:` for a tag. A `:` followed by a `/` belongs to
-    the host's port, not to a tag.
-    """
+    """`HOST[:PORT]/PATH<sep>REF` -> (host, path, ref), `sep` being `@` for a digest, `:` for a
+    tag (a `:` followed by a `/` is the host's port)."""
     name, found, value = ref.rpartition(sep)
     if not found or not name or not value or "/" in value:
         raise MalformedEvent(f"not a fully qualified reference: {clip(ref)!r}")
@@ -176,7 +167,7 @@ def parse_artifact_registry(
     """The decoded `message.data` of topic `gcr`: `{"action","digest"?,"tag"?}`, fully qualified."""
     out = Parsed(kind="artifact-registry", event_id=event_id)
     action = message.get("action")
-    if action != AR_INSERT:
+    if action != "INSERT":
         out.drop(DropReason.NOT_PUSH, f"action={show(action)}")
         return out
     tag_ref = opt_str(message, "tag")
@@ -207,7 +198,7 @@ def parse_ecr(envelope: Mapping[str, Any], settings: Settings) -> Parsed:
     event_id = event_id_of(envelope, "id")
     out = Parsed(kind="ecr", event_id=event_id)
     detail_type = envelope.get("detail-type")
-    if detail_type != ECR_DETAIL_TYPE:
+    if detail_type != "ECR Image Action":
         out.drop(DropReason.UNKNOWN_TYPE, f"detail-type={show(detail_type)}")
         return out
     detail = as_object(envelope.get("detail"), what="detail")
@@ -234,7 +225,3 @@ def parse_snapshot_pushed(
     repository, tag, digest = opt_strs(data, "repository", "tag", "digest")
     snapshot_pushed(out, repository, tag, digest, Source.CANONICAL, settings, event_id)
     return out
-
-
-def parse_registry_json(body: bytes | str) -> Mapping[str, Any]:
-    return as_object(loads(body, what="registry notification"), what="registry notification")

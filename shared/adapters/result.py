@@ -67,11 +67,8 @@ def _dedupe_key(trigger: Trigger) -> tuple[object, ...]:
 
 @dataclass(slots=True)
 class Parsed:
-    """Triggers kept (deduplicated, in arrival order) and drops with their reasons.
-
-    Iterating a `Parsed` iterates its triggers, so callers that only want the
-    triggers can treat it as the list.
-    """
+    """Triggers kept (deduplicated, in arrival order; iterating a `Parsed` iterates them)
+    and drops with their reasons."""
 
     triggers: list[Trigger] = field(default_factory=list)
     dropped: list[Drop] = field(default_factory=list)
@@ -89,13 +86,8 @@ class Parsed:
         for i, t in enumerate(self.triggers):
             if _dedupe_key(t) != key:
                 continue
-            if (
-                isinstance(trigger, SetChanged)
-                and isinstance(t, SetChanged)
-                and trigger.report is not None
-                and t.report is None
-            ):
-                # Keep the one reconcile, with the report time the later write carried.
+            if isinstance(t, SetChanged) and isinstance(trigger, SetChanged) and t.report is None:
+                # Keep the one reconcile, with the report time a later write carried.
                 self.triggers[i] = replace(t, report=trigger.report)
             self.drop(DropReason.DUPLICATE, str(key[1:]), trigger.event_id)
             return
@@ -118,8 +110,6 @@ def guarded(out: Parsed, event_id: str | None, item: Callable[[], None]) -> None
 
 def show(value: object) -> str:
     """Untrusted JSON value as a clipped string for a log detail; never raises."""
-    if isinstance(value, str):
-        return clip(value)
     try:
         return clip(str(value))
     except ValueError:  # int too large to print (sys.set_int_max_str_digits)
@@ -129,7 +119,7 @@ def show(value: object) -> str:
 # --- reading untrusted JSON ---------------------------------------------------
 
 
-def loads(body: bytes | str, *, what: str) -> Any:
+def loads(body: bytes | bytearray | str, *, what: str) -> Any:
     """JSON from the wire; anything unreadable is a MalformedEvent."""
     try:
         return json.loads(body)
@@ -160,9 +150,7 @@ def as_list(value: object, *, what: str) -> list[Any]:
 
 def opt_object(parent: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     value = parent.get(key)
-    if value is None:
-        return None
-    return as_object(value, what=key)
+    return None if value is None else as_object(value, what=key)
 
 
 def opt_str(parent: Mapping[str, Any], key: str) -> str | None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
-from shared.adapters.audit_events import set_ref
-from shared.adapters.result import DropReason, Parsed
+from shared.adapters.audit_events import set_event
+from shared.adapters.result import Parsed
 from shared.config import Settings
 from shared.errors import MalformedEvent
 from shared.log import clip
@@ -14,13 +15,8 @@ from shared.triggers import Source, SweepTick, WakeRequested
 
 
 def parse_wake(data: Any, settings: Settings, event_id: str | None, source: Source) -> Parsed:
-    out = Parsed(kind="wake-requested", event_id=event_id)
-    ref = set_ref(data)
-    if not settings.namespace_allowed(ref.namespace):
-        out.drop(DropReason.NAMESPACE, str(ref))
-        return out
-    out.add(WakeRequested(ref, source, event_id=event_id))
-    return out
+    make = partial(WakeRequested, source=source, event_id=event_id)
+    return set_event(Parsed(kind="wake-requested", event_id=event_id), data, settings, make)
 
 
 def dry_run_of(data: Any) -> bool:
