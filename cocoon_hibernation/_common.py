@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -167,8 +167,10 @@ kube_options = options(
     verbosity_options,
 )
 
-namespace_option = click.option(
-    "-n", "--namespace", metavar="NS", help="The namespace (default: all)."
+# The sets a command shows or acts on.
+set_options = options(
+    click.option("-n", "--namespace", metavar="NS", help="The namespace (default: all)."),
+    click.option("-l", "--selector", metavar="SEL", help="Only sets matching this label selector."),
 )
 
 
@@ -210,13 +212,12 @@ class Duration(click.ParamType[timedelta, Any]):
             self.fail(f"{text!r} is not a duration like 30s or 5m ({err})", param, ctx)
 
 
-def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: str = "   ") -> None:
     """kubectl's plain table (padded columns, no box): what a pipe or a file gets."""
     cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return [
-        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
+    for row in cells:
+        click.echo(gap.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def emit_structured(data: Any, output: str) -> None:
@@ -229,19 +230,3 @@ def emit_structured(data: Any, output: str) -> None:
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
     else:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def emit_results(rows: Sequence[Mapping[str, Any]], output: str) -> None:
-    """One result per set (`set`, `ok`, `message`, ...) as asked: a line each, on stdout when
-    done, on stderr as an error when not (then exit 1)."""
-    if output != "table":
-        emit_structured([dict(r) for r in rows], output)
-    else:
-        for r in rows:
-            message = str(r["message"])
-            text = message if message.startswith("cocoonset ") else f"{r['set']}: {message}"
-            click.echo(text if r["ok"] else f"{ERROR_PREFIX}{text}", err=not r["ok"])
-        if not rows:
-            click.echo("no CocoonSet matched")
-    if any(not r["ok"] for r in rows):
-        raise SystemExit(EXIT_FINDING)

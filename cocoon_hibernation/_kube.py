@@ -183,21 +183,13 @@ def set_action_command(
     @click.command(name=name, epilog=c.EXIT_CODES_HELP, help=help)
     @click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
     @c.kube_options
-    @c.namespace_option
-    @click.option(
-        "-l",
-        "--selector",
-        default=None,
-        metavar="SELECTOR",
-        help="Only sets matching this label selector (a=b,c!=d,e).",
-    )
+    @c.set_options
     @click.option(
         "--all", "all_sets", is_flag=True, help="Every set in the namespace (or all, without -n)."
     )
     @click.option(
         "--wait",
         type=c.Duration(),
-        default=None,
         help=f"Wait up to this long (30s, 5m) for phase {wait_for}; default: do not wait.",
     )
     @c.output_option
@@ -237,6 +229,16 @@ def set_action_command(
                     rows.append(act(client, settings, ref, announce, wait=wait))
         except CocoonError as err:
             c.fail(str(err))
-        c.emit_results(rows, output)
+        if output != "table":
+            c.emit_structured([dict(r) for r in rows], output)
+        elif not rows:
+            click.echo("no CocoonSet matched")
+        else:
+            for r in rows:  # on stdout when done, on stderr as an error when not
+                message = str(r["message"])
+                text = message if message.startswith("cocoonset ") else f"{r['set']}: {message}"
+                click.echo(text if r["ok"] else f"{c.ERROR_PREFIX}{text}", err=not r["ok"])
+        if any(not r["ok"] for r in rows):
+            raise SystemExit(c.EXIT_FINDING)
 
     return command

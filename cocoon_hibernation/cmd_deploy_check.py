@@ -19,6 +19,7 @@ from cocoon_hibernation._common import (
     EXIT_CODES_HELP,
     EXIT_USAGE,
     allow_unchecked_option,
+    echo_table,
     emit_structured,
     fail,
     kube_options,
@@ -292,19 +293,15 @@ def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None
 
 
 def _render(findings: Sequence[Finding], output: str) -> None:
-    if output not in ("table", "text"):
-        emit_structured([asdict(f) for f in findings], output)
-        return
     if output == "text":
         # One line per finding, greppable: `FAIL  region: "europe-west1-b": ...`.
         for f in findings:
             click.echo(f"{f.level.value:<4}  {f.check}: {f.message}")
-        return
-    # The table: aligned columns under a header, as kubectl prints its tables.
-    width = max([len("CHECK"), *(len(f.check) for f in findings)])
-    click.echo(f"{'LEVEL':<5}  {'CHECK':<{width}}  MESSAGE")
-    for f in findings:
-        click.echo(f"{f.level.value:<5}  {f.check:<{width}}  {f.message}")
+    elif output == "table":
+        rows = [(f.level.value, f.check, f.message) for f in findings]
+        echo_table(("LEVEL", "CHECK", "MESSAGE"), rows, gap="  ")
+    else:
+        emit_structured([asdict(f) for f in findings], output)
 
 
 @click.command(name="deploy-check", epilog=EXIT_CODES_HELP)

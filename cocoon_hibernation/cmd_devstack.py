@@ -31,7 +31,7 @@ def stay_up(stack: Stack) -> None:
         time.sleep(0.5)
 
 
-@click.group(name="devstack", epilog=EXIT_CODES_HELP)
+@click.group(name="devstack", epilog=EXIT_CODES_HELP, context_settings={"show_default": True})
 def command() -> None:
     """The local stack: embedded Kubernetes API, registry, functions, simulated cluster."""
 
@@ -41,7 +41,6 @@ def command() -> None:
     "--port",
     type=click.IntRange(0, 65535),
     default=0,
-    show_default=True,
     help="Port on 127.0.0.1 (0 picks a free one).",
 )
 @click.option(
@@ -71,21 +70,11 @@ def kube(
 
 @command.command(name="up")
 @click.option(
-    "--nodes",
-    type=click.IntRange(1, 50),
-    default=2,
-    show_default=True,
-    help="Simulated nodes in pool 'default'.",
+    "--nodes", type=click.IntRange(1, 50), default=2, help="Simulated nodes in pool 'default'."
 )
+@click.option("--seats", type=click.IntRange(1, 100), default=1, help="Seats per node.")
 @click.option(
-    "--seats", type=click.IntRange(1, 100), default=1, show_default=True, help="Seats per node."
-)
-@click.option(
-    "--tick",
-    type=click.FloatRange(0),
-    default=30.0,
-    show_default=True,
-    help="Seconds between sweep ticks (0 = none).",
+    "--tick", type=click.FloatRange(0), default=30.0, help="Seconds between sweep ticks (0 = none)."
 )
 @click.option(
     "--dir",

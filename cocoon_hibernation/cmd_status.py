@@ -25,9 +25,9 @@ from cocoon_hibernation._common import (
     emit_structured,
     fail,
     kube_options,
-    namespace_option,
     output_option,
     progress,
+    set_options,
 )
 from cocoon_hibernation._kube import cli_settings, list_sets, read_client, registry_client
 from shared import constants as k
@@ -209,33 +209,26 @@ def pool_capacity(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Capacity]:
 
 
 def _pool_dict(p: PoolSeats, cap: Capacity, now: datetime) -> dict[str, Any]:
+    def since(seconds: int) -> str:
+        return format_rfc3339(now - timedelta(seconds=seconds))
+
+    # asdict's fields after the set and its start; "" and 0 (none) as null.
+    waiting = [
+        {"set": w.set, "since": since(w.age_seconds), **asdict(w)}
+        | {"victim": w.victim or None, "line": w.line or None, "position": w.position or None}
+        for w in p.waiting
+    ]
+    reclaimable = [
+        {"set": r.set, "idle_since": since(r.idle_seconds), **asdict(r)} for r in p.reclaimable
+    ]
     return {
         "pool": p.pool,
         "used": p.used,
         "capacity": cap.seats,
         "capacity_unknown": cap.reason or None,
         "nodes": cap.nodes,
-        "waiting": [
-            {
-                "set": w.set,
-                "since": format_rfc3339(now - timedelta(seconds=w.age_seconds)),
-                "age_seconds": w.age_seconds,
-                "victim": w.victim or None,
-                "line": w.line or None,
-                "position": w.position or None,
-            }
-            for w in p.waiting
-        ],
-        "reclaimable": [
-            {
-                "set": r.set,
-                "idle_since": format_rfc3339(now - timedelta(seconds=r.idle_seconds)),
-                "idle_seconds": r.idle_seconds,
-                "reclaimable_after_seconds": r.reclaimable_after_seconds,
-                "eligible": r.eligible,
-            }
-            for r in p.reclaimable
-        ],
+        "waiting": waiting,
+        "reclaimable": reclaimable,
     }
 
 
@@ -356,17 +349,11 @@ class _Reader:
 
 @click.command(name="status", epilog=EXIT_CODES_HELP)
 @kube_options
-@namespace_option
-@click.option("-l", "--selector", metavar="SELECTOR", help="Only matching sets.")
+@set_options
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default).")
 @output_option
 @click.option("--seats", "seats_only", is_flag=True, help="Only the seat view per node pool.")
-@click.option(
-    "-w",
-    "--watch",
-    is_flag=True,
-    help="After the table, print a set's line again each time it changes (until Ctrl-C).",
-)
+@click.option("-w", "--watch", is_flag=True, help="Then each changed set's line, until Ctrl-C.")
 @allow_unchecked_option
 def command(
     *,
