@@ -3,6 +3,7 @@ progress on a TTY, and the kubectl-style options of the commands that talk to a 
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -63,8 +64,7 @@ def invocation() -> str:
     # A venv inside a project (a clone after `uv sync`): `uv run` finds both.
     project = Path(sys.prefix).parent
     if (project / "pyproject.toml").is_file() and shutil.which("uv"):
-        here = Path.cwd().resolve()
-        if here == project.resolve() or project.resolve() in here.parents:
+        if Path.cwd().resolve().is_relative_to(project.resolve()):
             return f"uv run {PROG}"
         return f"uv run --project {project} {PROG}"
     return f"{sys.executable} -m cocoon_hibernation"
@@ -96,13 +96,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """Several click options as one decorator, listed by --help in the order given."""
-
-    def apply(func: F) -> F:
-        for decorate in reversed(decorators):
-            func = decorate(func)
-        return func
-
-    return apply
+    return lambda func: functools.reduce(
+        lambda f, decorate: decorate(f), reversed(decorators), func
+    )
 
 
 def set_verbosity(verbose: int, quiet: bool) -> None:
@@ -160,9 +156,7 @@ kube_options = options(
         "else ~/.kube/config; else the in-cluster service account).",
     ),
     click.option(
-        "--context",
-        metavar="NAME",
-        help="The kubeconfig context to use (default: its current-context).",
+        "--context", metavar="NAME", help="The kubeconfig context (default: its current-context)."
     ),
     verbosity_options,
 )

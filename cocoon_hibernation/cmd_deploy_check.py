@@ -71,9 +71,6 @@ class Deploy:
         }
 
 
-# --- offline -----------------------------------------------------------------------
-
-
 def deploy_from(values: Mapping[str, Any]) -> Deploy:
     """The tfvars as Terraform read them; a value of the wrong type reads as the default."""
 
@@ -109,9 +106,6 @@ def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
         "(wakes then complete on the next sweep tick)"
     )
     return [Finding(Level.WARN, "status-write triggers", why)]
-
-
-# --- gcloud -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +224,6 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
     return out
 
 
-# --- Kubernetes RBAC ----------------------------------------------------------------
-
-
 def _bound(bindings: Iterable[Mapping[str, Any]], role: str) -> set[str]:
     users: set[str] = set()
     for b in bindings:
@@ -287,9 +278,6 @@ def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None
         return [Finding(Level.UNCHECKED, "RBAC", f"not checked: {err}")]
     admission = admission_findings(client, users=d.runtime_users(), namespaces=d.namespaces)
     return rbac_findings(d, cluster, per_ns) + admission
-
-
-# --- the command -------------------------------------------------------------------
 
 
 def _render(findings: Sequence[Finding], output: str) -> None:

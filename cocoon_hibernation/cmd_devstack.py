@@ -38,10 +38,7 @@ def command() -> None:
 
 @command.command(name="kube")
 @click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=0,
-    help="Port on 127.0.0.1 (0 picks a free one).",
+    "--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (0: a free one)."
 )
 @click.option(
     "--kubeconfig",

@@ -166,9 +166,10 @@ def command(
     valid, 1 on a violation or no CocoonSet at all, 2 when a file cannot be read.
     """
     ask = None if offline else dry_run(kubeconfig, context)
+    by = OFFLINE_RULES if ask is None else "by the cluster: dry-run create"
     report = check_files(list(files), ask)
     if output == "json":
-        emit_structured({**report.as_dict(), "checked_by": _by(ask)}, "json")
+        emit_structured({**report.as_dict(), "checked_by": by}, "json")
     else:
         for line in report.violations:
             click.echo(line)
@@ -178,12 +179,8 @@ def command(
         # An empty file, or only other kinds: one line saying what was (not) checked.
         click.echo(f"{ERROR_PREFIX}no CocoonSet in the input: {report.summary()}", err=True)
     else:
-        click.echo(f"{report.summary()}; {_by(ask)}", err=True)
+        click.echo(f"{report.summary()}; {by}", err=True)
     raise SystemExit(report.exit_code)
-
-
-def _by(ask: Ask | None) -> str:
-    return "by the cluster: dry-run create" if ask is not None else OFFLINE_RULES
 
 
 def _identity(obj: Mapping[str, Any]) -> str:

@@ -94,8 +94,7 @@ def main() -> None:
 
 
 def kubectl_plugin() -> None:
-    """`kubectl hibernation …`: kubectl runs the `kubectl-hibernation` executable on PATH
-    with the rest of the command line; its help and errors then name it as typed."""
+    """`kubectl hibernation …` (`kubectl-hibernation` on PATH): help and errors name it so."""
     main(prog_name="kubectl hibernation")
 
 
