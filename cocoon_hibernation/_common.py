@@ -120,9 +120,8 @@ def _echo_request(method: str, url: str, status: int | None, seconds: float) -> 
 
 
 def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    # Recorded on the root context, so `cocoon-hibernation -v status` and `status -v`
-    # agree; applied by the commands that log through the library (apply_verbosity),
-    # never by `serve`, whose log lines are the service's JSON on stdout.
+    # On the root context (`-v status` and `status -v` agree); applied by the commands that log
+    # through the library (apply_verbosity), never by `serve` (its logs: JSON on stdout).
     meta, key = ctx.find_root().meta, f"cocoon.{param.name}"
     meta[key] = max(meta.get(key, 0), int(value or 0))  # -v counts, -q is a flag
     return value

@@ -208,12 +208,9 @@ def set_action_command(
         try:
             settings = cli_settings(kubeconfig, context, namespace)
             client = kube_client(settings)
-            if names:
-                refs = [c.parse_ref(n, namespace) for n in names]
-            else:
-                refs = [
-                    SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)
-                ]
+            refs = [c.parse_ref(n, namespace) for n in names] or [
+                SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)
+            ]
             for ref in refs:
                 with c.progress(f"{doing} {ref}") as spin:
                     announce = partial(step, spin, time.monotonic())

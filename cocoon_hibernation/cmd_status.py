@@ -128,13 +128,10 @@ def status_row(
         message = main.unschedulable_message()
         if message is not None:
             why = f"pod {main.name} unschedulable: {message or 'no message'}"
-    # A retain set keeps its VM: no snapshot to look for (unless a release left a hint).
-    probed = (
+    probed = Snapshot(None)  # a retain set keeps its VM: no snapshot (unless a release left a hint)
+    if cs.is_release or cs.hint:
         # Under the name the release recorded (either naming generation), as the wake probes.
-        snapshot(recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)[0])
-        if cs.is_release or cs.hint
-        else Snapshot(None, "")
-    )
+        probed = snapshot(recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)[0])
     return StatusRow(
         namespace=cs.namespace,
         name=cs.name,
@@ -246,24 +243,20 @@ def _render_seats(pools: Sequence[PoolSeats], caps: Mapping[str, Capacity]) -> N
         if cap.seats is None:
             offered = f"unknown capacity ({cap.reason})"
         click.echo(f"pool {p.pool}: {p.used} seat(s) used of {offered}")
-        if p.waiting:
-            click.echo("  waiting wakes (longest first):")
-            for w in p.waiting:
-                took = f", reclaimed the seat of {w.victim}" if w.victim else ""
-                line = f", #{w.position} in line ({w.line})" if w.position else ""
-                click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{line}{took}")
-        else:
-            click.echo("  no wake waiting")
-        if p.reclaimable:
-            click.echo("  reclaimable sets (longest idle first):")
-            for r in p.reclaimable:
-                mark = "can be reclaimed now" if r.eligible else "not yet"
-                click.echo(
-                    f"    {r.set}  idle {_ago(r.idle_seconds)} "
-                    f"(reclaimable after {_ago(r.reclaimable_after_seconds)}): {mark}"
-                )
-        else:
-            click.echo("  no reclaimable set")
+        click.echo("  waiting wakes (longest first):" if p.waiting else "  no wake waiting")
+        for w in p.waiting:
+            took = f", reclaimed the seat of {w.victim}" if w.victim else ""
+            line = f", #{w.position} in line ({w.line})" if w.position else ""
+            click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{line}{took}")
+        click.echo(
+            "  reclaimable sets (longest idle first):" if p.reclaimable else "  no reclaimable set"
+        )
+        for r in p.reclaimable:
+            mark = "can be reclaimed now" if r.eligible else "not yet"
+            click.echo(
+                f"    {r.set}  idle {_ago(r.idle_seconds)} "
+                f"(reclaimable after {_ago(r.reclaimable_after_seconds)}): {mark}"
+            )
 
 
 def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
@@ -367,9 +360,8 @@ def command(
     watch: bool,
     allow_unchecked: bool,
 ) -> None:
-    """Every CocoonSet (policy, phase, hint node, snapshot, pod and node, stale-operator
-    flag, why it waits), then per node pool the seats used of its capacity, the waiting
-    wakes and the reclaimable sets."""
+    """Every CocoonSet (policy, phase, hint node, snapshot, pod and node, stale-operator flag,
+    why it waits), then per node pool: seats used of capacity, waiting wakes, reclaimable sets."""
     if all_namespaces and namespace:
         fail("-A and -n together", code=EXIT_USAGE)
     if watch and seats_only:

@@ -186,11 +186,8 @@ def command(
 def _identity(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    namespace = meta.get("namespace") or "default"
-    name = meta.get("name") or (
-        f"{meta['generateName']}*" if meta.get("generateName") else "<unnamed>"
-    )
-    return f"{namespace}/{name}"
+    generated = f"{meta['generateName']}*" if meta.get("generateName") else "<unnamed>"
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or generated}"
 
 
 def _type(obj: object) -> str:

@@ -89,11 +89,6 @@ def probe_pod(namespace: str) -> dict[str, Any]:
     return build_main_pod(cs, hint="")
 
 
-def fixed_value(current: Sequence[str] | None, users: Iterable[str]) -> str:
-    keep = list(current) if current is not None else [adm.DEFAULT_POD_CREATORS]
-    return ",".join(keep + [u for u in sorted(users) if u not in keep])
-
-
 def admission_findings(
     kube: KubeClient, *, users: Iterable[str], namespaces: Sequence[str]
 ) -> list[Finding]:
@@ -136,9 +131,11 @@ def admission_findings(
                 other.append(f"{user} in {ns}: {err}")
     out: list[Finding] = []
     if refused:
+        keep = list(current) if current is not None else [adm.DEFAULT_POD_CREATORS]
+        fixed = ",".join(keep + [u for u in wanted if u not in keep])
         why = (
             f"{config} refuses the restore pod of {', '.join(sorted(refused))} "
-            f"(not in POD_CREATORS): set POD_CREATORS={fixed_value(current, wanted)} on "
+            f"(not in POD_CREATORS): set POD_CREATORS={fixed} on "
             f"Deployment {adm.WEBHOOK_NAMESPACE}/{adm.WEBHOOK_DEPLOYMENT} ({adm.DOCS})"
         )
         out.append(Finding(Level.FAIL, check, why))
