@@ -295,7 +295,6 @@ def _render(findings: Sequence[Finding], output: str) -> None:
 @click.command(name="deploy-check", epilog=EXIT_CODES_HELP)
 @click.option(
     "--var-file",
-    "var_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=Path("terraform/examples/gke/terraform.tfvars"),
     show_default=True,
@@ -306,7 +305,7 @@ def _render(findings: Sequence[Finding], output: str) -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="The Terraform root module [default: the var-file's directory].",
 )
-@click.option("--terraform", "terraform", help="The terraform (or tofu) binary [default: PATH].")
+@click.option("--terraform", help="The terraform (or tofu) binary [default: PATH].")
 @click.option("--offline", is_flag=True, help="No gcloud, cluster or `terraform plan`.")
 @output_choice(
     ("text", "table", "json", "yaml"),

@@ -95,7 +95,6 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             stack = Stack(config, on_progress=step)
             stack.__enter__()
         try:
-            env = stack.function_env()
             click.echo(f"local stack up in {stack.workdir}")
             click.echo(f"  Kubernetes API  {stack.kube_url}  (kubeconfig {stack.kubeconfig})")
             click.echo(f"  registry        {stack.registry_url}  (base {stack.registry_base})")
@@ -104,9 +103,9 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             click.echo(f"  logs            {stack.workdir / 'logs'}")
             click.echo("try:")
             click.echo(f"  source {stack.workdir / 'env.sh'}")
-            click.echo(f"  kubectl --kubeconfig {env['KUBECONFIG']} get cocoonsets -A")
+            click.echo(f"  kubectl --kubeconfig {stack.kubeconfig} get cocoonsets -A")
             # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
-            click.echo(f"  {invocation()} status --kubeconfig {env['KUBECONFIG']}")
+            click.echo(f"  {invocation()} status --kubeconfig {stack.kubeconfig}")
             click.echo("Ctrl-C stops everything.")
             stay_up(stack)
         finally:

@@ -152,8 +152,7 @@ _HEADER = ("SET", "POLICY", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "POD", "NODE
 
 
 def _render(rows: Sequence[StatusRow], widths: list[int] | None = None) -> list[int]:
-    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
-    watch's later lines) no header, and the first table's widths."""
+    """kubectl's plain columns; a watch's later lines pass the returned widths (no header)."""
     lines = [
         [
             f"{r.namespace}/{r.name}",

@@ -160,8 +160,7 @@ def _variable_finding(
         value: Any = values
         for part in path:
             value = value.get(part) if isinstance(value, dict) else None
-        shown = json.dumps(value, ensure_ascii=False)
-        message = f"{shown}: {detail.partition(chr(10))[0]}"
+        message = f"{json.dumps(value, ensure_ascii=False)}: {detail.partition(chr(10))[0]}"
         return path[0], Finding(Level.FAIL, ".".join(path), message)
     if typed := re.search(r"for var\.(\w+) declared", detail):
         # The stub's file and line would mislead: the user's are in the message's name.
