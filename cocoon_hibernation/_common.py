@@ -3,10 +3,11 @@ progress on a TTY, and the kubectl-style options of the commands that talk to a 
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -63,8 +64,7 @@ def invocation() -> str:
     # A venv inside a project (a clone after `uv sync`): `uv run` finds both.
     project = Path(sys.prefix).parent
     if (project / "pyproject.toml").is_file() and shutil.which("uv"):
-        here = Path.cwd().resolve()
-        if here == project.resolve() or project.resolve() in here.parents:
+        if Path.cwd().resolve().is_relative_to(project.resolve()):
             return f"uv run {PROG}"
         return f"uv run --project {project} {PROG}"
     return f"{sys.executable} -m cocoon_hibernation"
@@ -96,13 +96,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """Several click options as one decorator, listed by --help in the order given."""
-
-    def apply(func: F) -> F:
-        for decorate in reversed(decorators):
-            func = decorate(func)
-        return func
-
-    return apply
+    return lambda func: functools.reduce(
+        lambda f, decorate: decorate(f), reversed(decorators), func
+    )
 
 
 def set_verbosity(verbose: int, quiet: bool) -> None:
@@ -124,9 +120,8 @@ def _echo_request(method: str, url: str, status: int | None, seconds: float) -> 
 
 
 def _verbosity_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    # Recorded on the root context, so `cocoon-hibernation -v status` and `status -v`
-    # agree; applied by the commands that log through the library (apply_verbosity),
-    # never by `serve`, whose log lines are the service's JSON on stdout.
+    # On the root context (`-v status` and `status -v` agree); applied by the commands that log
+    # through the library (apply_verbosity), never by `serve` (its logs: JSON on stdout).
     meta, key = ctx.find_root().meta, f"cocoon.{param.name}"
     meta[key] = max(meta.get(key, 0), int(value or 0))  # -v counts, -q is a flag
     return value
@@ -160,15 +155,15 @@ kube_options = options(
         "else ~/.kube/config; else the in-cluster service account).",
     ),
     click.option(
-        "--context",
-        metavar="NAME",
-        help="The kubeconfig context to use (default: its current-context).",
+        "--context", metavar="NAME", help="The kubeconfig context (default: its current-context)."
     ),
     verbosity_options,
 )
 
-namespace_option = click.option(
-    "-n", "--namespace", metavar="NS", help="The namespace (default: all)."
+# The sets a command shows or acts on.
+set_options = options(
+    click.option("-n", "--namespace", metavar="NS", help="The namespace (default: all)."),
+    click.option("-l", "--selector", metavar="SEL", help="Only sets matching this label selector."),
 )
 
 
@@ -210,13 +205,12 @@ class Duration(click.ParamType[timedelta, Any]):
             self.fail(f"{text!r} is not a duration like 30s or 5m ({err})", param, ctx)
 
 
-def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: str = "   ") -> None:
     """kubectl's plain table (padded columns, no box): what a pipe or a file gets."""
     cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return [
-        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
+    for row in cells:
+        click.echo(gap.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def emit_structured(data: Any, output: str) -> None:
@@ -229,19 +223,3 @@ def emit_structured(data: Any, output: str) -> None:
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
     else:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def emit_results(rows: Sequence[Mapping[str, Any]], output: str) -> None:
-    """One result per set (`set`, `ok`, `message`, ...) as asked: a line each, on stdout when
-    done, on stderr as an error when not (then exit 1)."""
-    if output != "table":
-        emit_structured([dict(r) for r in rows], output)
-    else:
-        for r in rows:
-            message = str(r["message"])
-            text = message if message.startswith("cocoonset ") else f"{r['set']}: {message}"
-            click.echo(text if r["ok"] else f"{ERROR_PREFIX}{text}", err=not r["ok"])
-        if not rows:
-            click.echo("no CocoonSet matched")
-    if any(not r["ok"] for r in rows):
-        raise SystemExit(EXIT_FINDING)

@@ -26,16 +26,14 @@ from shared.names import SetRef
 
 
 class KubeClient(kube.KubeClient, ClusterReads):
-    """The functions' client plus the calls only the command line makes, with the
-    operator's credentials (deploy-check's RBAC, admission and dry runs; nodes, events)."""
+    """The functions' client plus the CLI's own calls, with the operator's credentials."""
 
     def get_json(self, what: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
         """GET `path` (`params` by their wire names), retried as every read is."""
         return self._read(what, self._core.send, "GET", path, {}, None, params)
 
     def dry_run_set(self, obj: Mapping[str, Any], *, replace: bool) -> None:
-        """A server-side dry run of a CocoonSet's create (or replace, when it exists), with
-        strict field validation: the schema, CEL and admission webhooks judge, nothing is stored."""
+        """A strict server-side dry run of a CocoonSet's create (or replace, when it exists)."""
         meta = obj.get("metadata") or {}
         ns, name = meta.get("namespace") or "default", meta.get("name", "")
         path = f"/apis/{k.GROUP}/{k.VERSION}/namespaces/{ns}/{k.PLURAL}"
@@ -71,18 +69,16 @@ class KubeClient(kube.KubeClient, ClusterReads):
 
     def dry_run_create_pod(
         self, namespace: str, body: dict[str, Any], *, as_user: str | None = None
-    ) -> dict[str, Any]:
-        """A server-side dry run (`dryRun=All`): every admission step runs, nothing is
-        stored. `as_user` impersonates that username (the caller needs `impersonate`)."""
+    ) -> None:
+        """A server-side dry run; `as_user` is impersonated (the caller needs `impersonate`)."""
         name = (body.get("metadata") or {}).get("name", "")
         who = f" as {as_user}" if as_user else ""
         path = f"/api/v1/namespaces/{namespace}/pods"
         headers = {"Impersonate-User": as_user} if as_user else None
         what = f"CREATE pod {namespace}/{name} (dry run{who})"
-        out: dict[str, Any] = self._call(
+        self._call(
             what, self._core.send, "POST", path, {}, body, {"dryRun": "All"}, _headers=headers
         )
-        return out
 
 
 def cli_settings(
@@ -128,8 +124,7 @@ def registry_client(settings: Settings) -> RegistryClient | None:
 def list_sets(
     client: KubeClient | LightKube, settings: Settings, selector: str | None
 ) -> list[CocoonSet]:
-    """Every set in scope, selected by the API server; a selector it cannot parse (HTTP 400)
-    is bad usage (exit 2)."""
+    """Every set in scope; a selector the API server cannot parse (HTTP 400) is bad usage."""
     out: list[CocoonSet] = []
     try:
         for scope in settings.scopes:
@@ -183,22 +178,10 @@ def set_action_command(
     @click.command(name=name, epilog=c.EXIT_CODES_HELP, help=help)
     @click.argument("names", nargs=-1, metavar="[NS/NAME | NAME -n NS]...")
     @c.kube_options
-    @c.namespace_option
+    @c.set_options
+    @click.option("--all", "all_sets", is_flag=True, help="Every set in -n NS (else in all).")
     @click.option(
-        "-l",
-        "--selector",
-        default=None,
-        metavar="SELECTOR",
-        help="Only sets matching this label selector (a=b,c!=d,e).",
-    )
-    @click.option(
-        "--all", "all_sets", is_flag=True, help="Every set in the namespace (or all, without -n)."
-    )
-    @click.option(
-        "--wait",
-        type=c.Duration(),
-        default=None,
-        help=f"Wait up to this long (30s, 5m) for phase {wait_for}; default: do not wait.",
+        "--wait", type=c.Duration(), help=f"Wait up to this long (30s, 5m) for phase {wait_for}."
     )
     @c.output_option
     def command(
@@ -225,18 +208,25 @@ def set_action_command(
         try:
             settings = cli_settings(kubeconfig, context, namespace)
             client = kube_client(settings)
-            if names:
-                refs = [c.parse_ref(n, namespace) for n in names]
-            else:
-                refs = [
-                    SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)
-                ]
+            refs = [c.parse_ref(n, namespace) for n in names] or [
+                SetRef(cs.namespace, cs.name) for cs in list_sets(client, settings, selector)
+            ]
             for ref in refs:
                 with c.progress(f"{doing} {ref}") as spin:
                     announce = partial(step, spin, time.monotonic())
                     rows.append(act(client, settings, ref, announce, wait=wait))
         except CocoonError as err:
             c.fail(str(err))
-        c.emit_results(rows, output)
+        if output != "table":
+            c.emit_structured([dict(r) for r in rows], output)
+        elif not rows:
+            click.echo("no CocoonSet matched")
+        else:
+            for r in rows:  # on stdout when done, on stderr as an error when not
+                message = str(r["message"])
+                text = message if message.startswith("cocoonset ") else f"{r['set']}: {message}"
+                click.echo(text if r["ok"] else f"{c.ERROR_PREFIX}{text}", err=not r["ok"])
+        if any(not r["ok"] for r in rows):
+            raise SystemExit(c.EXIT_FINDING)
 
     return command

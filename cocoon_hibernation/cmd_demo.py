@@ -17,27 +17,24 @@ from devstack.scenario import Scenario
 from devstack.stack import Stack, StackConfig
 
 
-@click.command(name="demo", epilog=EXIT_CODES_HELP)
+@click.command(name="demo", epilog=EXIT_CODES_HELP, context_settings={"show_default": True})
 @click.option("--keep", is_flag=True, help="Leave the stack up after the summary (Ctrl-C ends it).")
 @click.option(
     "--tick",
     type=click.FloatRange(0.2),
     default=2.0,
-    show_default=True,
     help="Seconds between sweep ticks (the safety net for lost events).",
 )
 @click.option(
     "--step-timeout",
     type=click.FloatRange(1),
     default=45.0,
-    show_default=True,
     help="Seconds each step may take before the demo fails.",
 )
 @click.option(
     "--poll",
     type=click.FloatRange(0.01),
     default=0.1,
-    show_default=True,
     help="Seconds between the observer's and the simulator's polls of the API.",
 )
 @click.option(

@@ -19,6 +19,7 @@ from cocoon_hibernation._common import (
     EXIT_CODES_HELP,
     EXIT_USAGE,
     allow_unchecked_option,
+    echo_table,
     emit_structured,
     fail,
     kube_options,
@@ -70,9 +71,6 @@ class Deploy:
         }
 
 
-# --- offline -----------------------------------------------------------------------
-
-
 def deploy_from(values: Mapping[str, Any]) -> Deploy:
     """The tfvars as Terraform read them; a value of the wrong type reads as the default."""
 
@@ -108,9 +106,6 @@ def offline_findings(values: Mapping[str, Any]) -> list[Finding]:
         "(wakes then complete on the next sweep tick)"
     )
     return [Finding(Level.WARN, "status-write triggers", why)]
-
-
-# --- gcloud -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,9 +224,6 @@ def cloud_findings(d: Deploy, gcloud: Gcloud) -> list[Finding]:
     return out
 
 
-# --- Kubernetes RBAC ----------------------------------------------------------------
-
-
 def _bound(bindings: Iterable[Mapping[str, Any]], role: str) -> set[str]:
     users: set[str] = set()
     for b in bindings:
@@ -288,29 +280,21 @@ def kube_findings(d: Deploy, kubeconfig: Path | None, context: str | None = None
     return rbac_findings(d, cluster, per_ns) + admission
 
 
-# --- the command -------------------------------------------------------------------
-
-
 def _render(findings: Sequence[Finding], output: str) -> None:
-    if output not in ("table", "text"):
-        emit_structured([asdict(f) for f in findings], output)
-        return
     if output == "text":
         # One line per finding, greppable: `FAIL  region: "europe-west1-b": ...`.
         for f in findings:
             click.echo(f"{f.level.value:<4}  {f.check}: {f.message}")
-        return
-    # The table: aligned columns under a header, as kubectl prints its tables.
-    width = max([len("CHECK"), *(len(f.check) for f in findings)])
-    click.echo(f"{'LEVEL':<5}  {'CHECK':<{width}}  MESSAGE")
-    for f in findings:
-        click.echo(f"{f.level.value:<5}  {f.check:<{width}}  {f.message}")
+    elif output == "table":
+        rows = [(f.level.value, f.check, f.message) for f in findings]
+        echo_table(("LEVEL", "CHECK", "MESSAGE"), rows, gap="  ")
+    else:
+        emit_structured([asdict(f) for f in findings], output)
 
 
 @click.command(name="deploy-check", epilog=EXIT_CODES_HELP)
 @click.option(
     "--var-file",
-    "var_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=Path("terraform/examples/gke/terraform.tfvars"),
     show_default=True,
@@ -321,7 +305,7 @@ def _render(findings: Sequence[Finding], output: str) -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="The Terraform root module [default: the var-file's directory].",
 )
-@click.option("--terraform", "terraform", help="The terraform (or tofu) binary [default: PATH].")
+@click.option("--terraform", help="The terraform (or tofu) binary [default: PATH].")
 @click.option("--offline", is_flag=True, help="No gcloud, cluster or `terraform plan`.")
 @output_choice(
     ("text", "table", "json", "yaml"),

@@ -31,18 +31,14 @@ def stay_up(stack: Stack) -> None:
         time.sleep(0.5)
 
 
-@click.group(name="devstack", epilog=EXIT_CODES_HELP)
+@click.group(name="devstack", epilog=EXIT_CODES_HELP, context_settings={"show_default": True})
 def command() -> None:
     """The local stack: embedded Kubernetes API, registry, functions, simulated cluster."""
 
 
 @command.command(name="kube")
 @click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=0,
-    show_default=True,
-    help="Port on 127.0.0.1 (0 picks a free one).",
+    "--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (0: a free one)."
 )
 @click.option(
     "--kubeconfig",
@@ -71,21 +67,11 @@ def kube(
 
 @command.command(name="up")
 @click.option(
-    "--nodes",
-    type=click.IntRange(1, 50),
-    default=2,
-    show_default=True,
-    help="Simulated nodes in pool 'default'.",
+    "--nodes", type=click.IntRange(1, 50), default=2, help="Simulated nodes in pool 'default'."
 )
+@click.option("--seats", type=click.IntRange(1, 100), default=1, help="Seats per node.")
 @click.option(
-    "--seats", type=click.IntRange(1, 100), default=1, show_default=True, help="Seats per node."
-)
-@click.option(
-    "--tick",
-    type=click.FloatRange(0),
-    default=30.0,
-    show_default=True,
-    help="Seconds between sweep ticks (0 = none).",
+    "--tick", type=click.FloatRange(0), default=30.0, help="Seconds between sweep ticks (0 = none)."
 )
 @click.option(
     "--dir",
@@ -109,7 +95,6 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             stack = Stack(config, on_progress=step)
             stack.__enter__()
         try:
-            env = stack.function_env()
             click.echo(f"local stack up in {stack.workdir}")
             click.echo(f"  Kubernetes API  {stack.kube_url}  (kubeconfig {stack.kubeconfig})")
             click.echo(f"  registry        {stack.registry_url}  (base {stack.registry_base})")
@@ -118,9 +103,9 @@ def up(*, nodes: int, seats: int, tick: float, workdir: Path | None) -> None:
             click.echo(f"  logs            {stack.workdir / 'logs'}")
             click.echo("try:")
             click.echo(f"  source {stack.workdir / 'env.sh'}")
-            click.echo(f"  kubectl --kubeconfig {env['KUBECONFIG']} get cocoonsets -A")
+            click.echo(f"  kubectl --kubeconfig {stack.kubeconfig} get cocoonsets -A")
             # Runnable as printed: `uv run …` in a clone where the script is not on PATH.
-            click.echo(f"  {invocation()} status --kubeconfig {env['KUBECONFIG']}")
+            click.echo(f"  {invocation()} status --kubeconfig {stack.kubeconfig}")
             click.echo("Ctrl-C stops everything.")
             stay_up(stack)
         finally:

@@ -25,9 +25,9 @@ from cocoon_hibernation._common import (
     emit_structured,
     fail,
     kube_options,
-    namespace_option,
     output_option,
     progress,
+    set_options,
 )
 from cocoon_hibernation._kube import cli_settings, list_sets, read_client, registry_client
 from shared import constants as k
@@ -128,13 +128,10 @@ def status_row(
         message = main.unschedulable_message()
         if message is not None:
             why = f"pod {main.name} unschedulable: {message or 'no message'}"
-    # A retain set keeps its VM: no snapshot to look for (unless a release left a hint).
-    probed = (
+    probed = Snapshot(None)  # a retain set keeps its VM: no snapshot (unless a release left a hint)
+    if cs.is_release or cs.hint:
         # Under the name the release recorded (either naming generation), as the wake probes.
-        snapshot(recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)[0])
-        if cs.is_release or cs.hint
-        else Snapshot(None, "")
-    )
+        probed = snapshot(recorded_vm_names(cs.namespace, cs.name, 0, cs.recorded_vm_names)[0])
     return StatusRow(
         namespace=cs.namespace,
         name=cs.name,
@@ -155,8 +152,7 @@ _HEADER = ("SET", "POLICY", "PHASE", "SUSPEND", "HINT", "SNAPSHOT", "POD", "NODE
 
 
 def _render(rows: Sequence[StatusRow], widths: list[int] | None = None) -> list[int]:
-    """kubectl's plain columns, the last one free; returns the widths. With `widths` (a
-    watch's later lines) no header, and the first table's widths."""
+    """kubectl's plain columns; a watch's later lines pass the returned widths (no header)."""
     lines = [
         [
             f"{r.namespace}/{r.name}",
@@ -209,33 +205,26 @@ def pool_capacity(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Capacity]:
 
 
 def _pool_dict(p: PoolSeats, cap: Capacity, now: datetime) -> dict[str, Any]:
+    def since(seconds: int) -> str:
+        return format_rfc3339(now - timedelta(seconds=seconds))
+
+    # asdict's fields after the set and its start; "" and 0 (none) as null.
+    waiting = [
+        {"set": w.set, "since": since(w.age_seconds), **asdict(w)}
+        | {"victim": w.victim or None, "line": w.line or None, "position": w.position or None}
+        for w in p.waiting
+    ]
+    reclaimable = [
+        {"set": r.set, "idle_since": since(r.idle_seconds), **asdict(r)} for r in p.reclaimable
+    ]
     return {
         "pool": p.pool,
         "used": p.used,
         "capacity": cap.seats,
         "capacity_unknown": cap.reason or None,
         "nodes": cap.nodes,
-        "waiting": [
-            {
-                "set": w.set,
-                "since": format_rfc3339(now - timedelta(seconds=w.age_seconds)),
-                "age_seconds": w.age_seconds,
-                "victim": w.victim or None,
-                "line": w.line or None,
-                "position": w.position or None,
-            }
-            for w in p.waiting
-        ],
-        "reclaimable": [
-            {
-                "set": r.set,
-                "idle_since": format_rfc3339(now - timedelta(seconds=r.idle_seconds)),
-                "idle_seconds": r.idle_seconds,
-                "reclaimable_after_seconds": r.reclaimable_after_seconds,
-                "eligible": r.eligible,
-            }
-            for r in p.reclaimable
-        ],
+        "waiting": waiting,
+        "reclaimable": reclaimable,
     }
 
 
@@ -253,24 +242,20 @@ def _render_seats(pools: Sequence[PoolSeats], caps: Mapping[str, Capacity]) -> N
         if cap.seats is None:
             offered = f"unknown capacity ({cap.reason})"
         click.echo(f"pool {p.pool}: {p.used} seat(s) used of {offered}")
-        if p.waiting:
-            click.echo("  waiting wakes (longest first):")
-            for w in p.waiting:
-                took = f", reclaimed the seat of {w.victim}" if w.victim else ""
-                line = f", #{w.position} in line ({w.line})" if w.position else ""
-                click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{line}{took}")
-        else:
-            click.echo("  no wake waiting")
-        if p.reclaimable:
-            click.echo("  reclaimable sets (longest idle first):")
-            for r in p.reclaimable:
-                mark = "can be reclaimed now" if r.eligible else "not yet"
-                click.echo(
-                    f"    {r.set}  idle {_ago(r.idle_seconds)} "
-                    f"(reclaimable after {_ago(r.reclaimable_after_seconds)}): {mark}"
-                )
-        else:
-            click.echo("  no reclaimable set")
+        click.echo("  waiting wakes (longest first):" if p.waiting else "  no wake waiting")
+        for w in p.waiting:
+            took = f", reclaimed the seat of {w.victim}" if w.victim else ""
+            line = f", #{w.position} in line ({w.line})" if w.position else ""
+            click.echo(f"    {w.set}  waiting {_ago(w.age_seconds)}{line}{took}")
+        click.echo(
+            "  reclaimable sets (longest idle first):" if p.reclaimable else "  no reclaimable set"
+        )
+        for r in p.reclaimable:
+            mark = "can be reclaimed now" if r.eligible else "not yet"
+            click.echo(
+                f"    {r.set}  idle {_ago(r.idle_seconds)} "
+                f"(reclaimable after {_ago(r.reclaimable_after_seconds)}): {mark}"
+            )
 
 
 def _capacities(client: Any, pools: Sequence[PoolSeats]) -> dict[str, Capacity]:
@@ -356,17 +341,11 @@ class _Reader:
 
 @click.command(name="status", epilog=EXIT_CODES_HELP)
 @kube_options
-@namespace_option
-@click.option("-l", "--selector", metavar="SELECTOR", help="Only matching sets.")
+@set_options
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default).")
 @output_option
 @click.option("--seats", "seats_only", is_flag=True, help="Only the seat view per node pool.")
-@click.option(
-    "-w",
-    "--watch",
-    is_flag=True,
-    help="After the table, print a set's line again each time it changes (until Ctrl-C).",
-)
+@click.option("-w", "--watch", is_flag=True, help="Then each changed set's line, until Ctrl-C.")
 @allow_unchecked_option
 def command(
     *,
@@ -380,9 +359,8 @@ def command(
     watch: bool,
     allow_unchecked: bool,
 ) -> None:
-    """Every CocoonSet (policy, phase, hint node, snapshot, pod and node, stale-operator
-    flag, why it waits), then per node pool the seats used of its capacity, the waiting
-    wakes and the reclaimable sets."""
+    """Every CocoonSet (policy, phase, hint node, snapshot, pod and node, stale-operator flag,
+    why it waits), then per node pool: seats used of capacity, waiting wakes, reclaimable sets."""
     if all_namespaces and namespace:
         fail("-A and -n together", code=EXIT_USAGE)
     if watch and seats_only:

@@ -1,5 +1,4 @@
-"""`cocoon-hibernation suspend NAME...`: patch `spec.suspend=true` as a user would; `--wait`
-follows the phase to `Suspended`."""
+"""`cocoon-hibernation suspend NAME...`: `spec.suspend=true` as a user sets it; `--wait` follows."""
 
 from __future__ import annotations
 
@@ -20,21 +19,19 @@ def suspend_one(
     *,
     wait: timedelta | None,
 ) -> dict[str, object]:
+    def result(ok: bool, phase: str | None, message: str) -> dict[str, object]:
+        return {"set": str(ref), "ok": ok, "phase": phase, "message": message}
+
     if client.get_set(ref) is None:
-        missing = f"cocoonset {ref} not found"
-        return {"set": str(ref), "ok": False, "phase": None, "message": missing}
+        return result(False, None, f"cocoonset {ref} not found")
     cs = client.patch_set(ref, {"spec": {"suspend": True}})
     phase = cs.phase.value if cs.phase else None
     if wait:
         phase = wait_for_phase(client, ref, "Suspended", wait, phase=phase, step=step)
-    ok = not wait or phase == "Suspended"
-    message = (
-        f"spec.suspend=true (phase {phase or '-'})"
-        if ok
-        else f"spec.suspend=true, but still {phase or '-'} after "
-        f"{format_duration(wait or timedelta())}"
-    )
-    return {"set": str(ref), "ok": ok, "phase": phase, "message": message}
+        if phase != "Suspended":
+            late = f"spec.suspend=true, but still {phase or '-'} after {format_duration(wait)}"
+            return result(False, phase, late)
+    return result(True, phase, f"spec.suspend=true (phase {phase or '-'})")
 
 
 command = set_action_command(

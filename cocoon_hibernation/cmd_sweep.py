@@ -11,15 +11,13 @@ from typing import Any, cast
 import click
 
 from cocoon_hibernation._common import (
-    ERROR_PREFIX,
     EXIT_CODES_HELP,
-    EXIT_FINDING,
+    echo_table,
     emit_structured,
     fail,
     kube_options,
-    namespace_option,
     output_option,
-    plain_table,
+    set_options,
 )
 from shared.errors import CocoonError, ConfigError
 from shared.ports import KubeApi
@@ -44,8 +42,7 @@ def render(summary: SweepSummary) -> None:
     rows = [(a.kind.value, str(a.ref), a.shown_result, a.detail) for a in summary.actions]
     if not sys.stdout.isatty():
         if rows:
-            for line in plain_table(("ACTION", "COCOONSET", "RESULT", "DETAIL"), rows):
-                click.echo(line)
+            echo_table(("ACTION", "COCOONSET", "RESULT", "DETAIL"), rows)
         # The title goes into the totals line: no header line a script must skip.
         click.echo(f"{title}: {totals}" if rows else f"{title}: nothing to do; {totals}")
         return
@@ -96,8 +93,7 @@ class SelectedSets:
 @click.command("sweep", epilog=EXIT_CODES_HELP)
 @click.option("--dry-run", is_flag=True, help="Report what the sweep would do; write nothing.")
 @kube_options
-@namespace_option
-@click.option("-l", "--selector", metavar="SELECTOR", help="Only sets matching this selector.")
+@set_options
 @output_option
 def command(
     *,
@@ -134,5 +130,4 @@ def command(
         errors = (a.detail for a in summary.actions if a.result is Result.ERROR)
         failed = [*summary.failures, *errors]
         detail = f": {failed[0]}" if failed else ""
-        click.echo(f"{ERROR_PREFIX}sweep met {summary.errors} error(s){detail}", err=True)
-        raise SystemExit(EXIT_FINDING)
+        fail(f"sweep met {summary.errors} error(s){detail}")

@@ -13,7 +13,16 @@ from typing import Any
 
 import click
 
-from cocoon_hibernation._common import EXIT_CODES_HELP, emit_structured, fail, kube_options
+from cocoon_hibernation._common import (
+    ERROR_PREFIX,
+    EXIT_CODES_HELP,
+    EXIT_FINDING,
+    EXIT_USAGE,
+    emit_structured,
+    fail,
+    kube_options,
+    output_choice,
+)
 from cocoon_hibernation.manifests import ManifestError, objects, parse_documents, read_text
 from shared import admission, errors
 from shared import constants as k
@@ -24,9 +33,6 @@ from shared.validation import validate_cocoonset
 OFFLINE_RULES = f"offline: the pinned CRD and {admission.RULES_SOURCE}"
 # A dry run's answer: the server's refusals (empty when admitted), or None (not asked).
 Ask = Callable[[Mapping[str, Any]], list[str]]
-
-EXIT_INVALID = 1
-EXIT_UNREADABLE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +59,8 @@ class Report:
     @property
     def exit_code(self) -> int:
         if self.errors:
-            return EXIT_UNREADABLE
-        return EXIT_INVALID if self.findings or not self.cocoonsets else 0
+            return EXIT_USAGE
+        return EXIT_FINDING if self.findings or not self.cocoonsets else 0
 
     def summary(self) -> str:
         line = f"checked {_plural(self.cocoonsets, 'CocoonSet')} in {_plural(self.files, 'file')}"
@@ -145,13 +151,8 @@ def dry_run(kubeconfig: Path | None, context: str | None) -> Ask | None:
 
 @click.command(name="validate", epilog=EXIT_CODES_HELP)
 @click.argument("files", nargs=-1, required=True, metavar="FILE…")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: one line per violation; json: one object with counts and violations.",
+@output_choice(
+    ("text", "json"), "text: one line per violation; json: one object with counts and violations."
 )
 @click.option("--offline", is_flag=True, help="Use the pinned rules even if a cluster answers.")
 @kube_options
@@ -165,34 +166,28 @@ def command(
     valid, 1 on a violation or no CocoonSet at all, 2 when a file cannot be read.
     """
     ask = None if offline else dry_run(kubeconfig, context)
+    by = OFFLINE_RULES if ask is None else "by the cluster: dry-run create"
     report = check_files(list(files), ask)
     if output == "json":
-        emit_structured({**report.as_dict(), "checked_by": _by(ask)}, "json")
+        emit_structured({**report.as_dict(), "checked_by": by}, "json")
     else:
         for line in report.violations:
             click.echo(line)
     for line in report.errors:
-        click.echo(f"error: {line}", err=True)
+        click.echo(f"{ERROR_PREFIX}{line}", err=True)
     if not report.cocoonsets and not report.findings and not report.errors:
         # An empty file, or only other kinds: one line saying what was (not) checked.
-        click.echo(f"error: no CocoonSet in the input: {report.summary()}", err=True)
+        click.echo(f"{ERROR_PREFIX}no CocoonSet in the input: {report.summary()}", err=True)
     else:
-        click.echo(f"{report.summary()}; {_by(ask)}", err=True)
+        click.echo(f"{report.summary()}; {by}", err=True)
     raise SystemExit(report.exit_code)
-
-
-def _by(ask: Ask | None) -> str:
-    return "by the cluster: dry-run create" if ask is not None else OFFLINE_RULES
 
 
 def _identity(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    namespace = meta.get("namespace") or "default"
-    name = meta.get("name") or (
-        f"{meta['generateName']}*" if meta.get("generateName") else "<unnamed>"
-    )
-    return f"{namespace}/{name}"
+    generated = f"{meta['generateName']}*" if meta.get("generateName") else "<unnamed>"
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or generated}"
 
 
 def _type(obj: object) -> str:

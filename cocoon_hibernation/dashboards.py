@@ -1,7 +1,6 @@
 """The two dashboards, generated from the one metric list (`shared.metric_names`).
-Grafana's (on `serve`'s `/metrics`) and the Terraform module's Cloud Monitoring one (on the
-log-based metrics). `python -m cocoon_hibernation.dashboards` rewrites them; with --check it
-exits 1 if either is stale. tests/deploy holds the committed files equal to this output."""
+Grafana's (on `serve`'s `/metrics`) and Cloud Monitoring's (on the module's log-based metrics).
+`python -m cocoon_hibernation.dashboards` rewrites them; with --check it exits 1 if one is stale."""
 
 from __future__ import annotations
 

@@ -29,8 +29,7 @@ def find_webhook(
 
 
 def set_findings(kube: KubeClient, config: str, namespaces: Sequence[str]) -> list[Finding]:
-    """Sets that break the CocoonSet webhook's rules: every spec write of the functions
-    (spec.suspend) on them would be refused (only spec-unchanged updates skip the rules)."""
+    """Sets breaking the CocoonSet webhook's rules: it refuses the functions' suspend writes."""
     from shared.models import dump  # noqa: PLC0415 - lazy: pydantic only with a cluster
 
     check = "cocoon-webhook sets"
@@ -65,8 +64,7 @@ def current_pod_creators(deployment: Mapping[str, Any] | None) -> list[str] | No
 
 
 def probe_pod(namespace: str) -> dict[str, Any]:
-    """A restore pod exactly as the wake builds it (shared.reconcile.mainpod), for a
-    stand-in set: the webhook judges the tolerations, the owner kind and the user."""
+    """The wake's restore pod for a stand-in set: the webhook judges tolerations, owner and user."""
     from shared import constants as k  # noqa: PLC0415 - lazy: only with a cluster
     from shared.models import CocoonSet  # noqa: PLC0415
     from shared.reconcile.mainpod import build_main_pod  # noqa: PLC0415
@@ -89,11 +87,6 @@ def probe_pod(namespace: str) -> dict[str, Any]:
         }
     )
     return build_main_pod(cs, hint="")
-
-
-def fixed_value(current: Sequence[str] | None, users: Iterable[str]) -> str:
-    keep = list(current) if current is not None else [adm.DEFAULT_POD_CREATORS]
-    return ",".join(keep + [u for u in sorted(users) if u not in keep])
 
 
 def admission_findings(
@@ -138,9 +131,11 @@ def admission_findings(
                 other.append(f"{user} in {ns}: {err}")
     out: list[Finding] = []
     if refused:
+        keep = list(current) if current is not None else [adm.DEFAULT_POD_CREATORS]
+        fixed = ",".join(keep + [u for u in wanted if u not in keep])
         why = (
             f"{config} refuses the restore pod of {', '.join(sorted(refused))} "
-            f"(not in POD_CREATORS): set POD_CREATORS={fixed_value(current, wanted)} on "
+            f"(not in POD_CREATORS): set POD_CREATORS={fixed} on "
             f"Deployment {adm.WEBHOOK_NAMESPACE}/{adm.WEBHOOK_DEPLOYMENT} ({adm.DOCS})"
         )
         out.append(Finding(Level.FAIL, check, why))

@@ -9,8 +9,7 @@ from enum import StrEnum
 class Level(StrEnum):
     OK = "ok"
     WARN = "warn"
-    # Could not be checked (no gcloud, no credentials, no cluster): a failure of the
-    # command unless --allow-unchecked, never a pass.
+    # Not checked (no gcloud, credentials or cluster): fails the command unless --allow-unchecked.
     UNCHECKED = "skip"
     FAIL = "FAIL"
 

@@ -9,7 +9,7 @@ from typing import Any, Final, NoReturn
 
 import click
 
-from cocoon_hibernation._common import ERROR_PREFIX, EXIT_USAGE, verbosity_options
+from cocoon_hibernation._common import ERROR_PREFIX, verbosity_options
 
 DIST: Final = "cocoon-hibernation"
 
@@ -63,12 +63,10 @@ class LazyGroup(click.Group):
             # on stdout, exit 0 (a sub-group's bare name too: `devstack`).
             click.echo(err.ctx.get_help() if err.ctx is not None else "", color=None)
             sys.exit(0)
-        except click.UsageError as err:
-            hint = f" (see {err.ctx.command_path} --help)" if err.ctx is not None else ""
+        except click.ClickException as err:  # a UsageError's exit code is 2 (EXIT_USAGE)
+            ctx = err.ctx if isinstance(err, click.UsageError) else None
+            hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
             click.echo(f"{ERROR_PREFIX}{err.format_message()}{hint}", err=True)
-            sys.exit(EXIT_USAGE)
-        except click.ClickException as err:
-            click.echo(f"{ERROR_PREFIX}{err.format_message()}", err=True)
             sys.exit(err.exit_code)
         except click.Abort:
             click.echo(f"{ERROR_PREFIX}aborted", err=True)
@@ -94,15 +92,13 @@ def main() -> None:
 
 
 def kubectl_plugin() -> None:
-    """`kubectl hibernation …`: kubectl runs the `kubectl-hibernation` executable on PATH
-    with the rest of the command line; its help and errors then name it as typed."""
+    """`kubectl hibernation …` (`kubectl-hibernation` on PATH): help and errors name it so."""
     main(prog_name="kubectl hibernation")
 
 
 def kubectl_complete() -> None:
-    """`kubectl_complete-hibernation`, run by kubectl for `kubectl hibernation <TAB>` with
-    the words typed: cobra's answer, a candidate a line (`value<TAB>help`), then `:4` (no
-    file names) or `:0` (let the shell complete paths) where click offers none or a path."""
+    """`kubectl_complete-hibernation` (kubectl's `kubectl hibernation <TAB>`): cobra's answer, a
+    candidate a line (`value<TAB>help`), then `:4` (no file names) or `:0` (paths, or none)."""
     from click.shell_completion import ShellComplete  # noqa: PLC0415 - only when completing
 
     args = sys.argv[1:]

@@ -63,11 +63,8 @@ def parse_documents(text: str, *, json_only: bool = False) -> list[Any]:
 def objects(documents: list[Any]) -> Iterator[Any]:
     """The objects in parsed documents, with `kind: List` (and `*List`) flattened."""
     for doc in documents:
-        if (
-            isinstance(doc, dict)
-            and isinstance(doc.get("items"), list)
-            and str(doc.get("kind", "")).endswith("List")
-        ):
-            yield from objects(doc["items"])
+        items = doc.get("items") if isinstance(doc, dict) else None
+        if isinstance(items, list) and str(doc.get("kind", "")).endswith("List"):
+            yield from objects(items)
         else:
             yield doc

@@ -102,10 +102,9 @@ class Terraform:
         self.binary, self.work = binary, work
 
     def run(self, cwd: Path, *args: str, data: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **_QUIET, "TF_DATA_DIR": str(self.work / data)}
         return subprocess.run(
             [self.binary, f"-chdir={cwd}", *args],
-            env=env,
+            env={**os.environ, **_QUIET, "TF_DATA_DIR": str(self.work / data)},
             check=False,
             capture_output=True,
             text=True,
@@ -160,8 +159,7 @@ def _variable_finding(
         value: Any = values
         for part in path:
             value = value.get(part) if isinstance(value, dict) else None
-        shown = json.dumps(value, ensure_ascii=False)
-        message = f"{shown}: {detail.partition(chr(10))[0]}"
+        message = f"{json.dumps(value, ensure_ascii=False)}: {detail.partition(chr(10))[0]}"
         return path[0], Finding(Level.FAIL, ".".join(path), message)
     if typed := re.search(r"for var\.(\w+) declared", detail):
         # The stub's file and line would mislead: the user's are in the message's name.
@@ -288,7 +286,6 @@ def check(binary: str | None, root: Path, var_file: Path, *, plan: bool) -> Resu
     with tempfile.TemporaryDirectory(prefix="cocoon-deploy-check-") as work:
         tf = Terraform(binary, Path(work))
         result = check_variables(tf, root.resolve(), var_file.resolve())
-        if any(f.check == "module source" for f in result.findings):
-            return result
-        result.findings += check_module(tf, root.resolve(), var_file.resolve(), plan=plan)
+        if not any(f.check == "module source" for f in result.findings):
+            result.findings += check_module(tf, root.resolve(), var_file.resolve(), plan=plan)
     return result
