@@ -159,6 +159,15 @@ def stash_names(cs: CocoonSet, pods: tuple[Pod, ...]) -> str:
     return ",".join(sorted(cs.recorded_vm_names | {p.vm_name.strip() for p in pods} - {""}))
 
 
+def _released_by_operator(o: Observed) -> bool:
+    """A release record with no round of its generation: only cocoon-operator's slot release
+    leaves one (ours stamps before any delete). A spec edit of a released set bumps the
+    generation too: an image record other than the spec's image says that is what happened."""
+    cs = o.cs
+    edited = bool(cs.hibernated_image) and cs.hibernated_image != cs.spec.agent.image
+    return o.operator_present and bool(cs.hint) and not edited
+
+
 def decide_release(o: Observed) -> Step:
     cs = o.cs
     if not o.registry_configured:
@@ -186,7 +195,7 @@ def decide_release(o: Observed) -> Step:
                 Phase.SUSPENDED, "no owned pod holds a seat", report=release_owed(cs)
             )
         stamp = round_to_stamp(cs, ())
-        if cs.hint and stamp is not None:
+        if stamp is not None and _released_by_operator(o):
             # Released by cocoon-operator's slot release: book the round so it is reported once.
             return steps.Stash(stash_names(cs, o.pods), None, round=stamp[0], round_pods=stamp[1])
         owed = release_owed(cs)

@@ -90,8 +90,13 @@ def test_a_retain_set_or_a_hibernating_pod_is_not_a_wake() -> None:
     assert not isinstance(decide(hibernating), CompleteWake | DropSnapshot)
 
 
-def released(**set_kw: Any) -> Observed:
-    return Observed(cs=make_set(phase="Suspended", **set_kw), pods=())
+def released(operator: bool = True, **set_kw: Any) -> Observed:
+    cs = make_set(phase="Suspended", **set_kw)
+    # The operator has observed the set's generation (else the functions wait for it).
+    cs = cs.model_copy(
+        update={"status": cs.status.model_copy(update={"observed_generation": cs.generation})}
+    )
+    return Observed(cs=cs, pods=(), operator_present=operator)
 
 
 def test_a_release_the_operator_did_is_booked_once() -> None:
@@ -100,6 +105,29 @@ def test_a_release_the_operator_did_is_booked_once() -> None:
     assert decide(released(hint="node-a", annotations=booked)) == ReportReleased("2", ())
     reported = {**booked, k.ANN_RELEASE_REPORTED: "2"}
     assert decide(released(hint="node-a", annotations=reported)) == Done("released")
+
+
+# A set the functions released (round 2 stamped before the delete, then reported), edited
+# while released: the edit bumps the generation, and once read as a new round it reported
+# a second SeatReleased for the one seat freed.
+OURS = {k.ANN_RELEASE_ROUND: "2", k.ANN_RELEASE_ROUND_PODS: "agent-0", k.ANN_RELEASE_REPORTED: "2"}
+
+
+def test_an_edit_of_a_set_the_functions_released_reports_no_second_release() -> None:
+    edited = released(operator=False, hint="node-a", generation=3, annotations=OURS)
+    assert decide(edited) == Done("released")
+
+
+def test_an_image_edit_beside_the_operator_reports_no_second_release() -> None:
+    record = {**OURS, k.ANN_HIBERNATED_IMAGE: "ghcr.io/acme/agent:old"}
+    edited = released(hint="node-a", generation=3, annotations=record)
+    assert edited.cs.spec.agent.image != "ghcr.io/acme/agent:old"
+    assert decide(edited) == Done("released")
+
+
+def test_the_operators_next_release_after_a_wake_is_booked() -> None:
+    again = released(hint="node-a", generation=5, annotations=OURS)
+    assert decide(again) == Stash("", None, round="5", round_pods="")
 
 
 def test_suspended_before_first_boot_released_nothing() -> None:
