@@ -83,8 +83,8 @@ def _exec_credential(spec: Mapping[str, Any]) -> Mapping[str, Any]:
             check=False,
         )
         status = json.loads(proc.stdout).get("status") if proc.returncode == 0 else None
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        status = None
+    except (OSError, ValueError, AttributeError, subprocess.TimeoutExpired):
+        status = None  # AttributeError: JSON that is not an object
     if not isinstance(status, dict):
         raise _Unsupported  # the official client runs it again and says what failed
     return status

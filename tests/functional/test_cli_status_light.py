@@ -109,3 +109,24 @@ def test_what_it_does_not_cover_goes_to_the_official_client(tmp_path: Path) -> N
     assert LightKube.from_settings(Settings(kubeconfig=str(path), kube_context="nope")) is None
     google = Settings(kube_auth=KubeAuth.GOOGLE, kube_server="https://x")
     assert LightKube.from_settings(google) is None
+
+
+@pytest.mark.parametrize("printed", ["[]", '"token"', "not json", '{"status": []}'])
+def test_an_exec_plugin_answering_no_credential_goes_to_the_official_client(
+    tmp_path: Path, printed: str
+) -> None:
+    # The official client then runs the plugin again and says what is wrong with its answer.
+    plugin = tmp_path / "plugin"
+    plugin.write_text(f"#!/bin/sh\ncat <<'OUT'\n{printed}\nOUT\n", encoding="utf-8")
+    plugin.chmod(0o755)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"exec": {"command": str(plugin), "apiVersion": "v1"}}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert LightKube.from_settings(Settings(kubeconfig=str(path))) is None
