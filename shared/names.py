@@ -33,11 +33,11 @@ VM_PREFIX = "vk-"
 
 
 def is_dns1123_label(value: str) -> bool:
-    return len(value) <= DNS1123_LABEL_MAX and bool(_DNS1123_LABEL.match(value))
+    return len(value) <= DNS1123_LABEL_MAX and bool(_DNS1123_LABEL.fullmatch(value))
 
 
 def is_dns1123_subdomain(value: str) -> bool:
-    return len(value) <= DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.match(value))
+    return len(value) <= DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
 
 
 def is_label_value(value: str) -> bool:
@@ -62,17 +62,17 @@ def check_name(value: object, *, what: str = "name") -> str:
 
 def check_repository(value: object) -> str:
     def valid(v: str) -> bool:
-        return len(v) <= OCI_REPOSITORY_MAX and bool(_OCI_REPOSITORY.match(v))
+        return len(v) <= OCI_REPOSITORY_MAX and bool(_OCI_REPOSITORY.fullmatch(v))
 
     return _check(value, valid, "repository", ": not an OCI repository name")
 
 
 def check_tag(value: object) -> str:
-    return _check(value, _OCI_TAG.match, "tag")
+    return _check(value, _OCI_TAG.fullmatch, "tag")
 
 
 def check_digest(value: object) -> str:
-    return _check(value, lambda v: len(v) <= 256 and _DIGEST.match(v), "digest")
+    return _check(value, lambda v: len(v) <= 256 and _DIGEST.fullmatch(v), "digest")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from shared.names import (
     check_name,
     check_namespace,
     check_repository,
+    check_tag,
     legacy_vm_name,
     parse_vm_name,
     recorded_vm_names,
@@ -93,23 +94,30 @@ def test_parse_recovers_the_built_name(ns: str, cs: str, slot: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["../etc", "a%2Fb", "a\x00b", "A", "-a", "a" * 64, "", "a/b", "a.b"]
+    "bad", ["../etc", "a%2Fb", "a\x00b", "A", "-a", "a" * 64, "", "a/b", "a.b", "a\n"]
 )
 def test_namespace_validation_refuses_injection(bad: str) -> None:
     with pytest.raises(InvalidName):
         check_namespace(bad)
 
 
-@pytest.mark.parametrize("bad", ["../x", "a%2Fb", "x\x00", "a" * 254, "a_b", "a/b"])
+@pytest.mark.parametrize("bad", ["../x", "a%2Fb", "x\x00", "a" * 254, "a_b", "a/b", "a\n"])
 def test_name_validation_refuses_injection(bad: str) -> None:
     with pytest.raises(InvalidName):
         check_name(bad)
 
 
-@pytest.mark.parametrize("bad", ["../x", "a//b", "A/b", "a/", "/a", "a%2fb", "a" * 256])
+@pytest.mark.parametrize("bad", ["../x", "a//b", "A/b", "a/", "/a", "a%2fb", "a" * 256, "a\n"])
 def test_repository_validation(bad: str) -> None:
     with pytest.raises(InvalidName):
         check_repository(bad)
+
+
+@pytest.mark.parametrize("bad", ["hibernate\n", ".x", ""])
+def test_tag_validation_refuses_a_trailing_newline(bad: str) -> None:
+    # Python's `$` also matches before a final newline; a name is the whole text.
+    with pytest.raises(InvalidName):
+        check_tag(bad)
 
 
 def test_repository_accepts_nested_paths() -> None:
