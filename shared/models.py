@@ -535,6 +535,11 @@ class CocoonSet(_Model):
         return self.metadata.annotations.get(k.ANN_HIBERNATED_IMAGE, "")
 
     @property
+    def image_changed_since_release(self) -> bool:
+        """The release recorded an image and `spec.agent.image` is now another."""
+        return bool(self.hibernated_image) and self.hibernated_image != self.spec.agent.image
+
+    @property
     def recorded_vm_names(self) -> frozenset[str]:
         """The VM names the set itself records: the release stash and the status agents."""
         names = set(self.metadata.annotations.get(k.ANN_DELETE_VM_NAMES, "").split(","))

@@ -84,7 +84,7 @@ def _discard_for_operator(o: Observed) -> Step | None:
     """The image-change discard even for a generation the operator has not seen: it tries
     the discard first, so a registry refusing its DELETE by tag keeps it behind for ever."""
     cs = o.cs
-    if cs.suspended or not cs.hibernated_image or cs.hibernated_image == cs.spec.agent.image:
+    if cs.suspended or not cs.image_changed_since_release:
         return None
     step = decide_wake(o) if main_pod(o.pods) is None else None
     return step if isinstance(step, steps.ProbeRegistry | steps.DiscardSnapshot) else None
@@ -164,8 +164,7 @@ def _released_by_operator(o: Observed) -> bool:
     leaves one (ours stamps before any delete). A spec edit of a released set bumps the
     generation too: an image record other than the spec's image says that is what happened."""
     cs = o.cs
-    edited = bool(cs.hibernated_image) and cs.hibernated_image != cs.spec.agent.image
-    return o.operator_present and bool(cs.hint) and not edited
+    return o.operator_present and bool(cs.hint) and not cs.image_changed_since_release
 
 
 def decide_release(o: Observed) -> Step:
@@ -349,7 +348,7 @@ def decide_wake(o: Observed) -> Step:
         shared = _shared_name(o, _legacy(cs, vm0)) if present else None
         if shared is not None:
             return shared
-        if cs.hibernated_image and cs.hibernated_image != cs.spec.agent.image:
+        if cs.image_changed_since_release:
             # Checked before "lost", so a discard a crash cut short is finished, not reported.
             return steps.DiscardSnapshot(vm0, cs.hibernated_image, cs.spec.agent.image)
         if not present:
